@@ -12,7 +12,7 @@ constexpr int C = 16;            // tokens per chunk
 constexpr int D = 128;           // head dimension, K = V = D
 constexpr float LOG2E = 1.4426950408889634f;
 
-// ---------------------------------------------------------------------------------------------
+// §record --------------------------------------------------------------------------------------
 // The record K1 writes for every (chunk, head) and K2 reads back, in this order (bytes):
 //   kd   [C][D] bf16   k_hat * exp(G)                 (decayed keys)
 //   qd   [C][D] bf16   q_hat * exp(G)                 (decayed queries, *without* scale)
@@ -32,7 +32,7 @@ constexpr int REC_NORM = REC_DECAY + D * 4;
 constexpr int REC_BYTES = REC_NORM + 16;      // 13840 = 865 x 16 bytes
 static_assert(REC_BYTES % 16 == 0, "record must be a whole number of 16-byte pieces");
 
-// ------------------------------------ conversions ---------------------------------------------
+// §conversions --------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
     __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);     // .x (low half) = lo
     return *reinterpret_cast<uint32_t*>(&v);
@@ -48,7 +48,7 @@ __device__ __forceinline__ float fast_exp2(float x) {   // ex2.approx: 2^x, flus
 }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
 
-// ------------------------------ tensor-core fragments ----------------------------------------
+// §fragments ----------------------------------------------------------------------------------
 // mma.sync m16n8k16, fp32 accumulators. Lane = 4 * g + t (g = "group", t = "thread in group").
 //   A 16x16 (row-major): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
 //   B 16x8  (k x n):     b[0] = (k = 2t..2t+1, n = g), b[1] = (k = 2t+8..2t+9, n = g)
@@ -80,7 +80,7 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
 }
 
-// ------------------------------------- async copies --------------------------------------------
+// §copies -------------------------------------------------------------------------------------
 // 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes zeros (used past a sequence's end).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes = 16) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
