@@ -4,7 +4,9 @@ import pytest
 from kda_nb.kernels import *
 
 
+import os
 import shutil
+from pathlib import Path
 import pytest
 
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
@@ -14,6 +16,12 @@ def test_kernels_compile_without_spills():
     for r in usage:
         print(r)
         assert r['spill_stores'] == 0 and r['spill_loads'] == 0, r
+
+
+@pytest.mark.skipif(not (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'include' / 'cuda_runtime.h').exists(),
+                    reason="needs the CUDA headers (cuda_runtime.h)")
+def test_binding_compiles():
+    check_binding_compiles()
 
 
 import pytest

@@ -1,0 +1,46 @@
+"""Execute notebooks in place, keeping their outputs for the docs (all cells, GPU-flagged ones too).
+
+`nbdev_test` runs notebooks but throws the outputs away; this keeps them. Use it on the machine whose
+results the page should show (the H200 for the kernel, benchmark and demo notebooks), then run
+`nbdev_clean` to strip volatile metadata. Cells marked `#| eval: false` are skipped, as nbdev does.
+
+    python tools/run_notebooks.py nbs/04_kernels.ipynb nbs/05_api.ipynb
+"""
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+from execnb.nbio import read_nb, write_nb
+from execnb.shell import CaptureShell
+
+NO_EVAL = re.compile(r'^\s*#\|\s*eval:\s*false', re.M)
+
+
+def run_notebook(path: Path) -> float:
+    "Execute `path` in its own folder and write it back with outputs; returns the seconds it took."
+    nb = read_nb(path)
+    skipped = [c for c in nb.cells if c.cell_type == 'code' and NO_EVAL.search(c.source)]
+    for c in skipped: c.cell_type = 'skip'                  # hide from the shell, restore below
+    cwd = os.getcwd()
+    os.chdir(path.parent)
+    t0 = time.perf_counter()
+    try:
+        CaptureShell().run_all(nb, exc_stop=True)
+    finally:
+        os.chdir(cwd)
+        for c in skipped: c.cell_type = 'code'
+    write_nb(nb, path)
+    return time.perf_counter() - t0
+
+
+if __name__ == '__main__':
+    failed = []
+    for p in sys.argv[1:]:
+        try:
+            print(f"{p}: ran in {run_notebook(Path(p).resolve()):.0f} s", flush=True)
+        except Exception as e:
+            failed.append(p)
+            print(f"{p}: FAILED: {type(e).__name__}: {e}", flush=True)
+    sys.exit(1 if failed else 0)
