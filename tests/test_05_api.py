@@ -50,6 +50,13 @@ def test_mismatched_device_raises():
     with pytest.raises(ValueError, match='k must be on'):
         fwd(**a)
 
+def test_cu_seqlens_checked_again_after_inplace_change():
+    a = _args()
+    fwd(**a)
+    a['cu_seqlens'][1] = 45                       # same tensor, now invalid
+    with pytest.raises(ValueError, match='cu_seqlens'):
+        fwd(**a)
+
 def test_unknown_backend_raises():
     with pytest.raises(ValueError, match='backend'):
         fwd(**_args(), backend='triton')
