@@ -48,8 +48,10 @@ _seqlens_cache: dict = {}
 
 def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
     "Sequence lengths from `cu_seqlens`, its values checked; reused while the same tensor is unchanged."
+    # Tensors made under torch.inference_mode() have no version counter: those are checked every call.
+    version = None if cu_seqlens.is_inference() else cu_seqlens._version
     hit = _seqlens_cache.get(id(cu_seqlens))
-    if hit is not None and hit[0]() is cu_seqlens and hit[1] == cu_seqlens._version and hit[2][-1] == T:
+    if version is not None and hit is not None and hit[0]() is cu_seqlens and hit[1] == version and hit[2][-1] == T:
         return hit[3]
     cu = cu_seqlens.tolist()                                   # the one device -> host copy
     if cu[0] != 0: raise ValueError(f"cu_seqlens must start at 0, got {cu[0]}")
@@ -59,8 +61,9 @@ def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
         raise ValueError(f"cu_seqlens must not decrease, got cu_seqlens[{bad}] = {cu[bad]} > "
                          f"cu_seqlens[{bad + 1}] = {cu[bad + 1]}")
     seqlens = [b - a for a, b in zip(cu[:-1], cu[1:])]
-    if len(_seqlens_cache) > 64: _seqlens_cache.clear()
-    _seqlens_cache[id(cu_seqlens)] = (weakref.ref(cu_seqlens), cu_seqlens._version, cu, seqlens)
+    if version is not None:
+        if len(_seqlens_cache) > 64: _seqlens_cache.clear()
+        _seqlens_cache[id(cu_seqlens)] = (weakref.ref(cu_seqlens), version, cu, seqlens)
     return seqlens
 
 def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,

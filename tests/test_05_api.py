@@ -57,6 +57,15 @@ def test_cu_seqlens_checked_again_after_inplace_change():
     with pytest.raises(ValueError, match='cu_seqlens'):
         fwd(**a)
 
+def test_inference_mode_inputs():
+    with torch.inference_mode():
+        a = _args()
+        fwd(**a)
+        fwd(**a)                                  # no version counter: checked again, still fine
+        a['cu_seqlens'][1] = 45
+        with pytest.raises(ValueError, match='cu_seqlens'):
+            fwd(**a)
+
 def test_unknown_backend_raises():
     with pytest.raises(ValueError, match='backend'):
         fwd(**_args(), backend='triton')
