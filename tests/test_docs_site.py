@@ -1,0 +1,253 @@
+"""The docs site: `tools/build_docs.py` builds it, and a real browser (headless Chromium) reads it.
+
+Without Quarto the site is built from the same `_quarto.yml` and the same nbdev-processed notebooks
+by smalldocs (see tools/build_docs.py). These tests check what a reader would notice: a page for
+every notebook, the sidebar in reading order, an API entry for every public function, the maths
+typeset (offline: the browser can resolve no host but this one), the pictures loaded, every link
+inside the site landing on a page and an anchor that exist. Set KDA_DOCS_SCREENSHOTS=DIR to keep
+screenshots of a few pages.
+
+The browser tests skip, saying why, where Chromium, chromedriver or selenium is missing
+(`apt-get install chromium chromium-driver`, `pip install selenium`).
+"""
+import functools
+import http.server
+import importlib
+import inspect
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / 'nbs'
+
+def _site_url() -> str:
+    "doc_host + doc_baseurl of settings.ini (https://kda-nb.github.io/kda_nb/): where nbdev's doc links point."
+    from configparser import ConfigParser
+    cfg = ConfigParser(delimiters=['=']); cfg.read(ROOT / 'settings.ini', encoding='utf-8')
+    base = cfg['DEFAULT'].get('doc_baseurl', '').strip('/')
+    return cfg['DEFAULT']['doc_host'].rstrip('/') + '/' + (base + '/' if base else '')
+
+
+SITE_URL = _site_url()
+SCREENSHOTS = ('index.html', 'chunked.html', 'kernels.html')
+
+
+def page_of(nb: Path) -> str:
+    "The page nbdev (and Quarto) writes a notebook to: `03_chunked.ipynb` -> `chunked.html`."
+    return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower()).removesuffix('.ipynb') + '.html'
+
+
+def notebooks():
+    return sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith(('_', '.')))
+
+
+def sidebar_files():
+    sb = yaml.safe_load((NBS / 'sidebar.yml').read_text())['website']['sidebar']
+
+    def walk(items):
+        for e in items:
+            if isinstance(e, dict) and 'contents' in e: yield from walk(e['contents'])
+            elif isinstance(e, dict): yield e.get('href') or e.get('file')
+            else: yield e
+    return list(walk(sb['contents']))
+
+
+@pytest.fixture(scope='module')
+def build(tmp_path_factory):
+    "Build the site once, into a scratch folder; keep `_proc/` to count the outputs it should show."
+    pytest.importorskip('smalldocs', reason='smalldocs renders the site without Quarto: pip install smalldocs (Python 3.11+)')
+    out = tmp_path_factory.mktemp('docs') / '_docs'
+    r = subprocess.run([sys.executable, 'tools/build_docs.py', '--out', str(out), '--keep-proc'],
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return out, r
+
+
+@pytest.fixture(scope='module')
+def site(build):
+    "The built site, even when the build reported errors, so that the other tests say what is wrong with it."
+    out, r = build
+    if not (out / 'index.html').exists(): pytest.fail(f'tools/build_docs.py built no site:\n{r.stderr[-6000:]}')
+    return out
+
+
+def test_build_is_clean(build):
+    "No notebook failed nbdev's processing, no broken link, nothing loaded from the network."
+    out, r = build
+    errors = r.stderr[r.stderr.find('build_docs: ERROR'):] if 'build_docs: ERROR' in r.stderr else r.stderr[-6000:]
+    assert r.returncode == 0, f'tools/build_docs.py exited {r.returncode}:\n{errors}'
+
+
+# ---------------------------------------------------------------- without a browser
+
+def test_sidebar_lists_every_notebook_in_reading_order():
+    listed = sidebar_files()
+    assert listed[0] == 'index.ipynb', 'the home page comes first'
+    missing = [nb.name for nb in notebooks() if nb.name not in listed]
+    assert not missing, f'add these notebooks to nbs/sidebar.yml, in reading order: {missing}'
+    numbered = [f for f in listed if re.match(r'\d', f)]
+    assert numbered == sorted(numbered), 'nbs/sidebar.yml follows the notebooks\' numbers'
+
+
+def test_one_quarto_project_file():
+    q = NBS / '_quarto.yml'
+    assert q.is_symlink() and os.readlink(q) == '../_quarto.yml', 'nbs/_quarto.yml is a relative symlink to the top-level _quarto.yml'
+    assert yaml.safe_load(q.read_text())['metadata-files'] == ['nbdev.yml', 'sidebar.yml']
+
+
+def test_every_notebook_has_a_page(site):
+    missing = [f'{nb.name} -> {page_of(nb)}' for nb in notebooks() if not (site / page_of(nb)).exists()]
+    assert not missing, f'no page for {missing}'
+    assert (site / 'index.html').exists()
+
+
+def test_every_public_function_has_an_api_entry(site):
+    "nbdev's show_doc entry, at the anchor nbdev's module index links to, for each function and class in `__all__`."
+    sys.path.insert(0, str(ROOT))
+    from kda_nb._modidx import d
+    missing = []
+    for mod, syms in d['syms'].items():
+        m = importlib.import_module(mod)
+        for name in getattr(m, '__all__', []):
+            if not (inspect.isfunction(getattr(m, name)) or inspect.isclass(getattr(m, name))): continue
+            page, _, frag = syms[f'{mod}.{name}'][0].partition('#')
+            html = (site / page).read_text(encoding='utf-8') if (site / page).exists() else ''
+            if f'id="{frag}"' not in html: missing.append(f'{mod}.{name} ({page}#{frag})')
+    assert not missing, f'no API entry for {len(missing)} public functions, among them {missing[:12]}'
+
+
+def test_no_asset_from_the_network(site):
+    "Every script and stylesheet is in the site: KaTeX too, so that the maths renders offline."
+    pat = re.compile(r'<(?:script|link)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]+"[^>]*>')
+    found = {f'{p.name}: {m.group(0)}' for p in site.glob('*.html') for m in pat.finditer(p.read_text(encoding='utf-8'))
+             if not re.search(r'rel="(?:canonical|alternate)"', m.group(0))}
+    assert not found, sorted(found)
+    assert (site / 'site_libs' / 'katex' / 'katex.min.js').exists()
+
+
+# ---------------------------------------------------------------- in a browser
+
+def _browser_missing() -> str | None:
+    try: import selenium  # noqa: F401
+    except ImportError: return 'selenium is not installed (pip install selenium)'
+    if not (shutil.which('chromium') or shutil.which('chromium-browser')): return 'Chromium is not installed (apt-get install chromium)'
+    if not shutil.which('chromedriver'): return 'chromedriver is not installed (apt-get install chromium-driver)'
+
+
+@pytest.fixture(scope='module')
+def browser(site):
+    reason = _browser_missing()
+    if reason: pytest.skip(f'no browser to check the docs site in: {reason}')
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args): pass
+    server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=str(site)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which('chromium') or shutil.which('chromium-browser')
+    profile = tempfile.mkdtemp(prefix='kda-docs-chromium-')
+    for a in ('--headless=new', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+              '--disable-background-networking', '--disable-component-update', '--disable-sync',
+              '--disable-dev-shm-usage', f'--user-data-dir={profile}', '--window-size=1400,1000',
+              '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1'):  # offline, as CI is
+        opts.add_argument(a)
+    opts.set_capability('goog:loggingPrefs', {'browser': 'ALL'})
+    os.environ.setdefault('SE_OFFLINE', 'true')  # selenium must not look for a driver on the network
+    driver = webdriver.Chrome(service=Service(shutil.which('chromedriver')), options=opts)
+    driver.set_page_load_timeout(60)
+    try: yield driver, f'http://127.0.0.1:{server.server_port}/'
+    finally:
+        driver.quit()
+        server.shutdown()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+READ_PAGE = r"""
+const main = document.querySelector('main') || document.body;
+const prose = main.cloneNode(true);
+prose.querySelectorAll('pre, code, script, style, .katex').forEach(e => e.remove());
+return {
+  math: document.querySelectorAll('.math').length,
+  typeset: document.querySelectorAll('.math .katex').length,
+  errors: Array.from(document.querySelectorAll('.katex-error')).map(e => e.title || e.textContent).slice(0, 5),
+  raw: (prose.textContent.match(/\\\(|\\\[|\$\$|\$[^$\s](?:[^$\n]*?[^$\s\\])?\$/g) || []).slice(0, 5),
+  images: Array.from(document.images).map(i => ({src: i.src.slice(0, 80), ok: i.complete && i.naturalWidth > 0})),
+  svgs: main.querySelectorAll('.cell-output svg').length,
+  tables: main.querySelectorAll('.cell-output-display table').length,
+  links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+  sidebar: Array.from(document.querySelectorAll('#quarto-sidebar a[href]')).map(a => a.getAttribute('href')),
+  title: document.title,
+};
+"""
+
+
+def _expected_outputs(page: str) -> tuple[int, int]:
+    "Pictures and tables among the saved outputs of the processed notebook behind `page`."
+    nbs = [p for p in (ROOT / '_proc').glob('*.ipynb') if page_of(p) == page]
+    if not nbs: return 0, 0
+    pics = tables = 0
+    for cell in json.loads(nbs[0].read_text(encoding='utf-8'))['cells']:
+        src = ''.join(cell.get('source', ''))
+        if re.search(r'^#\|\s*(output:\s*false|include:\s*false)', src, re.M): continue
+        for o in cell.get('outputs', []):
+            data = o.get('data', {})
+            if any(k in data for k in ('image/png', 'image/jpeg', 'image/gif', 'image/svg+xml')) and 'text/html' not in data: pics += 1
+            elif '<table' in ''.join(data.get('text/html', '')): tables += 1
+    return pics, tables
+
+
+def _ids(path: Path) -> set[str]:
+    return set(re.findall(r'\bid="([^"]+)"', path.read_text(encoding='utf-8')))
+
+
+def test_pages_in_a_browser(site, browser):
+    driver, base = browser
+    shots = Path(os.environ.get('KDA_DOCS_SCREENSHOTS') or site.parent / 'screenshots')
+    shots.mkdir(parents=True, exist_ok=True)
+    pages = sorted(p.name for p in site.glob('*.html'))
+    problems, ids = [], {}
+    for page in pages:
+        driver.get(base + page)
+        driver.execute_script('return document.fonts.ready')
+        got = driver.execute_script(READ_PAGE)
+        where = f'{page}:'
+        if got['typeset'] != got['math']: problems.append(f'{where} {got["math"] - got["typeset"]} of {got["math"]} formulas not typeset')
+        if got['errors']: problems.append(f'{where} KaTeX could not typeset {got["errors"]}')
+        if got['raw']: problems.append(f'{where} raw TeX in the text: {got["raw"]}')
+        bad = [i['src'] for i in got['images'] if not i['ok']]
+        if bad: problems.append(f'{where} pictures that did not load: {bad}')
+        pics, tables = _expected_outputs(page)
+        if len(got['images']) + got['svgs'] < pics: problems.append(f'{where} {pics} pictures saved in the notebook, {len(got["images"]) + got["svgs"]} shown')
+        if got['tables'] < tables: problems.append(f'{where} {tables} tables saved in the notebook, {got["tables"]} shown')
+        for href in got['links']:
+            u = urlsplit(href)
+            if href.startswith(base): rel = href[len(base):]
+            elif href.startswith(SITE_URL): rel = href[len(SITE_URL):]  # nbdev's links to the published site
+            else: continue
+            target = unquote(urlsplit(rel).path) or 'index.html'
+            if target.endswith('/'): target += 'index.html'
+            if not (site / target).is_file(): problems.append(f'{where} link to a missing page: {href}'); continue
+            if u.fragment and target.endswith('.html'):
+                if target not in ids: ids[target] = _ids(site / target)
+                if unquote(u.fragment) not in ids[target]: problems.append(f'{where} link to a missing anchor: {href}')
+        logs = [e['message'] for e in driver.get_log('browser') if e['level'] == 'SEVERE' and 'favicon.ico' not in e['message']]
+        if logs: problems.append(f'{where} console errors: {logs[:3]}')
+        if page in SCREENSHOTS: driver.save_screenshot(str(shots / page.replace('.html', '.png')))
+        if page == 'index.html':
+            want = [page_of(NBS / f) if f.endswith('.ipynb') else f for f in sidebar_files() if (NBS / f).exists() or f == 'index.ipynb']
+            shown = list(dict.fromkeys(h.split('#')[0].removeprefix('./') or 'index.html' for h in got['sidebar']))
+            if shown != want: problems.append(f'sidebar: {shown}, expected {want}')
+    print(f'checked {len(pages)} pages in Chromium; screenshots in {shots}')
+    assert not problems, '\n'.join(problems)
