@@ -1,8 +1,10 @@
-# Sourced by tools/demo.sh and tools/test.sh: a virtual environment in .venv with kda_nb and its
-# development dependencies. Idempotent: a second run only checks. Set KDA_NB_PYTHON to choose the Python.
+# Sourced by tools/demo.sh and tools/test.sh: a virtual environment in .venv with kda_nb installed
+# (KDA_NB_SETUP=lib: the library alone, what the demo needs; dev, the default: with the development
+# dependencies the tests need). Idempotent: a second run only checks. KDA_NB_PYTHON picks the Python.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${KDA_NB_PYTHON:-python3}"
+MODE="${KDA_NB_SETUP:-dev}"
 if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv (system site-packages visible, so an installed CUDA torch is reused)"
   "$PY" -m venv --system-site-packages .venv
@@ -14,9 +16,13 @@ if ! python -c "import torch" 2>/dev/null; then
   echo "== installing torch"
   python -m pip install -q "torch==2.13.0"
 fi
-if ! python -c "import kda_nb, nbdev, pytest, hypothesis" 2>/dev/null || [ setup.py -nt .venv/.kda_nb_installed ] \
-   || [ settings.ini -nt .venv/.kda_nb_installed ]; then
-  echo "== installing kda_nb and its development dependencies"
-  python -m pip install -q -e ".[dev]"
-  touch .venv/.kda_nb_installed
+extra=""; probe="import kda_nb"
+if [ "$MODE" = dev ]; then extra="[dev]"; probe="import kda_nb, nbdev, pytest, hypothesis, smalldocs"; fi
+stamp=".venv/.kda_nb_installed_$MODE"
+if ! python -c "$probe" 2>/dev/null || [ setup.py -nt "$stamp" ] || [ settings.ini -nt "$stamp" ]; then
+  echo "== installing kda_nb${extra}"
+  # no build isolation: an offline GPU machine that has torch and setuptools needs no download at all
+  python -c "import setuptools" 2>/dev/null || python -m pip install -q setuptools wheel
+  python -m pip install -q --no-build-isolation -e ".${extra}"
+  touch "$stamp"
 fi
