@@ -32,12 +32,13 @@ int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const to
 }  // namespace
 
 // q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v. cu_seqlens, cu_chunks: int64 [N+1]
-// on the device (for fixed-length batches, the caller passes b * T and b * ceil(T / 16)).
+// on the device (for fixed-length batches, the caller passes b * T and b * ceil(T / 16)). seq_order:
+// optional int32 [N], a permutation of the sequences (K2 starts the longest first); it must be one.
 void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
              double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
              c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
              torch::Tensor cu_seqlens, torch::Tensor cu_chunks, int64_t n_chunks, torch::Tensor workspace,
-             int64_t stream_handle) {
+             c10::optional<torch::Tensor> seq_order, int64_t stream_handle) {
     TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", q.sizes());
     const int64_t H = q.size(2), N = cu_seqlens.numel() - 1;
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
@@ -57,6 +58,10 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     check_tensor(cu_seqlens, "cu_seqlens", at::kLong, q);
     check_tensor(cu_chunks, "cu_chunks", at::kLong, q);
     TORCH_CHECK(cu_chunks.numel() == N + 1, "cu_chunks must have N + 1 entries");
+    if (seq_order.has_value()) {
+        check_tensor(*seq_order, "seq_order", at::kInt, q);
+        TORCH_CHECK(seq_order->numel() == N, "seq_order must have N = ", N, " entries");
+    }
     check_tensor(workspace, "workspace", at::kByte, q);
     TORCH_CHECK(workspace.numel() >= n_chunks * H * static_cast<int64_t>(kda::record_bytes()),
                 "workspace too small");
@@ -69,6 +74,7 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     a.state_in = initial_state.has_value() ? initial_state->data_ptr() : nullptr;
     a.state_out = final_state.has_value() ? final_state->data_ptr() : nullptr;
     a.cu_seqlens = cu_seqlens.data_ptr<int64_t>(); a.cu_chunks = cu_chunks.data_ptr<int64_t>();
+    a.seq_order = seq_order.has_value() ? seq_order->data_ptr<int>() : nullptr;
     a.n_seq = static_cast<int>(N); a.H = static_cast<int>(H); a.n_chunks = n_chunks;
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
     a.workspace = workspace.data_ptr();

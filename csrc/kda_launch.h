@@ -24,6 +24,7 @@ struct FwdArgs {
     int state_out_kind;
     const int64_t* cu_seqlens;  // [N + 1] token offsets of the sequences
     const int64_t* cu_chunks;   // [N + 1] chunk offsets: cu_chunks[n+1] - cu_chunks[n] = ceil(len_n / 16)
+    const int* seq_order;     // [N] int32: K2 visits the sequences in this order (longest first), or null
     int n_seq;                // N
     int H;
     int64_t n_chunks;         // cu_chunks[N]

@@ -6,10 +6,13 @@
 //   U^T = (V - W)^T (INV diag(beta))^T       (fp16 x fp16 -> fp32)
 //   O^T = scale (P + U^T Mqk^T)              (fp16 x fp16 -> fp32)
 //   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
-// The chunk's record (K1's output) and values arrive in shared memory through a cp.async pipeline
-// NSTAGE chunks deep, so loads for later chunks overlap the arithmetic of this one.
+// The chunk's record (K1's output, already in this kernel's layout) and values arrive in shared memory
+// through a pipeline of bulk copies NSTAGE chunks deep, so loads for later chunks overlap the
+// arithmetic of this one.
 #include "kda_common.cuh"
 #include "kda_launch.h"
+
+#include <cstdlib>
 
 namespace kda {
 
@@ -17,17 +20,11 @@ template <int WARPS>
 struct K2Layout {
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int VB = 16 * WARPS;               // state rows per block
-    static constexpr int ROW = D + 8;                   // padded row (elements) of kd, qd, kr: 272 bytes
-    static constexpr int SROW = C + 8;                  // padded row of invb, mqk: 48 bytes
     static constexpr int VROW = VB + 8;                 // padded row of the value tile
-    static constexpr int KD = 0;                        // byte offsets inside one pipeline stage
-    static constexpr int QD = KD + C * ROW * 2;
-    static constexpr int KR = QD + C * ROW * 2;
-    static constexpr int INVB = KR + C * ROW * 2;
-    static constexpr int MQK = INVB + C * SROW * 2;
-    static constexpr int DECAY = MQK + C * SROW * 2;
-    static constexpr int NORM = DECAY + D * 4;
-    static constexpr int VAL = NORM + 16;
+    // one pipeline stage: the record exactly as K1 wrote it (kda_common.cuh), then the value tile
+    static constexpr int KD = REC_KD, QD = REC_QD, KR = REC_KR, INVB = REC_INVB, MQK = REC_MQK;
+    static constexpr int DECAY = REC_DECAY, NORM = REC_NORM;
+    static constexpr int VAL = REC_BYTES;
     static constexpr int STAGE = VAL + C * VROW * 2;
     static constexpr int OROW = 16 + 8;                 // padded row of a warp's output tile
     static constexpr int OUT_BYTES = WARPS * C * OROW * 2;
@@ -45,9 +42,11 @@ __device__ __forceinline__ float pow2_normalizer(float m) {
 template <int WARPS, int NSTAGE>
 __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
     using Ly = K2Layout<WARPS>;
-    extern __shared__ __align__(16) uint8_t smem[];
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s has landed
     constexpr int VSPLIT = D / Ly::VB;
-    const int n = blockIdx.x / VSPLIT, vblk = blockIdx.x % VSPLIT, h = blockIdx.y, H = p.H;
+    const int rank = blockIdx.x / VSPLIT, vblk = blockIdx.x % VSPLIT, h = blockIdx.y, H = p.H;
+    const int n = p.seq_order ? p.seq_order[rank] : rank;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t tok0 = p.cu_seqlens[n], tok1 = p.cu_seqlens[n + 1];
     const int64_t chunk0 = p.cu_chunks[n];
@@ -75,25 +74,22 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
         }
     }
 
-    // §pipeline: copy chunk c's record and value tile into stage `stage` (an empty group past the end)
+    // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
+    // full[stage]; every thread copies 16-byte pieces of the value rows with cp.async (zeros past the
+    // sequence's end), one commit group per chunk. Many tiny bulk copies would queue on the copy engine.
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NSTAGE; ++s) mbar_init(&full[s], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
     const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(p.v);
     auto load_chunk = [&](int c, int stage) {
         if (c < nch) {
-            const uint8_t* rec = static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES;
             uint8_t* st = smem + stage * Ly::STAGE;
-            for (int i = threadIdx.x; i < REC_BYTES / 16; i += Ly::THREADS) {
-                const int off = i * 16;
-                uint8_t* dst;
-                if (off < REC_INVB) {                         // kd, qd, kr: 256-byte rows -> padded rows
-                    const int m = off / (C * D * 2), w = off % (C * D * 2);
-                    dst = st + Ly::KD + m * C * Ly::ROW * 2 + (w / (D * 2)) * Ly::ROW * 2 + w % (D * 2);
-                } else if (off < REC_DECAY) {                 // invb, mqk: 32-byte rows -> padded rows
-                    const int m = (off - REC_INVB) / (C * C * 2), w = (off - REC_INVB) % (C * C * 2);
-                    dst = st + Ly::INVB + m * C * Ly::SROW * 2 + (w / (C * 2)) * Ly::SROW * 2 + w % (C * 2);
-                } else {                                      // decay, norm
-                    dst = st + Ly::DECAY + (off - REC_DECAY);
-                }
-                cp_async16(dst, rec + off);
+            if (threadIdx.x == 0) {
+                mbar_arrive_expect_tx(&full[stage], REC_BYTES);
+                bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
+                              REC_BYTES, &full[stage]);
             }
             for (int i = threadIdx.x; i < C * (Ly::VB / 8); i += Ly::THREADS) {
                 const int r = i / (Ly::VB / 8), piece = i % (Ly::VB / 8);
@@ -114,9 +110,10 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
 
 #pragma unroll 1
     for (int c = 0; c < nch; ++c) {
-        cp_async_wait<NSTAGE - 2>();
-        __syncthreads();                     // chunk c has landed; everyone is done with chunk c-1's stage
+        cp_async_wait<NSTAGE - 2>();         // this thread's value pieces of chunk c have landed
+        __syncthreads();                     // everyone's have, and everyone is done with chunk c-1's stage
         load_chunk(c + NSTAGE - 1, (c + NSTAGE - 1) % NSTAGE);
+        mbar_wait(&full[c % NSTAGE], (c / NSTAGE) & 1);   // and the record
         const uint8_t* st = smem + (c % NSTAGE) * Ly::STAGE;
         const __nv_bfloat16* kd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::KD);
         const __nv_bfloat16* qd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::QD);
@@ -142,8 +139,8 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
 #pragma unroll
         for (int kb = 0; kb < 8; ++kb) {
             uint32_t bk[4], bq[4];
-            ldmatrix_x4(bk, kd + brow * Ly::ROW + 16 * kb + bcol);
-            ldmatrix_x4(bq, qd + brow * Ly::ROW + 16 * kb + bcol);
+            ldmatrix_x4(bk, kd + brow * ROW + 16 * kb + bcol);
+            ldmatrix_x4(bq, qd + brow * ROW + 16 * kb + bcol);
             mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
             mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
             mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
@@ -190,7 +187,7 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
         float U[2][4] = {};
         {
             uint32_t b[4];
-            ldmatrix_x4(b, invb + brow * Ly::SROW + bcol);
+            ldmatrix_x4(b, invb + brow * SROW + bcol);
             mma_f16(U[0], Xa, b[0], b[1]);
             mma_f16(U[1], Xa, b[2], b[3]);
         }
@@ -200,7 +197,7 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
         // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores
         {
             uint32_t b[4];
-            ldmatrix_x4(b, mqk + brow * Ly::SROW + bcol);
+            ldmatrix_x4(b, mqk + brow * SROW + bcol);
             mma_f16(P[0], Ua, b[0], b[1]);
             mma_f16(P[1], Ua, b[2], b[3]);
             const float o0 = p.scale / sc0, o1 = p.scale / sc1;
@@ -220,16 +217,24 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
         }
 
         // §state: S <- S diag(decay) + U^T kr (in the scaled frame if rows were rescaled)
+        if (!scaled) {
 #pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-            S[j][0] *= d.x * sc0; S[j][1] *= d.y * sc0; S[j][2] *= d.x * sc1; S[j][3] *= d.y * sc1;
+            for (int j = 0; j < 16; ++j) {
+                const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+                S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+                S[j][0] *= d.x * sc0; S[j][1] *= d.y * sc0; S[j][2] *= d.x * sc1; S[j][3] *= d.y * sc1;
+            }
         }
         const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tcol = 8 * (lane >> 4);   // ldmatrix.trans of kr
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
             uint32_t b[4];
-            ldmatrix_x4_trans(b, kr + trow * Ly::ROW + 16 * jj + tcol);
+            ldmatrix_x4_trans(b, kr + trow * ROW + 16 * jj + tcol);
             mma_f16(S[2 * jj], Ua, b[0], b[1]);
             mma_f16(S[2 * jj + 1], Ua, b[2], b[3]);
         }
@@ -258,19 +263,33 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
     }
 }
 
-// The configuration the library launches: 2 warps (32 state rows) per block, a 4-stage pipeline.
-constexpr int K2_WARPS = 2;
+// The configurations: WARPS warps (16 * WARPS state rows) per block, a 4-stage pipeline. Wider blocks
+// read each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64
+// and 96; fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the
+// library launches 4. KDA_NB_K2_WARPS (2, 4 or 8) picks another, for experiments.
 constexpr int K2_STAGES = 4;
 
-cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
-    using Ly = K2Layout<K2_WARPS>;
+template <int WARPS>
+cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
+    using Ly = K2Layout<WARPS>;
     constexpr int smem = K2_STAGES * Ly::STAGE + Ly::OUT_BYTES;
-    auto kernel = kda_fwd_recurrence<K2_WARPS, K2_STAGES>;
+    auto kernel = kda_fwd_recurrence<WARPS, K2_STAGES>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     const dim3 grid(static_cast<unsigned>(a.n_seq) * (D / Ly::VB), a.H);
     kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
     return cudaGetLastError();
+}
+
+cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
+    if (a.n_seq == 0) return cudaSuccess;
+    int warps = 4;
+    if (const char* env = std::getenv("KDA_NB_K2_WARPS")) {
+        const int w = std::atoi(env);
+        if (w == 2 || w == 4 || w == 8) warps = w;
+    }
+    return warps == 8 ? launch_recurrence_with<8>(a, stream)
+         : warps == 2 ? launch_recurrence_with<2>(a, stream) : launch_recurrence_with<4>(a, stream);
 }
 
 }  // namespace kda

@@ -30,20 +30,21 @@ import torch
 
 from .api import fwd
 from .chunked import kda_chunked
-from .kernels import CSRC_FILES, VARLEN_SIX, csrc_dir, kernels_unavailable_reason, load_kernels
+from .kernels import CSRC_FILES, VARLEN_SIX, csrc_dir, fwd_cuda, kernels_unavailable_reason, load_kernels
 from .layout import rel_rms
 from .peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 
 # %% auto #0
 __all__ = ['STATES', 'DTYPE_BYTES', 'L2_BYTES_H200', 'IMPLS', 'LABELS', 'PENDING', 'ENV_KEYS', 'REQUIRED', 'GROUP_TITLES',
            'COLORS', 'DONE', 'Case', 'scaled_six', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep', 'forward_bytes',
-           'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend', 'fla_backend', 'flash_kda_backend',
-           'default_backends', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle', 'oracle_errors', 'rel_rms_big',
-           'time_calls', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line', 'device_name', 'process_seconds',
-           'shape_class', 'Run', 'not_run_records', 'run_bench', 'sigterm_to_interrupt', 'git_commit', 'sources_hash',
-           'environment', 'pivot_table', 'details_table', 'markdown_report', 'summary_md', 'case_key', 'case_label',
-           'sort_records', 'run_summary', 'phase_line', 'write_results', 'load_run', 'load_results', 'plot_cases',
-           'plot_sweeps', 'build_cases', 'default_tag', 'measured_cases', 'merge_records', 'main']
+           'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend', 'kernels_v1_backend',
+           'fla_backend', 'flash_kda_backend', 'default_backends', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle',
+           'oracle_errors', 'rel_rms_big', 'time_calls', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line',
+           'device_name', 'process_seconds', 'shape_class', 'Run', 'not_run_records', 'run_bench',
+           'sigterm_to_interrupt', 'git_commit', 'sources_hash', 'environment', 'pivot_table', 'details_table',
+           'markdown_report', 'summary_md', 'case_key', 'case_label', 'sort_records', 'run_summary', 'phase_line',
+           'write_results', 'load_run', 'load_results', 'plot_cases', 'plot_sweeps', 'build_cases', 'default_tag',
+           'measured_cases', 'merge_records', 'main']
 
 # %% ../nbs/07_bench.ipynb #8695dbbc
 STATES = {'bf16': torch.bfloat16, 'fp32': torch.float32}
@@ -154,21 +155,23 @@ def _cuda_reason(case: Case, device, who: str) -> str | None:
     if (case.K, case.V) != (128, 128): return f"{who}: K = V = 128 only"
     return None
 
-_BUILD: dict = {}
+_BUILDS: dict = {}
 
-def kernels_ready(device) -> str | None:
-    "Build kda_nb's kernels once (timed, printed); why they cannot run (None if they can)."
+def kernels_ready(device, version: str = 'v2') -> str | None:
+    "Build a version of kda_nb's kernels once (timed, printed); why they cannot run (None if they can)."
     reason = kernels_unavailable_reason(device)
-    if reason or 'error' in _BUILD: return reason or _BUILD['error']
+    if reason: return reason
+    if version in _BUILDS: return _BUILDS[version]['error']
     t0 = time.perf_counter()
     try:
-        load_kernels()
-        _BUILD.update(error=None, seconds=time.perf_counter() - t0)
-        print(f"kda_nb kernels ready after {_BUILD['seconds']:.0f} s", flush=True)
+        load_kernels(version=version)
+        _BUILDS[version] = dict(error=None, seconds=time.perf_counter() - t0)
+        print(f"kda_nb kernels {version} ready after {_BUILDS[version]['seconds']:.0f} s", flush=True)
     except Exception as e:                      # a failed build is reported in every case, not raised
-        print(f"kda_nb: building the kernels failed:\n{e}", flush=True)
-        _BUILD.update(error=f"building the kernels failed ({type(e).__name__}; the log has the compiler's output)")
-    return _BUILD['error']
+        print(f"kda_nb: building the kernels {version} failed:\n{e}", flush=True)
+        _BUILDS[version] = dict(error=f"building the kernels {version} failed ({type(e).__name__}; the log has "
+                                      "the compiler's output)")
+    return _BUILDS[version]['error']
 
 def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
     "kda_nb's `fwd` with `backend=which`: 'cuda' (the kernels) or 'reference' (limited to `max_tokens` tokens)."
@@ -185,6 +188,20 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
             return out, fs
         return call
     return Backend('kda_nb' if which == 'cuda' else 'reference', why_not, bind)
+
+def kernels_v1_backend() -> Backend:
+    "The first version of the kernels (csrc/v1/), timed beside the current one to show what a change bought."
+    def why_not(case, device):
+        return _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device, 'v1')
+    def bind(inp, case):
+        out, fs = _buffers(inp, case)
+        args = {k: x for k, x in inp.items() if k != 'seqlens'}
+        seqlens = None if inp.get('cu_seqlens') is None else list(case.seqlens)
+        def call():
+            fwd_cuda(**args, out=out, final_state=fs, seqlens=seqlens, version='v1')
+            return out, fs
+        return call
+    return Backend('kda_nb_v1', why_not, bind)
 
 def fla_backend() -> Backend:
     "fla's `chunk_kda` through `peers.fla_forward` (fp32 state, V-first)."
@@ -211,11 +228,11 @@ def flash_kda_backend() -> Backend:
     return Backend('flash_kda', why_not, bind)
 
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', 'kda_nb_v1': 'kda_nb v1', 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
 
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
-    make = dict(kda_nb=lambda: fwd_backend('cuda'), reference=lambda: fwd_backend('reference', ref_max_tokens),
+    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_v1=kernels_v1_backend, reference=lambda: fwd_backend('reference', ref_max_tokens),
                 fla=fla_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")

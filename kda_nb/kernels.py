@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'RECORD_BYTES', 'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir',
-           'show_source', 'workspace_bytes', 'nvcc_resource_usage', 'check_binding_compiles',
+__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'RECORD_BYTES', 'VARLEN_SIX', 'SANITIZE_CASE',
+           'csrc_dir', 'show_source', 'workspace_bytes', 'nvcc_resource_usage', 'check_binding_compiles',
            'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels', 'gate_sweep', 'plot_sweep',
            'sanitize']
 
@@ -26,7 +26,8 @@ __all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'RECORD_BYTES', '
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_binding.cpp')
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
-ARCH = '9.0a'                                              # Hopper; the kernels use sm_80-era mma.sync
+ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
+KERNEL_VERSIONS = {'v2': '.', 'v1': 'v1'}                 # version -> its folder under csrc/ (v2: the library's)
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
@@ -46,11 +47,11 @@ def show_source(file: str, section: str):
     return Markdown(f"`{file}`, lines {start + 1}-{end}:\n\n```cpp\n" + '\n'.join(lines[start:end]) + "\n```")
 
 # %% ../nbs/04_kernels.ipynb #af504cd0
-RECORD_BYTES = 13840            # bytes K1 leaves per (chunk, head); kda_common.cuh: REC_BYTES
+RECORD_BYTES = 15120            # bytes K1 leaves per (chunk, head); kda_common.cuh: REC_BYTES
 
-def workspace_bytes(n_chunks: int, H: int) -> int:
+def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> int:
     "Size of the K1 -> K2 workspace."
-    return n_chunks * H * RECORD_BYTES
+    return n_chunks * H * record_bytes
 
 # %% ../nbs/04_kernels.ipynb #2e4c7d4c
 def nvcc_resource_usage(arch: str = 'sm_90a') -> list[dict]:
@@ -105,12 +106,13 @@ def kernels_unavailable_reason(device=None) -> str | None:
     return None
 
 @functools.cache
-def load_kernels(verbose: bool = False):
-    "Build (first call; cached by torch afterwards) and load the K1/K2 extension."
+def load_kernels(verbose: bool = False, version: str = 'v2'):
+    "Build (first call; cached by torch afterwards) and load the K1/K2 extension; `version` picks an earlier one."
     reason = kernels_unavailable_reason()
     if reason: raise RuntimeError(f"kda_nb's CUDA kernels cannot run here: {reason}")
+    if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
     from torch.utils.cpp_extension import load_inline
-    src = csrc_dir()
+    src = (csrc_dir() / KERNEL_VERSIONS[version]).resolve()
     digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in CSRC_FILES)
                             + ' '.join(CUDA_FLAGS + [ARCH]).encode()).hexdigest()[:12]
     saved = os.environ.get('TORCH_CUDA_ARCH_LIST')
@@ -128,39 +130,47 @@ def load_kernels(verbose: bool = False):
         else: os.environ['TORCH_CUDA_ARCH_LIST'] = saved
 
 # %% ../nbs/04_kernels.ipynb #cb788ec3
-_chunk_offsets: dict = {}
+_offsets_cache: dict = {}
 
 def _offsets(B: int, T: int, cu_seqlens, seqlens: list[int] | None, device):
-    "`(cu_seqlens, cu_chunks, n_chunks)` on `device` for a fixed-length or variable-length batch."
+    """`(cu_seqlens, cu_chunks, n_chunks, seq_order)` on `device`; cached per batch layout, so that a
+    repeated call launches no torch kernels and copies nothing. `seq_order` lists the sequences longest
+    first (None when they already are in that order)."""
     if cu_seqlens is None:
-        per_seq = -(-T // 16)
-        ar = torch.arange(B + 1, device=device, dtype=torch.int64)
-        return ar * T, ar * per_seq, B * per_seq
+        key = ('fixed', B, T, str(device))
+        if key not in _offsets_cache:
+            per_seq = -(-T // 16)
+            ar = torch.arange(B + 1, device=device, dtype=torch.int64)
+            _offsets_cache[key] = (ar * T, ar * per_seq, B * per_seq, None)
+        return _offsets_cache[key]
     if seqlens is None: seqlens = cu_seqlens.diff().tolist()
     key = (tuple(seqlens), str(device))
-    if key not in _chunk_offsets:                              # the same batch layout again: no copy
-        if len(_chunk_offsets) > 64: _chunk_offsets.clear()
+    if key not in _offsets_cache:
+        if len(_offsets_cache) > 64: _offsets_cache.clear()
         cu_chunks = [0] + list(itertools.accumulate(-(-n // 16) for n in seqlens))
-        _chunk_offsets[key] = (torch.tensor(cu_chunks, dtype=torch.int64, device=device), cu_chunks[-1])
-    cu_chunks, n_chunks = _chunk_offsets[key]
-    return cu_seqlens.to(device=device, dtype=torch.int64), cu_chunks, n_chunks
+        order = sorted(range(len(seqlens)), key=lambda i: -seqlens[i])
+        order = None if order == list(range(len(seqlens))) else torch.tensor(order, dtype=torch.int32, device=device)
+        _offsets_cache[key] = (torch.tensor(cu_chunks, dtype=torch.int64, device=device), cu_chunks[-1], order)
+    cu_chunks, n_chunks, order = _offsets_cache[key]
+    return cu_seqlens.to(device=device, dtype=torch.int64), cu_chunks, n_chunks, order
 
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-             cu_seqlens=None, seqlens: list[int] | None = None):
+             cu_seqlens=None, seqlens: list[int] | None = None, version: str = 'v2'):
     "Run K1 and K2 on validated inputs, writing `out` and `final_state` in place."
-    ext = load_kernels()
+    ext = load_kernels(version=version)
     B, T, H, _ = q.shape
     dev = q.device
-    cu, cu_chunks, n_chunks = _offsets(B, T, cu_seqlens, seqlens, dev)
-    ws = torch.empty(max(workspace_bytes(n_chunks, H), 16), dtype=torch.uint8, device=dev)
+    cu, cu_chunks, n_chunks, order = _offsets(B, T, cu_seqlens, seqlens, dev)
+    ws = torch.empty(max(workspace_bytes(n_chunks, H, ext.kda_record_bytes()), 16), dtype=torch.uint8, device=dev)
     o = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
     fs = final_state
     if fs is not None and not fs.is_contiguous(): fs = torch.empty_like(fs, memory_format=torch.contiguous_format)
     ins = [x.contiguous() for x in (q, k, v, g, beta)]
+    extra = () if version == 'v1' else (order,)                # v1 ran the sequences in the given order
     with torch.cuda.device(dev):
         ext.kda_fwd(*ins, float(scale), o, A_log.float().contiguous(), dt_bias.float().contiguous(), float(lower_bound),
                     None if initial_state is None else initial_state.contiguous(), fs, cu, cu_chunks, n_chunks, ws,
-                    torch.cuda.current_stream(dev).cuda_stream)
+                    *extra, torch.cuda.current_stream(dev).cuda_stream)
     if o is not out: out.copy_(o)
     if fs is not final_state: final_state.copy_(fs)
     return out, final_state

@@ -1,0 +1,104 @@
+// kda_common.cuh: constants, the workspace record K1 leaves for K2, and thin wrappers around the
+// warp-level PTX both kernels use (mma.sync, ldmatrix, cp.async, conversions).
+// Compiles with nvcc alone: no torch headers.
+#pragma once
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kda {
+
+constexpr int C = 16;            // tokens per chunk
+constexpr int D = 128;           // head dimension, K = V = D
+constexpr float LOG2E = 1.4426950408889634f;
+
+// §record --------------------------------------------------------------------------------------
+// The record K1 writes for every (chunk, head) and K2 reads back, in this order (bytes):
+//   kd   [C][D] bf16   k_hat * exp(G)                 (decayed keys)
+//   qd   [C][D] bf16   q_hat * exp(G)                 (decayed queries, *without* scale)
+//   kr   [C][D] fp16   k_hat * exp(G_last - G)        (restored keys, |kr| <= 1)
+//   invb [C][C] fp16   (I + L)^-1 diag(beta)          (entries bounded by 2^14)
+//   mqk  [C][C] fp16   lower_incl_diag(qd ki^T)       (|entries| <= 1)
+//   decay[D]    fp32   exp(G_last)                    (the chunk's total decay per channel)
+//   norm, pad   fp32 x4  max row sum of |invb|        (K2's bound on |U| / |X|)
+// ---------------------------------------------------------------------------------------------
+constexpr int REC_KD = 0;
+constexpr int REC_QD = REC_KD + C * D * 2;
+constexpr int REC_KR = REC_QD + C * D * 2;
+constexpr int REC_INVB = REC_KR + C * D * 2;
+constexpr int REC_MQK = REC_INVB + C * C * 2;
+constexpr int REC_DECAY = REC_MQK + C * C * 2;
+constexpr int REC_NORM = REC_DECAY + D * 4;
+constexpr int REC_BYTES = REC_NORM + 16;      // 13840 = 865 x 16 bytes
+static_assert(REC_BYTES % 16 == 0, "record must be a whole number of 16-byte pieces");
+
+// §conversions --------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);     // .x (low half) = lo
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ float fast_exp2(float x) {   // ex2.approx: 2^x, flushes tiny results to 0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
+
+// §fragments ----------------------------------------------------------------------------------
+// mma.sync m16n8k16, fp32 accumulators. Lane = 4 * g + t (g = "group", t = "thread in group").
+//   A 16x16 (row-major): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
+//   B 16x8  (k x n):     b[0] = (k = 2t..2t+1, n = g), b[1] = (k = 2t+8..2t+9, n = g)
+//   C 16x8:              c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
+// Two C tiles side by side (n = 0..7, 8..15) are, element for element, one A tile: this is how
+// results computed by one product become the left operand of the next without leaving registers.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Four 8x8 b16 matrices; lane l gives the address of row (l % 8) of matrix (l / 8).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+
+// §copies -------------------------------------------------------------------------------------
+// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes zeros (used past a sequence's end).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes = 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N));
+}
+
+// Which sequence owns global chunk `c`: the last n with cu_chunks[n] <= c (binary search).
+__device__ __forceinline__ int find_sequence(const int64_t* cu_chunks, int n_seq, int64_t c) {
+    int lo = 0, hi = n_seq - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (cu_chunks[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+}  // namespace kda
