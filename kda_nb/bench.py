@@ -42,9 +42,9 @@ __all__ = ['STATES', 'DTYPE_BYTES', 'L2_BYTES_H200', 'IMPLS', 'LABELS', 'PENDING
            'oracle_errors', 'rel_rms_big', 'time_calls', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line',
            'device_name', 'process_seconds', 'shape_class', 'Run', 'not_run_records', 'run_bench',
            'sigterm_to_interrupt', 'git_commit', 'sources_hash', 'environment', 'pivot_table', 'details_table',
-           'markdown_report', 'summary_md', 'case_key', 'case_label', 'sort_records', 'run_summary', 'phase_line',
-           'write_results', 'load_run', 'load_results', 'plot_cases', 'plot_sweeps', 'build_cases', 'default_tag',
-           'measured_cases', 'merge_records', 'main']
+           'runs_row', 'markdown_report', 'summary_md', 'case_key', 'case_label', 'sort_records', 'run_summary',
+           'phase_line', 'write_results', 'load_run', 'load_results', 'plot_cases', 'plot_sweeps', 'build_cases',
+           'default_tag', 'measured_cases', 'merge_records', 'main']
 
 # %% ../nbs/07_bench.ipynb #8695dbbc
 STATES = {'bf16': torch.bfloat16, 'fp32': torch.float32}
@@ -716,6 +716,13 @@ def details_table(records: list[dict], copy_gbps: float | None = None) -> str:
 GROUP_TITLES = dict(anchor="The anchors' cases", T='Time against T (one sequence)',
                     N='Time against the number of sequences (fixed total tokens)')
 
+def runs_row(records: list[dict]) -> list[str]:
+    "A table row naming the runs a merged file's records come from (none when they come from one run)."
+    dates = sorted({r['date'] for r in records if r.get('date')})
+    if len(dates) < 2: return []
+    return [f"| runs | {len(dates)} runs merged (`--merge`): {', '.join(dates)}; each record in the JSON keeps its "
+            "own date, and the command below is the last run's |"]
+
 def markdown_report(records: list[dict], env: dict, meta: dict | None = None) -> str:
     "The whole `BENCHMARK_<GPU>.md`: what is missing (if any), environment, method, one table per group, every record."
     meta = meta if meta is not None else run_summary(records)
@@ -730,7 +737,7 @@ def markdown_report(records: list[dict], env: dict, meta: dict | None = None) ->
                 + (f"{meta['stopped'][0].upper()}{meta['stopped'][1:]}. " if meta['stopped'] else '')
                 + 'Not run: ' + '; '.join(f"`{c}`" for c in meta['cases_not_run']) + '.', '']
     out += ['Made by `python -m kda_nb.bench` (the notebook `nbs/07_bench.ipynb` explains every step).', '',
-           '| | |', '|---|---|', f"| date | {e('date')} |", f"| GPU | {e('gpu')}{sms} |", f"| driver | {e('driver')} |",
+           '| | |', '|---|---|', f"| date | {e('date')} |", *runs_row(records), f"| GPU | {e('gpu')}{sms} |", f"| driver | {e('driver')} |",
            f"| CUDA | torch built with {e('cuda')}; kernels built with nvcc {e('nvcc')} |",
            f"| torch | {e('torch')} (Python {e('python')}) |", f"| fla | {e('fla')} |",
            f"| FlashKDA | {e('flash_kda')} |",
@@ -879,7 +886,7 @@ def load_results(path=None) -> list[dict] | None:
     return None if data is None else data['records']
 
 # %% ../nbs/07_bench.ipynb #f2e496bd
-COLORS = dict(kda_nb='tab:red', flash_kda='tab:blue', fla='tab:green', reference='tab:gray')
+COLORS = dict(kda_nb='tab:red', kda_nb_v1='tab:orange', flash_kda='tab:blue', fla='tab:green', reference='tab:gray')
 
 def plot_cases(records: list[dict]):
     "Bars: median time (min-max as error bars) of each implementation on each anchor case; None if there are none."

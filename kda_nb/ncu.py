@@ -1037,11 +1037,13 @@ def plot_phases(p: Profile, kernels=KERNEL_NAMES, n: int = 8):
 DESIGN_NOTES = {
     ('kda_fwd_prepare', 'barrier'): "K1's phases are separated by __syncthreads and some (the norms, the 16x16 "
         "inverse) keep only part of the block busy: fewer phases, or spreading the serial parts over all warps",
-    ('kda_fwd_prepare', 'long_scoreboard'): "K1 reads q, k, g with plain 16-byte loads and converts each at once: "
-        "have all of a thread's loads in flight before the first use (unrolled, or cp.async)",
-    ('kda_fwd_prepare', 'short_scoreboard'): "K1 reads its fp32 rows of q, k, g back from shared memory in every "
-        "phase (L and Mqk as fp32 dot products, the inverse entry by entry): fix the bank conflicts the line table "
-        "shows, and move the 16x16 products to mma.sync with operands in registers",
+    ('kda_fwd_prepare', 'wait'): "K1's threads wait on fixed-latency chains: the gate's running sum over the 16 "
+        "tokens (exp, reciprocal, add, one token after the other) and the mma accumulators; more independent work "
+        "per thread (the gates of all tokens first, then the sum)",
+    ('kda_fwd_prepare', 'long_scoreboard'): "K1 waits for global memory: the next item's cp.async copy has not "
+        "landed, or a plain load (beta, the offsets) is used right after it is issued",
+    ('kda_fwd_prepare', 'short_scoreboard'): "K1 waits for shared-memory reads: the fp32 operands of L and Mqk, the "
+        "inverse entry by entry; fix the bank conflicts the line table shows, keep operands in registers",
     ('kda_fwd_prepare', 'mio_throttle'): "K1 issues shared-memory instructions faster than the pipe drains them: "
         "fewer, conflict-free, wider accesses",
     ('kda_fwd_prepare', 'lg_throttle'): "K1 has many global accesses in flight: wider (16-byte) loads and stores",
@@ -1049,11 +1051,12 @@ DESIGN_NOTES = {
         "scheduler to switch to: every instruction on a warp's path costs its latency, so fewer instructions per "
         "chunk (the section table says where they go) or more independent work per warp",
     ('kda_fwd_recurrence', 'long_scoreboard'): "K2 waits for global memory: the state load at the start, or a "
-        "cp.async stage that lands after the arithmetic needs it (a deeper pipeline, or an earlier issue)",
-    ('kda_fwd_recurrence', 'short_scoreboard'): "K2 waits for ldmatrix reads of the chunk record in shared memory: "
-        "fewer shared round trips (operands reused from registers), conflict-free layouts",
-    ('kda_fwd_recurrence', 'barrier'): "K2's two warps meet at __syncthreads every chunk: the faster one waits; "
-        "per-warp pipelines (mbarriers) would let them drift",
+        "stage (bulk copy of the record, cp.async of the values) that lands after the arithmetic needs it (a deeper "
+        "pipeline, or an earlier issue)",
+    ('kda_fwd_recurrence', 'short_scoreboard'): "K2 waits for shared-memory reads of the chunk's stage (ldmatrix, "
+        "the decay vector, the value tile): issue them earlier, before the results are needed",
+    ('kda_fwd_recurrence', 'barrier'): "K2's warps meet at __syncthreads every chunk: the fastest waits for the "
+        "slowest; per-warp release of a stage (an mbarrier the warps arrive on) would let them drift",
     ('kda_fwd_recurrence', 'mio_throttle'): "K2 issues shared-memory instructions faster than they drain: fewer, "
         "wider ldmatrix, the output tile written once",
     ('kda_fwd_recurrence', 'math_pipe_throttle'): "K2 keeps the tensor pipe busy: the recurrence is compute-bound "

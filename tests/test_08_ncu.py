@@ -297,15 +297,16 @@ def test_compare_and_plots():
 
 REPORTS_REASON = reports_unavailable_reason()
 
-def _launch_shape(mode: str) -> dict:
-    "Grid and block sizes K1 and K2 must have for `mode`, from the constants in csrc/."
+def _launch_shape(mode: str, sms: int = 132) -> dict:
+    """(grid or None, block) K1 and K2 must have for `mode` on an H200, from the constants in csrc/. K1 is a
+    persistent grid (as many blocks as fit on the GPU, at most one per item), so only its bound is known here."""
     src = {f: (csrc_dir() / f).read_text() for f in ('kda_prepare.cu', 'kda_recurrence.cu')}
     k1 = int(re.search(r'K1_THREADS = (\d+)', src['kda_prepare.cu']).group(1))
-    warps = int(re.search(r'K2_WARPS = (\d+)', src['kda_recurrence.cu']).group(1))
+    warps = int(re.search(r'int warps = (\d+);', src['kda_recurrence.cu']).group(1))   # launch_recurrence's default
     lens = workload_seqlens(mode) or [T_DEFAULT]
     chunks = sum(-(-n // 16) for n in lens)
-    return {'kda_fwd_prepare': (chunks * H_DEFAULT, k1),
-            'kda_fwd_recurrence': (len(lens) * (D // (16 * warps)) * H_DEFAULT, 32 * warps)}
+    return {'kda_fwd_prepare': (None, k1, chunks * H_DEFAULT),
+            'kda_fwd_recurrence': (len(lens) * (D // (16 * warps)) * H_DEFAULT, 32 * warps, None)}
 
 @pytest.mark.skipif(REPORTS_REASON is not None, reason=f"no committed ncu reports: {REPORTS_REASON}")
 def test_committed_reports():
@@ -315,9 +316,12 @@ def test_committed_reports():
         p = read_report(committed_reports()[mode], mode)
         t = kernel_table(p)
         assert list(t.index) == list(KERNEL_NAMES), f"{mode}: kernels {list(t.index)}"
-        assert list(t.launches) == [2, 2], f"{mode}: two profiled calls, one K1 and one K2 launch each"
-        for k, (grid, block) in _launch_shape(mode).items():
-            assert (t.loc[k, 'grid'], t.loc[k, 'block']) == (grid, block), f"{mode} {k}: not the benchmark problem"
+        step = next(st for st in rec['steps'] if st.get('name') == REPORT_NAMES[mode])
+        assert list(t.launches) == [step['iters']] * 2, f"{mode}: one K1 and one K2 launch per profiled call"
+        for k, (grid, block, items) in _launch_shape(mode).items():
+            assert t.loc[k, 'block'] == block, f"{mode} {k}: block of {t.loc[k, 'block']} threads"
+            if grid is not None: assert t.loc[k, 'grid'] == grid, f"{mode} {k}: not the benchmark problem"
+            else: assert t.loc[k, 'grid'] <= items and t.loc[k, 'grid'] % t.loc[k, 'sm_count'] == 0, f"{mode} {k}"
         assert (t.duration_us > 0).all() and abs(t.share.sum() - 1) < 1e-9
         f = check_profile(p, command_of(REPORT_NAMES[mode], rec))
         assert (f.level == 'ok').all(), f[f.level != 'ok'].message.tolist()
