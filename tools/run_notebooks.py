@@ -3,8 +3,12 @@
 `nbdev_test` runs notebooks but throws the outputs away; this keeps them. Use it on the machine whose
 results the page should show (the H200 for the kernel, benchmark and demo notebooks), then run
 `nbdev_clean` to strip volatile metadata. Cells marked `#| eval: false` are skipped, as nbdev does.
+With `--skip-gpu`, cells flagged `#| gpu` are skipped too and keep the outputs they have: for
+re-rendering the CPU-side cells (tables and plots read from committed H200 results) on a machine
+without a GPU.
 
     python tools/run_notebooks.py nbs/04_kernels.ipynb nbs/05_api.ipynb
+    python tools/run_notebooks.py --skip-gpu nbs/07_bench.ipynb
 """
 import os
 import re
@@ -16,12 +20,14 @@ from execnb.nbio import read_nb, write_nb
 from execnb.shell import CaptureShell
 
 NO_EVAL = re.compile(r'^\s*#\|\s*eval:\s*false', re.M)
+GPU = re.compile(r'^\s*#\|\s*gpu\b', re.M)
 
 
-def run_notebook(path: Path) -> float:
+def run_notebook(path: Path, skip_gpu: bool = False) -> float:
     "Execute `path` in its own folder and write it back with outputs; returns the seconds it took."
     nb = read_nb(path)
-    skipped = [c for c in nb.cells if c.cell_type == 'code' and NO_EVAL.search(c.source)]
+    skipped = [c for c in nb.cells if c.cell_type == 'code'
+               and (NO_EVAL.search(c.source) or (skip_gpu and GPU.search(c.source)))]
     for c in skipped: c.cell_type = 'skip'                  # hide from the shell, restore below
     cwd = os.getcwd()
     os.chdir(path.parent)
@@ -37,9 +43,11 @@ def run_notebook(path: Path) -> float:
 
 if __name__ == '__main__':
     failed = []
-    for p in sys.argv[1:]:
+    args = sys.argv[1:]
+    skip_gpu = '--skip-gpu' in args
+    for p in (a for a in args if a != '--skip-gpu'):
         try:
-            print(f"{p}: ran in {run_notebook(Path(p).resolve()):.0f} s", flush=True)
+            print(f"{p}: ran in {run_notebook(Path(p).resolve(), skip_gpu):.0f} s", flush=True)
         except Exception as e:
             failed.append(p)
             print(f"{p}: FAILED: {type(e).__name__}: {e}", flush=True)
