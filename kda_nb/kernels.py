@@ -54,14 +54,14 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
     return n_chunks * H * record_bytes
 
 # %% ../nbs/04_kernels.ipynb #2e4c7d4c
-def nvcc_resource_usage(arch: str = 'sm_90a') -> list[dict]:
-    "Compile each kernel source with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
+def nvcc_resource_usage(arch: str = 'sm_90a', version: str = 'v2') -> list[dict]:
+    "Compile each kernel source of `version` with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
     rows = []
     for src in ('kda_prepare.cu', 'kda_recurrence.cu'):
         cmd = [str(nvcc), '-std=c++17', '-O3', '-lineinfo', f'-gencode=arch=compute_{arch[3:]},code={arch}',
-               '-Xptxas', '-v', '-c', str(csrc_dir() / src), '-o', os.devnull]
+               '-Xptxas', '-v', '-c', str(csrc_dir() / KERNEL_VERSIONS[version] / src), '-o', os.devnull]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0: raise RuntimeError(f"nvcc failed on {src}:\n{res.stderr}")
         for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers(.*?)\n", res.stderr, re.S):

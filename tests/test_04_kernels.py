@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
-def test_kernels_compile_without_spills():
-    usage = nvcc_resource_usage()
+@pytest.mark.parametrize('version', list(KERNEL_VERSIONS))
+def test_kernels_compile_without_spills(version):
+    usage = nvcc_resource_usage(version=version)
     assert {r['kernel'] for r in usage} == set(KERNEL_NAMES)
     for r in usage:
         print(r)
