@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'RECORD_BYTES', 'VARLEN_SIX', 'SANITIZE_CASE',
-           'csrc_dir', 'show_source', 'workspace_bytes', 'nvcc_resource_usage', 'check_binding_compiles',
-           'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels', 'gate_sweep', 'plot_sweep',
-           'sanitize']
+__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'RECORD_BYTES', 'OFFSETS_CACHE_SIZE',
+           'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes', 'nvcc_resource_usage',
+           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels',
+           'gate_sweep', 'plot_sweep', 'sanitize']
 
 # %% ../nbs/04_kernels.ipynb #3f108c91
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_binding.cpp')
@@ -131,6 +131,10 @@ def load_kernels(verbose: bool = False, version: str = 'v2'):
 
 # %% ../nbs/04_kernels.ipynb #cb788ec3
 _offsets_cache: dict = {}
+OFFSETS_CACHE_SIZE = 64          # batch layouts remembered; the cache is emptied when a new one would pass this
+
+def _bound_cache():
+    if len(_offsets_cache) >= OFFSETS_CACHE_SIZE: _offsets_cache.clear()
 
 def _offsets(B: int, T: int, cu_seqlens, seqlens: list[int] | None, device):
     """`(cu_seqlens, cu_chunks, n_chunks, seq_order)` on `device`; cached per batch layout, so that a
@@ -139,6 +143,7 @@ def _offsets(B: int, T: int, cu_seqlens, seqlens: list[int] | None, device):
     if cu_seqlens is None:
         key = ('fixed', B, T, str(device))
         if key not in _offsets_cache:
+            _bound_cache()
             per_seq = -(-T // 16)
             ar = torch.arange(B + 1, device=device, dtype=torch.int64)
             _offsets_cache[key] = (ar * T, ar * per_seq, B * per_seq, None)
@@ -146,7 +151,7 @@ def _offsets(B: int, T: int, cu_seqlens, seqlens: list[int] | None, device):
     if seqlens is None: seqlens = cu_seqlens.diff().tolist()
     key = (tuple(seqlens), str(device))
     if key not in _offsets_cache:
-        if len(_offsets_cache) > 64: _offsets_cache.clear()
+        _bound_cache()
         cu_chunks = [0] + list(itertools.accumulate(-(-n // 16) for n in seqlens))
         order = sorted(range(len(seqlens)), key=lambda i: -seqlens[i])
         order = None if order == list(range(len(seqlens))) else torch.tensor(order, dtype=torch.int32, device=device)

@@ -25,6 +25,22 @@ def test_binding_compiles():
     check_binding_compiles()
 
 
+def test_offsets_cache_stays_bounded():
+    "Offsets are cached per batch layout, for fixed and variable lengths alike, and the cache does not grow without end."
+    from kda_nb.kernels import _offsets, _offsets_cache, OFFSETS_CACHE_SIZE
+    _offsets_cache.clear()
+    for T in range(1, 3 * OFFSETS_CACHE_SIZE): _offsets(1, T, None, None, 'cpu')
+    for n in range(1, 3 * OFFSETS_CACHE_SIZE):
+        cu = torch.tensor([0, n, n + 5])
+        _offsets(1, n + 5, cu, [n, 5], 'cpu')
+    assert 0 < len(_offsets_cache) <= OFFSETS_CACHE_SIZE
+    cu, cu_chunks, n_chunks, order = _offsets(2, 33, None, None, 'cpu')
+    assert cu.tolist() == [0, 33, 66] and cu_chunks.tolist() == [0, 3, 6] and n_chunks == 6 and order is None
+    assert _offsets(2, 33, None, None, 'cpu')[0] is cu                        # the same tensors again, no new launch
+    cu, cu_chunks, n_chunks, order = _offsets(1, 40, torch.tensor([0, 7, 40]), [7, 33], 'cpu')
+    assert cu_chunks.tolist() == [0, 1, 4] and n_chunks == 4 and order.tolist() == [1, 0]
+
+
 import pytest
 import torch
 from kda_nb.layout import GATE_CASES, random_inputs, rel_rms
