@@ -4,25 +4,34 @@
 // (I + L)^-1 diag(beta), and the chunk's total decay. It leaves one record per (chunk, head) in the
 // workspace for K2 (layout in kda_common.cuh), already in K2's shared-memory layout.
 //
-// A persistent grid: each block of 128 threads walks (chunk, head) items with a stride of the grid
-// size. As soon as the current item's q, k, g have been read (after §decay), it starts copying the
-// next item's into shared memory (cp.async), so the copy overlaps the matrix work of this one.
+// One warp per (chunk, head) item, and no synchronisation between warps: a block is just four
+// independent warps. Lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the chunk, and 32
+// of the 128 channels: 32 p + 8 t + e for p = 0..3, e = 0..7, i.e. 16 contiguous bytes of bf16 per
+// (row, p). That is exactly what the tf32 mma fragments need for L = kd ki^T and Mqk = qd ki^T, if
+// the k-step kk = 4 p + e / 2 reads channel 32 p + 8 t + 2 (kk % 4) as its column t and the next
+// channel as its column t + 4: the sum over channels only needs every channel once, in any order.
+// So the keys and queries go from global memory to registers to the tensor cores to the record
+// without a trip through shared memory; only the running sum of the gate over the rows (a sum across
+// lanes) and the 16x16 inverse use a small per-warp scratch.
 #include "kda_common.cuh"
 #include "kda_launch.h"
 
 namespace kda {
 
-constexpr int K1_THREADS = 128;
-constexpr int FS = D + 4;    // fp32 row stride in shared memory: 16-byte aligned rows, fewer bank conflicts
-constexpr int MS = C + 2;    // row stride of the 16x16 fp32 matrices: 8-byte aligned rows, no bank conflicts
+constexpr int K1_WARPS = 4;                 // items per block
+constexpr int K1_THREADS = 32 * K1_WARPS;
+constexpr int GS = D + 4;    // fp32 row stride of the G scratch: conflict-free 16-byte accesses
+constexpr int LS = C + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
 
-struct K1Smem {
-    __nv_bfloat16 raw[3][C][D];        // q, k, g of the item, as loaded
-    float qs[C][FS];                   // qd = q_hat exp(G)      (fp32, for Mqk)
-    float ks[C][FS];                   // kd = k_hat exp(G)      (fp32, for L)
-    float gs[C][FS];                   // ki = k_hat exp(-G)     (fp32, for L and Mqk)
-    float Ls[C][MS];
-    float rq[C], rk[C], bs[C];
+struct K1Warp {              // one warp's scratch, 16.5 KB
+    __nv_bfloat16 qk[2][C][D];   // q and k as loaded; 16-byte piece P of row r sits at P ^ 4 (r & 1)
+    union {
+        float G[C][GS];          // the cumulative gate G, rows x channels
+        struct {
+            float L[C][LS];      // L, then |INV diag(beta)|, once G is no longer needed
+            float beta[C];
+        };
+    };
 };
 
 // One unit of K1's work: a (chunk, head) pair, its first token and its length (<= 16).
@@ -45,207 +54,270 @@ __device__ __forceinline__ Item locate(const FwdArgs& p, int64_t item) {
     return it;
 }
 
-__global__ void __launch_bounds__(K1_THREADS) kda_fwd_prepare(FwdArgs p) {
+__device__ __forceinline__ float2 unpack_bf16(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void sts4(float* p, float a, float b, float c, float d) {
+    *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+}
+
+// What a warp fetches ahead for its next item: where it is, its gate rows (lane l: channels 4 l .. 4 l + 3
+// of each of the 16 rows), its two betas (rows g, g + 8) and its head's gate parameters. The q and k
+// rows go to the scratch by cp.async.
+struct Fetched {
+    Item it;
+    uint2 graw[C];
+    __nv_bfloat16 beta[2];   // the logits
+    float4 bias;             // dt_bias of the lane's 4 channels
+    float A_log;
+};
+
+__global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
-    K1Smem& sm = *reinterpret_cast<K1Smem*>(smem_raw);
-    auto& qs = sm.qs; auto& ks = sm.ks; auto& gs = sm.gs; auto& Ls = sm.Ls;
-    // the inverse's powers and products, two buffers each, reuse qs once L and Mqk are done
-    float (*Ps)[C][MS] = reinterpret_cast<float (*)[C][MS]>(&qs[0][0]);
-    float (*Is)[C][MS] = Ps + 2;
-    static_assert(4 * C * MS <= C * FS, "the inverse's buffers fit in qs");
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    K1Warp& sm = reinterpret_cast<K1Warp*>(smem_raw)[warp];
+    const int H = p.H;
+    const int64_t HD = static_cast<int64_t>(H) * D, n_items = p.n_chunks * H;
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * K1_WARPS;
 
-    const int tid = threadIdx.x, H = p.H;
-    const int64_t n_items = p.n_chunks * H;
-    const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
-
-    // §load: copy item `item`'s q, k, g rows into raw (zeros past the sequence's end: identity tokens),
-    // 16 bytes per cp.async, and fetch its beta logit into a register of threads 0..15.
-    auto prefetch = [&](int64_t item, Item& it, float& beta_logit) {
-        if (item < n_items) {
-            it = locate(p, item);
-            // thread tid copies piece tid % 16 of rows tid / 16 and tid / 16 + 8 of q, k and g
-            const int r = tid >> 4, piece = tid & 15;
-            const int64_t row0 = ((it.t0 + r) * H + it.h) * static_cast<int64_t>(D) + piece * 8;
-            const int64_t row8 = row0 + 8 * static_cast<int64_t>(H) * D;
-            const bool in0 = r < it.len, in8 = r + 8 < it.len;
-            const void* srcs[3] = {p.q, p.k, p.g};
+    // §load: the gate rows and betas into registers, and q and k rows g and g + 8 into the scratch by
+    // cp.async, 16 bytes per (row, p); zeros past the sequence's end (identity tokens). Piece P of row r
+    // goes to P ^ 4 (r & 1): the lanes of a quarter warp, rows g and g + 1, then read disjoint banks.
+    // A warp walks items with a stride of the grid's warps; it asks for the next item's gate rows as soon
+    // as it has used the current ones, and for its q and k rows as soon as the current ones are used, so
+    // the loads overlap the current item's arithmetic.
+    auto fetch = [&](int64_t item, Fetched& f) {     // loads only: nothing here waits for them
+        f.it = locate(p, item);
+        const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
+        const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
 #pragma unroll
-            for (int w = 0; w < 3; ++w) {
-                const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(srcs[w]);
-                cp_async16(&sm.raw[w][r][piece * 8], src + (in0 ? row0 : 0), in0 ? 16 : 0);
-                cp_async16(&sm.raw[w][r + 8][piece * 8], src + (in8 ? row8 : 0), in8 ? 16 : 0);
+        for (int r = 0; r < C; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
+        const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
+        f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
+        f.A_log = __ldg(p.A_log + f.it.h);
+    };
+    auto fetch_qk = [&](const Item& it) {
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int r = g + 8 * hf;
+            const bool in = r < it.len;
+            const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + it.h * D;
+#pragma unroll
+            for (int q4 = 0; q4 < 4; ++q4) {
+                const int piece = (4 * q4 + t) ^ (4 * (r & 1));
+                cp_async16(&sm.qk[0][r][8 * piece], static_cast<const __nv_bfloat16*>(p.q) + off + 32 * q4 + 8 * t, in ? 16 : 0);
+                cp_async16(&sm.qk[1][r][8 * piece], static_cast<const __nv_bfloat16*>(p.k) + off + 32 * q4 + 8 * t, in ? 16 : 0);
             }
-            if (tid < C) beta_logit = tid < it.len ? __bfloat162float(beta_g[(it.t0 + tid) * H + it.h]) : 0.f;
         }
         cp_async_commit();
     };
 
-    Item cur, nxt;
-    float beta_cur = 0.f, beta_nxt = 0.f;
-    prefetch(blockIdx.x, cur, beta_cur);
+    int64_t item = static_cast<int64_t>(blockIdx.x) * K1_WARPS + warp;
+    if (item >= n_items) return;                        // the whole warp: nothing below waits for other warps
+    Fetched f;
+    fetch(item, f);
+    fetch_qk(f.it);
 #pragma unroll 1
-    for (int64_t item = blockIdx.x; item < n_items; item += gridDim.x) {
-        cp_async_wait<0>();                                     // this item's rows have landed
-        if (tid < C) sm.bs[tid] = tid < cur.len ? sigmoid(beta_cur) : 0.f;
-        __syncthreads();
-        const int h = cur.h, len = cur.len;
-        uint8_t* rec = static_cast<uint8_t*>(p.workspace) + (cur.chunk * H + h) * REC_BYTES;
-        const __nv_bfloat16 (*rq_raw)[D] = sm.raw[0];
-        const __nv_bfloat16 (*rk_raw)[D] = sm.raw[1];
-        const __nv_bfloat16 (*rg_raw)[D] = sm.raw[2];
+    for (; item < n_items; item += stride) {
+        const Item it = f.it;
+        const int len = it.len;
+        uint8_t* rec = static_cast<uint8_t*>(p.workspace) + item * REC_BYTES;
+        float beta[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
 
-        // the record's padding, as zeros: the 17th piece of each 272-byte row, the 3rd of each 48-byte row
-        if (tid < 3 * C) reinterpret_cast<uint4*>(rec + REC_KD + tid * ROW * 2)[D / 8] = make_uint4(0, 0, 0, 0);
-        else if (tid < 5 * C)
-            reinterpret_cast<uint4*>(rec + REC_INVB + (tid - 3 * C) * SROW * 2)[C / 8] = make_uint4(0, 0, 0, 0);
-
-        // §norms: 1 / sqrt(|q|^2 + 1e-6) per token; 8 threads per token, 16 channels each
+        // §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
+        // lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
+        // scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
+        // 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
         {
-            const int r = tid >> 3, s = tid & 7;
+            const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
+            const float4 bias = f.bias;
+            float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+            for (int r = 0; r < C; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
+                const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
+                const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+                run.x += w * sigmoid(A * (a.x + bias.x));
+                run.y += w * sigmoid(A * (a.y + bias.y));
+                run.z += w * sigmoid(A * (b.x + bias.z));
+                run.w += w * sigmoid(A * (b.y + bias.w));
+                sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
+            }
+            *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
+                make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+        }
+        const int64_t next = item + stride;
+        if (next < n_items) fetch(next, f);                 // the next item's gate rows, while this one computes
+        cp_async_wait<0>();                                 // this item's q and k rows
+        __syncwarp();
+
+        // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
+        auto raw_qk = [&](int which, int hf, int q4) {
+            const int r = g + 8 * hf;
+            return *reinterpret_cast<const uint4*>(&sm.qk[which][r][8 * ((4 * q4 + t) ^ (4 * (r & 1)))]);
+        };
+        float rq[2], rk[2];
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
             float sq = 0.f, sk = 0.f;
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const uint4 qa = *reinterpret_cast<const uint4*>(&rq_raw[r][s * 16 + 8 * half]);
-                const uint4 ka = *reinterpret_cast<const uint4*>(&rk_raw[r][s * 16 + 8 * half]);
-                const __nv_bfloat162* q2 = reinterpret_cast<const __nv_bfloat162*>(&qa);
-                const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(&ka);
+            for (int q4 = 0; q4 < 4; ++q4) {
+                const uint4 qa = raw_qk(0, hf, q4), ka = raw_qk(1, hf, q4);
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const float2 a = __bfloat1622float2(q2[j]), b = __bfloat1622float2(k2[j]);
+                for (int w = 0; w < 4; ++w) {
+                    const float2 a = unpack_bf16(word(qa, w)), b = unpack_bf16(word(ka, w));
                     sq = fmaf(a.x, a.x, fmaf(a.y, a.y, sq));
                     sk = fmaf(b.x, b.x, fmaf(b.y, b.y, sk));
                 }
             }
 #pragma unroll
-            for (int o = 4; o; o >>= 1) {
+            for (int o = 1; o <= 2; o <<= 1) {
                 sq += __shfl_xor_sync(0xffffffffu, sq, o);
                 sk += __shfl_xor_sync(0xffffffffu, sk, o);
             }
-            if (s == 0) { sm.rq[r] = rsqrtf(sq + 1e-6f); sm.rk[r] = rsqrtf(sk + 1e-6f); }
+            rq[hf] = rsqrtf(sq + 1e-6f);
+            rk[hf] = rsqrtf(sk + 1e-6f);
         }
-        __syncthreads();
 
-        // §decay: one thread per channel c. Safe gate in base 2, cumulative decay G over the chunk, and
-        // the key copies. G >= 16 * lower_bound * log2(e) >= -116, so 2^G and 2^-G are normal floats.
-        // kd, qd and kr go straight to the record (each warp stores 64 contiguous bytes per row).
-        {
-            const int c = tid;
-            const float A = __expf(p.A_log[h]);
-            const float bias = p.dt_bias[h * D + c];
-            const float lb2 = p.lower_bound * LOG2E;
-            __nv_bfloat16* kd = reinterpret_cast<__nv_bfloat16*>(rec + REC_KD);
-            __nv_bfloat16* qd = reinterpret_cast<__nv_bfloat16*>(rec + REC_QD);
-            __half* kr = reinterpret_cast<__half*>(rec + REC_KR);
-            float G = 0.f;
+        // §lmqk: per k-step, the lane's 2 rows x 2 channels of kd = k_hat 2^G, qd = q_hat 2^G, ki = k_hat 2^-G
+        // and kr = k_hat 2^(G_last - G). kd, qd, kr are packed and stored to the record 16 bytes at a time
+        // (each warp store covers 8 rows x 64 contiguous bytes); kd, qd, ki feed L = kd ki^T and
+        // Mqk = qd ki^T on the tensor cores, to fp32 accuracy with the 3xTF32 split. A fragment (kd or qd):
+        // a[0] = (row g, col t), a[1] = (g + 8, t), a[2] = (g, t + 4), a[3] = (g + 8, t + 4). B fragment of
+        // n-tile nt (ki rows 8 nt .. 8 nt + 7): b0 = (k = t, n = g), b1 = (t + 4, g): the lane's own row g + 8 nt.
+        float Lacc[2][4] = {}, Macc[2][4] = {};
+#pragma unroll 1                                       // one 8-channel slice at a time keeps 4 blocks' worth of registers
+        for (int q4 = 0; q4 < 4; ++q4) {
+            const uint4 qa[2] = {raw_qk(0, 0, q4), raw_qk(0, 1, q4)}, ka[2] = {raw_qk(1, 0, q4), raw_qk(1, 1, q4)};
+            uint32_t okd[2][4], oqd[2][4], okr[2][4];
 #pragma unroll
-            for (int r = 0; r < C; ++r) {
-                G += r < len ? lb2 * sigmoid(A * (__bfloat162float(rg_raw[r][c]) + bias)) : 0.f;
-                const float e = fast_exp2(G), ei = fast_exp2(-G);
-                const float kh = __bfloat162float(rk_raw[r][c]) * sm.rk[r];
-                const float qh = __bfloat162float(rq_raw[r][c]) * sm.rq[r];
-                ks[r][c] = kh * e;      // kd
-                qs[r][c] = qh * e;      // qd (the output scale is applied by K2)
-                gs[r][c] = kh * ei;     // ki
-                kd[r * ROW + c] = __float2bfloat16_rn(kh * e);
-                qd[r * ROW + c] = __float2bfloat16_rn(qh * e);
+            for (int w = 0; w < 4; ++w) {                  // k-step 4 q4 + w: channels 32 q4 + 8 t + 2 w (+1)
+                float kd[2][2], qd[2][2], ki[2][2];        // [row g / g + 8][column t / t + 4]
+                const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[C - 1][32 * q4 + 8 * t + 2 * w]);
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
+                    const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][32 * q4 + 8 * t + 2 * w]);
+                    float kr[2];
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const float G = c ? Gv.y : Gv.x;
+                        const float e = fast_exp2(G), ei = fast_exp2(-G);
+                        const float kh = (c ? kk.y : kk.x) * rk[hf], qh = (c ? qq.y : qq.x) * rq[hf];
+                        kd[hf][c] = kh * e;
+                        qd[hf][c] = qh * e;           // unscaled: K2 applies the output scale
+                        ki[hf][c] = kh * ei;
+                        kr[c] = kh * fast_exp2((c ? Gl.y : Gl.x) - G);   // <= |k_hat|: fp16 is safe
+                    }
+                    okd[hf][w] = pack_bf16(kd[hf][0], kd[hf][1]);
+                    oqd[hf][w] = pack_bf16(qd[hf][0], qd[hf][1]);
+                    okr[hf][w] = pack_f16(kr[0], kr[1]);
+                }
+                uint32_t kh4[4], kl4[4], qh4[4], ql4[4], bh[2][2], bl[2][2];
+                split_tf32(kd[0][0], kh4[0], kl4[0]); split_tf32(kd[1][0], kh4[1], kl4[1]);
+                split_tf32(kd[0][1], kh4[2], kl4[2]); split_tf32(kd[1][1], kh4[3], kl4[3]);
+                split_tf32(qd[0][0], qh4[0], ql4[0]); split_tf32(qd[1][0], qh4[1], ql4[1]);
+                split_tf32(qd[0][1], qh4[2], ql4[2]); split_tf32(qd[1][1], qh4[3], ql4[3]);
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+                    split_tf32(ki[nt][0], bh[nt][0], bl[nt][0]);
+                    split_tf32(ki[nt][1], bh[nt][1], bl[nt][1]);
+                }
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt) {
+                    mma_tf32(Lacc[nt], kl4, bh[nt][0], bh[nt][1]);      // the small terms first
+                    mma_tf32(Lacc[nt], kh4, bl[nt][0], bl[nt][1]);
+                    mma_tf32(Lacc[nt], kh4, bh[nt][0], bh[nt][1]);
+                    mma_tf32(Macc[nt], ql4, bh[nt][0], bh[nt][1]);
+                    mma_tf32(Macc[nt], qh4, bl[nt][0], bl[nt][1]);
+                    mma_tf32(Macc[nt], qh4, bh[nt][0], bh[nt][1]);
+                }
             }
-            const float decay = fast_exp2(G);
-            reinterpret_cast<float*>(rec + REC_DECAY)[c] = decay;
 #pragma unroll
-            for (int r = 0; r < C; ++r) kr[r * ROW + c] = __float2half_rn(gs[r][c] * decay);   // k_hat 2^(G_last - G_r), <= 1
+            for (int hf = 0; hf < 2; ++hf) {
+                const int at = (g + 8 * hf) * ROW * 2 + 64 * q4 + 16 * t;
+                *reinterpret_cast<uint4*>(rec + REC_KD + at) = make_uint4(okd[hf][0], okd[hf][1], okd[hf][2], okd[hf][3]);
+                *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
+                *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
+            }
         }
-        __syncthreads();
-        prefetch(item + gridDim.x, nxt, beta_nxt);             // raw is free: overlap the next item's copy
+        __syncwarp();                                     // every lane is done with q and k: fetch the next item's
+        if (next < n_items) fetch_qk(f.it);
 
-        // §lmqk: L = strictly_lower(kd ki^T) * beta_i and Mqk = lower_incl_diag(qd ki^T) on the tensor cores,
-        // to fp32 accuracy with the 3xTF32 split. Warp w computes one 16x8 tile: matrix w / 2 (L, Mqk),
-        // columns 8 (w % 2) .. +7, over the 128 channels in 16 steps of 8. Four accumulators break the chains.
-        {
-            const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-            const int mat = warp >> 1, nt = warp & 1;
-            const float* a0 = mat ? &qs[g][0] : &ks[g][0];          // rows g and g + 8 of kd (or qd)
-            const float* a1 = a0 + 8 * FS;
-            const float* b = &gs[8 * nt + g][0];                     // row 8 nt + g of ki: column g of ki^T
-            float big[2][4] = {}, small[2][4] = {};
-#pragma unroll
-            for (int kk = 0; kk < D / 8; ++kk) {
-                const int k0 = 8 * kk + t;
-                uint32_t ah[4], al[4], bh0, bl0, bh1, bl1;
-                split_tf32(a0[k0], ah[0], al[0]);
-                split_tf32(a1[k0], ah[1], al[1]);
-                split_tf32(a0[k0 + 4], ah[2], al[2]);
-                split_tf32(a1[k0 + 4], ah[3], al[3]);
-                split_tf32(b[k0], bh0, bl0);
-                split_tf32(b[k0 + 4], bh1, bl1);
-                mma_tf32(small[0], al, bh0, bh1);
-                mma_tf32(small[1], ah, bl0, bl1);
-                mma_tf32(big[kk & 1], ah, bh0, bh1);
-            }
-            __half* mqk = reinterpret_cast<__half*>(rec + REC_MQK);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int i = g + 8 * (e >> 1), j = 8 * nt + 2 * t + (e & 1);
-                const float x = (small[0][e] + small[1][e]) + (big[0][e] + big[1][e]);
-                if (mat == 0) Ls[i][j] = j < i ? sm.bs[i] * x : 0.f;
-                else mqk[i * SROW + j] = __float2half_rn(j <= i ? x : 0.f);
-            }
-        }
-        __syncthreads();
+        // the record's padding, as zeros: the 17th piece of the 48 rows of kd, qd, kr, the 3rd of the 32 of invb, mqk
+        for (int r = lane; r < 3 * C; r += 32)
+            *reinterpret_cast<uint4*>(rec + REC_KD + r * ROW * 2 + D * 2) = make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(rec + REC_INVB + lane * SROW * 2 + C * 2) = make_uint4(0, 0, 0, 0);
 
-        // §inverse: (I + L)^-1 = (I - L)(I + L^2)(I + L^4)(I + L^8), exact because L^16 = 0.
-        // Is holds the running product, Ps the running power of L, each in two buffers so that a product
-        // never overwrites what it reads. Thread (i, jc) owns entries (i, jc) and (i, jc + 1). Every matrix
-        // here is lower triangular, so the sums stop at row i: at 4 w + 4 for the rows of warp w.
-        const int ir = tid >> 3, jc = 2 * (tid & 7), mend = 4 * (tid >> 5) + 4;
-        {
-            const float2 l = *reinterpret_cast<const float2*>(&Ls[ir][jc]);
-            *reinterpret_cast<float2*>(&Ps[0][ir][jc]) = l;
-            *reinterpret_cast<float2*>(&Is[0][ir][jc]) =
-                make_float2((ir == jc ? 1.f : 0.f) - l.x, (ir == jc + 1 ? 1.f : 0.f) - l.y);
-        }
-        __syncthreads();
+        // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the record.
+        // C fragment of n-tile nt: (row g, cols 8 nt + 2 t, +1) and (row g + 8, same cols).
+        __syncwarp();                                     // every lane is done reading G: L and beta take its place
+        if (t == 0) { sm.beta[g] = beta[0]; sm.beta[g + 8] = beta[1]; }
+        __half* mqk = reinterpret_cast<__half*>(rec + REC_MQK);
 #pragma unroll
-        for (int step = 0; step < 3; ++step) {
-            const int cur_b = step & 1, nxt_b = cur_b ^ 1;
-            float2 s = make_float2(0.f, 0.f);                  // power <- power^2
-#pragma unroll 4
-            for (int m = 0; m < mend; ++m) {
-                const float a = Ps[cur_b][ir][m];
-                const float2 bm = *reinterpret_cast<const float2*>(&Ps[cur_b][m][jc]);
-                s.x = fmaf(a, bm.x, s.x);
-                s.y = fmaf(a, bm.y, s.y);
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const int i = g + 8 * hf, j = 8 * nt + 2 * t;
+                const float l0 = Lacc[nt][2 * hf] * beta[hf];
+                const float l1 = Lacc[nt][2 * hf + 1] * beta[hf];
+                *reinterpret_cast<float2*>(&sm.L[i][j]) = make_float2(j < i ? l0 : 0.f, j + 1 < i ? l1 : 0.f);
+                const float m0 = Macc[nt][2 * hf], m1 = Macc[nt][2 * hf + 1];
+                *reinterpret_cast<__half2*>(mqk + i * SROW + j) = __floats2half2_rn(j <= i ? m0 : 0.f, j + 1 <= i ? m1 : 0.f);
             }
-            *reinterpret_cast<float2*>(&Ps[nxt_b][ir][jc]) = s;
-            __syncthreads();
-            s = *reinterpret_cast<const float2*>(&Is[cur_b][ir][jc]);   // product <- product (I + power)
-#pragma unroll 4
-            for (int m = 0; m < mend; ++m) {
-                const float a = Is[cur_b][ir][m];
-                const float2 bm = *reinterpret_cast<const float2*>(&Ps[nxt_b][m][jc]);
-                s.x = fmaf(a, bm.x, s.x);
-                s.y = fmaf(a, bm.y, s.y);
+        __syncwarp();
+
+        // §inverse: X = (I + L)^-1 by forward substitution, X_i = e_i - sum_{m < i} L_im X_m, one column per
+        // lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
+        // of the lane's column stay in registers.
+        const int j = lane & 15;
+        float X[C];
+#pragma unroll
+        for (int i = 0; i < C; ++i) {
+            float s = i == j ? 1.f : 0.f;
+#pragma unroll
+            for (int m4 = 0; m4 < i; m4 += 4) {
+                const float4 l = lds4(&sm.L[i][m4]);
+                s = fmaf(-l.x, X[m4], s);
+                if (m4 + 1 < i) s = fmaf(-l.y, X[m4 + 1], s);
+                if (m4 + 2 < i) s = fmaf(-l.z, X[m4 + 2], s);
+                if (m4 + 3 < i) s = fmaf(-l.w, X[m4 + 3], s);
             }
-            *reinterpret_cast<float2*>(&Is[nxt_b][ir][jc]) = s;
-            __syncthreads();
+            X[i] = s;
         }
-        const float (*INV)[MS] = Is[1];                          // after three steps: (I + L)^-1
 
         // §invb: fold beta into the inverse's columns, store fp16, and the largest row sum of |INV diag(beta)|
-        {
-            __half2* invb = reinterpret_cast<__half2*>(rec + REC_INVB + (ir * SROW + jc) * 2);
-            *invb = __floats2half2_rn(INV[ir][jc] * sm.bs[jc], INV[ir][jc + 1] * sm.bs[jc + 1]);
-            if (tid < 32) {                                    // warp 0: lanes 0..15 own one row each
-                float row = 0.f;
-                if (tid < C)
-                    for (int j = 0; j < C; ++j) row += fabsf(INV[tid][j] * sm.bs[j]);
+        const float bj = sm.beta[j];
+        __syncwarp();                                     // every lane is done reading L
+        __half* invb = reinterpret_cast<__half*>(rec + REC_INVB);
 #pragma unroll
-                for (int o = 16; o; o >>= 1) row = fmaxf(row, __shfl_xor_sync(0xffffffffu, row, o));
-                if (tid == 0) *reinterpret_cast<float4*>(rec + REC_NORM) = make_float4(row, 0.f, 0.f, 0.f);
+        for (int i = 0; i < C; ++i) {
+            const float x = X[i] * bj;
+            if (lane < C) {
+                invb[i * SROW + j] = __float2half_rn(x);
+                sm.L[i][j] = fabsf(x);
             }
         }
-        __syncthreads();                                       // shared memory is free for the next item
-        cur = nxt;
-        beta_cur = beta_nxt;
+        __syncwarp();
+        float row = 0.f;
+        if (lane < C) {
+#pragma unroll
+            for (int m4 = 0; m4 < C; m4 += 4) {
+                const float4 a = lds4(&sm.L[lane][m4]);
+                row += (a.x + a.y) + (a.z + a.w);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) row = fmaxf(row, __shfl_xor_sync(0xffffffffu, row, o));
+        if (lane == 0) *reinterpret_cast<float4*>(rec + REC_NORM) = make_float4(row, 0.f, 0.f, 0.f);
+        __syncwarp();                                     // the scratch is free for the next item
     }
     cp_async_wait<0>();
 }
@@ -254,7 +326,7 @@ size_t record_bytes() { return REC_BYTES; }
 
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_chunks == 0) return cudaSuccess;
-    constexpr int smem = sizeof(K1Smem);
+    constexpr int smem = K1_WARPS * sizeof(K1Warp);
     constexpr int MAX_DEVICES = 64;
     static int blocks_per_sm[MAX_DEVICES] = {}, sms[MAX_DEVICES] = {};   // per device, set on its first launch
     int device = 0;
@@ -269,9 +341,10 @@ cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare, K1_THREADS, smem);
         blocks_per_sm[device] = bps > 0 ? bps : 1;
     }
+    // a persistent grid: as many blocks as fit at once, each warp striding over the (chunk, head) items
     const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms[device];
-    const int64_t items = a.n_chunks * a.H;
-    const int64_t grid = items < resident ? items : resident;
+    const int64_t needed = (a.n_chunks * a.H + K1_WARPS - 1) / K1_WARPS;
+    const int64_t grid = needed < resident ? needed : resident;
     kda_fwd_prepare<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }

@@ -16,6 +16,8 @@
 
 namespace kda {
 
+constexpr int K2_MAX_GRID_Y = 32768;                   // sequences per grid.y; more spill into grid.z
+
 template <int WARPS>
 struct K2Layout {
     static constexpr int THREADS = 32 * WARPS;
@@ -40,12 +42,16 @@ __device__ __forceinline__ float pow2_normalizer(float m) {
 }
 
 template <int WARPS, int NSTAGE>
-__global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
+__global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(FwdArgs p) {
     using Ly = K2Layout<WARPS>;
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s has landed
     constexpr int VSPLIT = D / Ly::VB;
-    const int rank = blockIdx.x / VSPLIT, vblk = blockIdx.x % VSPLIT, h = blockIdx.y, H = p.H;
+    // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
+    // sequence (seq_order) starts before any block of the next one, across all heads
+    const int H = p.H, vblk = blockIdx.x % VSPLIT, h = blockIdx.x / VSPLIT;
+    const int rank = blockIdx.z * K2_MAX_GRID_Y + blockIdx.y;
+    if (rank >= p.n_seq) return;
     const int n = p.seq_order ? p.seq_order[rank] : rank;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int64_t tok0 = p.cu_seqlens[n], tok1 = p.cu_seqlens[n + 1];
@@ -134,6 +140,12 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
             Sa[kb][2] = pack_bf16(S[2 * kb + 1][0], S[2 * kb + 1][1]);
             Sa[kb][3] = pack_bf16(S[2 * kb + 1][2], S[2 * kb + 1][3]);
         }
+        // §decay: S <- S diag(decay) now, while the products below (which read Sa) are in flight
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+            S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
+        }
         float W[2][2][4] = {}, P[2][4] = {};
         const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);   // ldmatrix, B of 2 n-tiles
 #pragma unroll
@@ -216,19 +228,10 @@ __global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
                     *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
         }
 
-        // §state: S <- S diag(decay) + U^T kr (in the scaled frame if rows were rescaled)
-        if (!scaled) {
+        // §state: S <- S diag(decay) + U^T kr, the decay already applied (in the scaled frame if rows were rescaled)
+        if (scaled) {
 #pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-                S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < 16; ++j) {
-                const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-                S[j][0] *= d.x * sc0; S[j][1] *= d.y * sc0; S[j][2] *= d.x * sc1; S[j][3] *= d.y * sc1;
-            }
+            for (int j = 0; j < 16; ++j) { S[j][0] *= sc0; S[j][1] *= sc0; S[j][2] *= sc1; S[j][3] *= sc1; }
         }
         const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tcol = 8 * (lane >> 4);   // ldmatrix.trans of kr
 #pragma unroll
@@ -276,7 +279,8 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
     auto kernel = kda_fwd_recurrence<WARPS, K2_STAGES>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    const dim3 grid(static_cast<unsigned>(a.n_seq) * (D / Ly::VB), a.H);
+    const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
+    const dim3 grid(a.H * (D / Ly::VB), ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
     kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }

@@ -37,7 +37,7 @@ from .peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_re
 # %% auto #0
 __all__ = ['STATES', 'DTYPE_BYTES', 'L2_BYTES_H200', 'IMPLS', 'LABELS', 'PENDING', 'ENV_KEYS', 'REQUIRED', 'GROUP_TITLES',
            'COLORS', 'DONE', 'Case', 'scaled_six', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep', 'forward_bytes',
-           'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend', 'kernels_v1_backend',
+           'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend', 'kernels_version_backend',
            'fla_backend', 'flash_kda_backend', 'default_backends', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle',
            'oracle_errors', 'rel_rms_big', 'time_calls', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line',
            'device_name', 'process_seconds', 'shape_class', 'Run', 'not_run_records', 'run_bench',
@@ -157,7 +157,7 @@ def _cuda_reason(case: Case, device, who: str) -> str | None:
 
 _BUILDS: dict = {}
 
-def kernels_ready(device, version: str = 'v2') -> str | None:
+def kernels_ready(device, version: str = 'v3') -> str | None:
     "Build a version of kda_nb's kernels once (timed, printed); why they cannot run (None if they can)."
     reason = kernels_unavailable_reason(device)
     if reason: return reason
@@ -189,19 +189,19 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
         return call
     return Backend('kda_nb' if which == 'cuda' else 'reference', why_not, bind)
 
-def kernels_v1_backend() -> Backend:
-    "The first version of the kernels (csrc/v1/), timed beside the current one to show what a change bought."
+def kernels_version_backend(version: str) -> Backend:
+    "An earlier version of the kernels (csrc/v1/, csrc/v2/), timed beside the current one to show what a change bought."
     def why_not(case, device):
-        return _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device, 'v1')
+        return _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device, version)
     def bind(inp, case):
         out, fs = _buffers(inp, case)
         args = {k: x for k, x in inp.items() if k != 'seqlens'}
         seqlens = None if inp.get('cu_seqlens') is None else list(case.seqlens)
         def call():
-            fwd_cuda(**args, out=out, final_state=fs, seqlens=seqlens, version='v1')
+            fwd_cuda(**args, out=out, final_state=fs, seqlens=seqlens, version=version)
             return out, fs
         return call
-    return Backend('kda_nb_v1', why_not, bind)
+    return Backend(f'kda_nb_{version}', why_not, bind)
 
 def fla_backend() -> Backend:
     "fla's `chunk_kda` through `peers.fla_forward` (fp32 state, V-first)."
@@ -228,11 +228,12 @@ def flash_kda_backend() -> Backend:
     return Backend('flash_kda', why_not, bind)
 
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', 'kda_nb_v1': 'kda_nb v1', 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', 'kda_nb_v1': 'kda_nb v1', 'kda_nb_v2': 'kda_nb v2', 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
 
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
-    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_v1=kernels_v1_backend, reference=lambda: fwd_backend('reference', ref_max_tokens),
+    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_v1=lambda: kernels_version_backend('v1'),
+                kda_nb_v2=lambda: kernels_version_backend('v2'), reference=lambda: fwd_backend('reference', ref_max_tokens),
                 fla=fla_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")
@@ -886,7 +887,7 @@ def load_results(path=None) -> list[dict] | None:
     return None if data is None else data['records']
 
 # %% ../nbs/07_bench.ipynb #f2e496bd
-COLORS = dict(kda_nb='tab:red', kda_nb_v1='tab:orange', flash_kda='tab:blue', fla='tab:green', reference='tab:gray')
+COLORS = dict(kda_nb='tab:red', kda_nb_v1='tab:orange', kda_nb_v2='tab:purple', flash_kda='tab:blue', fla='tab:green', reference='tab:gray')
 
 def plot_cases(records: list[dict]):
     "Bars: median time (min-max as error bars) of each implementation on each anchor case; None if there are none."

@@ -1,7 +1,7 @@
 # Per-kernel split of kda_nb's forward on the anchor cases, for development: medians of 30 calls for
-# several K2 widths (KDA_NB_K2_WARPS), K1 and K2 alone under the torch profiler, and (--v1) the v1 kernels in
-# the same process. It is not the benchmark (no input rotation, no peers): `python -m kda_nb.bench` is.
-#     python tools/kernel_split.py [--v1] [--fla]
+# several K2 widths (KDA_NB_K2_WARPS), K1 and K2 alone under the torch profiler, and (--versions v2,v1) earlier
+# kernels in the same process. It is not the benchmark (no input rotation, no peers): `python -m kda_nb.bench` is.
+#     python tools/kernel_split.py [--versions v2,v1] [--widths 4] [--fla]
 import os, sys, torch, time
 from kda_nb.layout import random_inputs, rel_rms
 from kda_nb.kernels import fwd_cuda, load_kernels
@@ -22,8 +22,11 @@ def kernel_split(f):
     for e in prof.key_averages():
         if 'kda_fwd' in e.key: out[e.key.split('(')[0].split('<')[0].replace('void kda::', '')[-22:]] = e.device_time_total / e.count / 1000 if hasattr(e, 'device_time_total') else e.cuda_time_total / e.count / 1000
     return out
-v1 = '--v1' in sys.argv
-if v1: load_kernels(version='v1')
+def arg(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+old = [v for v in arg('--versions', '').split(',') if v]
+widths = arg('--widths', '2,4,8,').split(',')
+for v in old: load_kernels(version=v)
 rows = []
 for H in (96, 64):
     for name, seqlens in (('fixed', None), ('varlen6', [1300, 547, 2048, 963, 271, 3063]), ('1024x8', [1024]*8)):
@@ -31,16 +34,16 @@ for H in (96, 64):
         args = {k: x for k, x in inp.items() if k != 'initial_state'}
         out = torch.empty_like(inp['v']); fs = torch.empty_like(inp['initial_state'])
         line = f"H={H} {name:>8}:"
-        for w in ('2', '4', '8', ''):
+        for w in widths:
             os.environ['KDA_NB_K2_WARPS'] = w
             f = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=out, final_state=fs, seqlens=seqlens)
-            t = bench(f); line += f" v2[w={w or 'auto'}] {t:.3f}"
+            t = bench(f); line += f" cur[w={w or 'auto'}] {t:.3f}"
         split = kernel_split(f)
         line += " | " + " ".join(f"{k} {v:.3f}" for k, v in split.items())
-        if v1:
+        for v in old:
             o1 = torch.empty_like(out); f1 = torch.empty_like(fs)
-            g1 = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=o1, final_state=f1, seqlens=seqlens, version='v1')
-            t1 = bench(g1); line += f" | v1 {t1:.3f} rel(v2,v1) out {rel_rms(out, o1):.1e} state {rel_rms(fs.float(), f1.float()):.1e}"
+            g1 = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=o1, final_state=f1, seqlens=seqlens, version=v)
+            t1 = bench(g1); line += f" | {v} {t1:.3f} rel(cur,{v}) out {rel_rms(out, o1):.1e} state {rel_rms(fs.float(), f1.float()):.1e}"
         print(line, flush=True)
         rows.append((H, name, inp, seqlens))
 if fla_unavailable_reason() is None and '--fla' in sys.argv:

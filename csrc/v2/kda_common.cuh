@@ -1,0 +1,149 @@
+// kda_common.cuh: constants, the workspace record K1 leaves for K2, and thin wrappers around the
+// warp-level PTX both kernels use (mma.sync, ldmatrix, cp.async, conversions).
+// Compiles with nvcc alone: no torch headers.
+#pragma once
+#include <cstdint>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace kda {
+
+constexpr int C = 16;            // tokens per chunk
+constexpr int D = 128;           // head dimension, K = V = D
+constexpr float LOG2E = 1.4426950408889634f;
+
+// §record --------------------------------------------------------------------------------------
+// The record K1 writes for every (chunk, head) and K2 reads back. It is laid out exactly as K2 wants
+// it in shared memory (rows padded by 16 bytes so that ldmatrix reads are free of bank conflicts), so
+// K2 fetches it with one bulk copy. In this order (bytes):
+//   kd   [C][ROW] bf16  k_hat * exp(G)                 (decayed keys)
+//   qd   [C][ROW] bf16  q_hat * exp(G)                 (decayed queries, *without* scale)
+//   kr   [C][ROW] fp16  k_hat * exp(G_last - G)        (restored keys, |kr| <= 1)
+//   invb [C][SROW] fp16 (I + L)^-1 diag(beta)          (entries bounded by 2^14)
+//   mqk  [C][SROW] fp16 lower_incl_diag(qd ki^T)       (|entries| <= 1)
+//   decay[D]    fp32    exp(G_last)                    (the chunk's total decay per channel)
+//   norm, pad   fp32 x4 max row sum of |invb|          (K2's bound on |U| / |X|)
+// ROW = D + 8 and SROW = C + 8 elements; the padding is written as zeros.
+// ---------------------------------------------------------------------------------------------
+constexpr int ROW = D + 8;       // 272-byte rows of kd, qd, kr
+constexpr int SROW = C + 8;      // 48-byte rows of invb, mqk
+constexpr int REC_KD = 0;
+constexpr int REC_QD = REC_KD + C * ROW * 2;
+constexpr int REC_KR = REC_QD + C * ROW * 2;
+constexpr int REC_INVB = REC_KR + C * ROW * 2;
+constexpr int REC_MQK = REC_INVB + C * SROW * 2;
+constexpr int REC_DECAY = REC_MQK + C * SROW * 2;
+constexpr int REC_NORM = REC_DECAY + D * 4;
+constexpr int REC_BYTES = REC_NORM + 16;      // 15120 = 945 x 16 bytes
+static_assert(REC_BYTES % 16 == 0, "record must be a whole number of 16-byte pieces");
+
+// §conversions --------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);     // .x (low half) = lo
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+}
+__device__ __forceinline__ float fast_exp2(float x) {   // ex2.approx: 2^x, flushes tiny results to 0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+// 1 / (1 + e^-x) with the fast exponential and reciprocal: a few ulp, against ~10 instructions of an IEEE divide
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+
+// §fragments ----------------------------------------------------------------------------------
+// mma.sync m16n8k16, fp32 accumulators. Lane = 4 * g + t (g = "group", t = "thread in group").
+//   A 16x16 (row-major): a[0] = (g, 2t..2t+1), a[1] = (g+8, 2t..), a[2] = (g, 2t+8..), a[3] = (g+8, 2t+8..)
+//   B 16x8  (k x n):     b[0] = (k = 2t..2t+1, n = g), b[1] = (k = 2t+8..2t+9, n = g)
+//   C 16x8:              c[0..1] = (g, 2t..2t+1), c[2..3] = (g+8, 2t..2t+1)
+// Two C tiles side by side (n = 0..7, 8..15) are, element for element, one A tile: this is how
+// results computed by one product become the left operand of the next without leaving registers.
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// mma.sync m16n8k8 with tf32 operands (fp32 range, 10-bit mantissa), fp32 accumulators.
+//   A 16x8: a[0] = (g, t), a[1] = (g+8, t), a[2] = (g, t+4), a[3] = (g+8, t+4)
+//   B 8x8 (k x n): b0 = (k = t, n = g), b1 = (k = t+4, n = g); C as above.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// x = hi + lo, the "3xTF32" split: hi keeps x's top 10 mantissa bits (a tf32), lo = x - hi is exact in
+// fp32 and the tensor core reads its top 10 bits. hi*hi + hi*lo + lo*hi recovers an fp32 product to
+// about 2^-20, so three tf32 products stand in for one fp32 product.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+    hi = __float_as_uint(x) & 0xffffe000u;
+    lo = __float_as_uint(x - __uint_as_float(hi));
+}
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+// Four 8x8 b16 matrices; lane l gives the address of row (l % 8) of matrix (l / 8).
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+
+// §copies -------------------------------------------------------------------------------------
+// 16 bytes global -> shared, bypassing L1; src_bytes = 0 writes zeros (used past a sequence's end).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes = 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+                 :: "r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" :: "n"(N));
+}
+
+// §bulk: Hopper's bulk copy engine (cp.async.bulk, "TMA" without a tensor map) and the mbarrier it
+// signals. One thread asks for N bytes; the barrier's phase completes when they have all landed.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(smem_addr(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+    asm volatile("{\n\t.reg .pred done;\n"
+                 "WAIT:\n\tmbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "\t@!done bra WAIT;\n}"
+                 :: "r"(smem_addr(bar)), "r"(parity) : "memory");
+}
+// bytes and both addresses: multiples of 16
+__device__ __forceinline__ void bulk_copy_g2s(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 :: "r"(smem_addr(smem)), "l"(gmem), "r"(bytes), "r"(smem_addr(bar)) : "memory");
+}
+
+// Which sequence owns global chunk `c`: the last n with cu_chunks[n] <= c (binary search).
+__device__ __forceinline__ int find_sequence(const int64_t* cu_chunks, int n_seq, int64_t c) {
+    int lo = 0, hi = n_seq - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (cu_chunks[mid] <= c) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+}  // namespace kda

@@ -1,0 +1,295 @@
+// kda_recurrence.cu: K2 "recurrence". Sequential over the chunks of one sequence, parallel over
+// heads and over slices of the state's V rows (rows of S never mix). One block per
+// (sequence, head, slice of 16 * WARPS rows); each warp owns 16 rows of the state, 16 x 128 fp32,
+// in registers, for the whole sequence. Per chunk, with S the state entering it:
+//   W = S kd^T,  P = S qd^T                  (bf16 x bf16 -> fp32, the two products with the state)
+//   U^T = (V - W)^T (INV diag(beta))^T       (fp16 x fp16 -> fp32)
+//   O^T = scale (P + U^T Mqk^T)              (fp16 x fp16 -> fp32)
+//   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
+// The chunk's record (K1's output, already in this kernel's layout) and values arrive in shared memory
+// through a pipeline of bulk copies NSTAGE chunks deep, so loads for later chunks overlap the
+// arithmetic of this one.
+#include "kda_common.cuh"
+#include "kda_launch.h"
+
+#include <cstdlib>
+
+namespace kda {
+
+template <int WARPS>
+struct K2Layout {
+    static constexpr int THREADS = 32 * WARPS;
+    static constexpr int VB = 16 * WARPS;               // state rows per block
+    static constexpr int VROW = VB + 8;                 // padded row of the value tile
+    // one pipeline stage: the record exactly as K1 wrote it (kda_common.cuh), then the value tile
+    static constexpr int KD = REC_KD, QD = REC_QD, KR = REC_KR, INVB = REC_INVB, MQK = REC_MQK;
+    static constexpr int DECAY = REC_DECAY, NORM = REC_NORM;
+    static constexpr int VAL = REC_BYTES;
+    static constexpr int STAGE = VAL + C * VROW * 2;
+    static constexpr int OROW = 16 + 8;                 // padded row of a warp's output tile
+    static constexpr int OUT_BYTES = WARPS * C * OROW * 2;
+    static_assert(STAGE % 16 == 0 && (VROW * 2) % 16 == 0, "16-byte aligned stages and rows");
+};
+
+// 2^k with k chosen so that m * 2^k lies in [2^12, 2^13); 1 for m = 0 (or NaN, which then propagates).
+__device__ __forceinline__ float pow2_normalizer(float m) {
+    if (!(m > 1e-30f)) return 1.f;
+    const int e = ((__float_as_int(m) >> 23) & 0xff) - 127;   // floor(log2 m)
+    const int k = max(-100, min(100, 12 - e));
+    return __int_as_float((k + 127) << 23);
+}
+
+template <int WARPS, int NSTAGE>
+__global__ void __launch_bounds__(32 * WARPS) kda_fwd_recurrence(FwdArgs p) {
+    using Ly = K2Layout<WARPS>;
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s has landed
+    constexpr int VSPLIT = D / Ly::VB;
+    const int rank = blockIdx.x / VSPLIT, vblk = blockIdx.x % VSPLIT, h = blockIdx.y, H = p.H;
+    const int n = p.seq_order ? p.seq_order[rank] : rank;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int64_t tok0 = p.cu_seqlens[n], tok1 = p.cu_seqlens[n + 1];
+    const int64_t chunk0 = p.cu_chunks[n];
+    const int nch = static_cast<int>(p.cu_chunks[n + 1] - chunk0);
+    const int vbase = vblk * Ly::VB;                    // first state row of the block
+    const int vrow = vbase + warp * 16;                 // first state row of this warp
+    const int64_t state_off = (static_cast<int64_t>(n) * H + h) * D * D;
+
+    // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1)
+    float S[16][4];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
+            float2 s = make_float2(0.f, 0.f);
+            if (p.state_in_kind == STATE_FP32) {
+                s = *reinterpret_cast<const float2*>(static_cast<const float*>(p.state_in) + off);
+            } else if (p.state_in_kind == STATE_BF16) {
+                s = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
+                        static_cast<const __nv_bfloat16*>(p.state_in) + off));
+            }
+            S[j][2 * half] = s.x;
+            S[j][2 * half + 1] = s.y;
+        }
+    }
+
+    // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
+    // full[stage]; every thread copies 16-byte pieces of the value rows with cp.async (zeros past the
+    // sequence's end), one commit group per chunk. Many tiny bulk copies would queue on the copy engine.
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NSTAGE; ++s) mbar_init(&full[s], 1);
+        mbar_init_fence();
+    }
+    __syncthreads();
+    const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(p.v);
+    auto load_chunk = [&](int c, int stage) {
+        if (c < nch) {
+            uint8_t* st = smem + stage * Ly::STAGE;
+            if (threadIdx.x == 0) {
+                mbar_arrive_expect_tx(&full[stage], REC_BYTES);
+                bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
+                              REC_BYTES, &full[stage]);
+            }
+            for (int i = threadIdx.x; i < C * (Ly::VB / 8); i += Ly::THREADS) {
+                const int r = i / (Ly::VB / 8), piece = i % (Ly::VB / 8);
+                const int64_t tok = tok0 + static_cast<int64_t>(c) * C + r;
+                const bool inside = tok < tok1;
+                const __nv_bfloat16* src = v + ((inside ? tok : tok0) * H + h) * D + vbase + piece * 8;
+                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
+            }
+        }
+        cp_async_commit();
+    };
+
+#pragma unroll
+    for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
+
+    __nv_bfloat16* otile = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * Ly::STAGE) + warp * C * Ly::OROW;
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+
+#pragma unroll 1
+    for (int c = 0; c < nch; ++c) {
+        cp_async_wait<NSTAGE - 2>();         // this thread's value pieces of chunk c have landed
+        __syncthreads();                     // everyone's have, and everyone is done with chunk c-1's stage
+        load_chunk(c + NSTAGE - 1, (c + NSTAGE - 1) % NSTAGE);
+        mbar_wait(&full[c % NSTAGE], (c / NSTAGE) & 1);   // and the record
+        const uint8_t* st = smem + (c % NSTAGE) * Ly::STAGE;
+        const __nv_bfloat16* kd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::KD);
+        const __nv_bfloat16* qd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::QD);
+        const __half* kr = reinterpret_cast<const __half*>(st + Ly::KR);
+        const __half* invb = reinterpret_cast<const __half*>(st + Ly::INVB);
+        const __half* mqk = reinterpret_cast<const __half*>(st + Ly::MQK);
+        const float* decay = reinterpret_cast<const float*>(st + Ly::DECAY);
+        const float norm = fmaxf(*reinterpret_cast<const float*>(st + Ly::NORM), 1.f);
+        const __nv_bfloat16* vt = reinterpret_cast<const __nv_bfloat16*>(st + Ly::VAL);
+
+        // §products: the state as bf16 A fragments, then W = S kd^T and P = S qd^T (16 rows x 16 tokens).
+        // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
+        uint32_t Sa[8][4];
+#pragma unroll
+        for (int kb = 0; kb < 8; ++kb) {
+            Sa[kb][0] = pack_bf16(S[2 * kb][0], S[2 * kb][1]);
+            Sa[kb][1] = pack_bf16(S[2 * kb][2], S[2 * kb][3]);
+            Sa[kb][2] = pack_bf16(S[2 * kb + 1][0], S[2 * kb + 1][1]);
+            Sa[kb][3] = pack_bf16(S[2 * kb + 1][2], S[2 * kb + 1][3]);
+        }
+        float W[2][2][4] = {}, P[2][4] = {};
+        const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);   // ldmatrix, B of 2 n-tiles
+#pragma unroll
+        for (int kb = 0; kb < 8; ++kb) {
+            uint32_t bk[4], bq[4];
+            ldmatrix_x4(bk, kd + brow * ROW + 16 * kb + bcol);
+            ldmatrix_x4(bq, qd + brow * ROW + 16 * kb + bcol);
+            mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
+            mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
+            mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
+            mma_bf16(P[1], Sa[kb], bq[2], bq[3]);
+        }
+
+        // §residual: X^T = V^T - W^T for this warp's rows; element (nt, e) is row g + 8(e/2), token 8nt + 2t + e%2
+        float X[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int tok = 8 * nt + 2 * t + (e & 1), row = warp * 16 + g + 8 * (e >> 1);
+                X[nt][e] = __bfloat162float(vt[tok * Ly::VROW + row]) - (W[0][nt][e] + W[1][nt][e]);
+            }
+
+        // §range: fp16 holds X and U exactly enough if |X| is neither tiny nor huge. Per row, the
+        // largest |X| (4 lanes share a row) bounds |U| <= norm * max|X|. If any row of the warp is
+        // outside the comfortable window, every row is rescaled by a power of two (exact), undone below.
+        float m0 = fmaxf(fmaxf(fabsf(X[0][0]), fabsf(X[0][1])), fmaxf(fabsf(X[1][0]), fabsf(X[1][1])));
+        float m1 = fmaxf(fmaxf(fabsf(X[0][2]), fabsf(X[0][3])), fmaxf(fabsf(X[1][2]), fabsf(X[1][3])));
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
+            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
+        }
+        const bool comfortable = (m0 == 0.f || (m0 >= 0x1p-8f && m0 * norm <= 0x1p14f)) &&
+                                 (m1 == 0.f || (m1 >= 0x1p-8f && m1 * norm <= 0x1p14f));
+        const bool scaled = !__all_sync(0xffffffffu, comfortable);
+        float sc0 = 1.f, sc1 = 1.f;
+        if (scaled) {
+            sc0 = pow2_normalizer(m0 * norm);
+            sc1 = pow2_normalizer(m1 * norm);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                X[nt][0] *= sc0; X[nt][1] *= sc0; X[nt][2] *= sc1; X[nt][3] *= sc1;
+                P[nt][0] *= sc0; P[nt][1] *= sc0; P[nt][2] *= sc1; P[nt][3] *= sc1;
+            }
+        }
+
+        // §u: U^T = X^T (INV diag(beta))^T, with X^T's C fragments reused as an fp16 A fragment
+        const uint32_t Xa[4] = {pack_f16(X[0][0], X[0][1]), pack_f16(X[0][2], X[0][3]),
+                                pack_f16(X[1][0], X[1][1]), pack_f16(X[1][2], X[1][3])};
+        float U[2][4] = {};
+        {
+            uint32_t b[4];
+            ldmatrix_x4(b, invb + brow * SROW + bcol);
+            mma_f16(U[0], Xa, b[0], b[1]);
+            mma_f16(U[1], Xa, b[2], b[3]);
+        }
+        const uint32_t Ua[4] = {pack_f16(U[0][0], U[0][1]), pack_f16(U[0][2], U[0][3]),
+                                pack_f16(U[1][0], U[1][1]), pack_f16(U[1][2], U[1][3])};
+
+        // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores
+        {
+            uint32_t b[4];
+            ldmatrix_x4(b, mqk + brow * SROW + bcol);
+            mma_f16(P[0], Ua, b[0], b[1]);
+            mma_f16(P[1], Ua, b[2], b[3]);
+            const float o0 = p.scale / sc0, o1 = p.scale / sc1;
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int tok = 8 * nt + 2 * t + (e & 1), row = g + 8 * (e >> 1);
+                    otile[tok * Ly::OROW + row] = __float2bfloat16_rn(P[nt][e] * (e < 2 ? o0 : o1));
+                }
+            __syncwarp();
+            const int tok = lane >> 1, part = lane & 1;
+            const int64_t gtok = tok0 + static_cast<int64_t>(c) * C + tok;
+            if (gtok < tok1)
+                *reinterpret_cast<uint4*>(out + (gtok * H + h) * D + vrow + 8 * part) =
+                    *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
+        }
+
+        // §state: S <- S diag(decay) + U^T kr (in the scaled frame if rows were rescaled)
+        if (!scaled) {
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+                S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 16; ++j) {
+                const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+                S[j][0] *= d.x * sc0; S[j][1] *= d.y * sc0; S[j][2] *= d.x * sc1; S[j][3] *= d.y * sc1;
+            }
+        }
+        const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tcol = 8 * (lane >> 4);   // ldmatrix.trans of kr
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+            uint32_t b[4];
+            ldmatrix_x4_trans(b, kr + trow * ROW + 16 * jj + tcol);
+            mma_f16(S[2 * jj], Ua, b[0], b[1]);
+            mma_f16(S[2 * jj + 1], Ua, b[2], b[3]);
+        }
+        if (scaled) {
+            const float i0 = 1.f / sc0, i1 = 1.f / sc1;
+#pragma unroll
+            for (int j = 0; j < 16; ++j) { S[j][0] *= i0; S[j][1] *= i0; S[j][2] *= i1; S[j][3] *= i1; }
+        }
+    }
+    cp_async_wait<0>();
+
+    // §state_out
+    if (p.state_out_kind != STATE_NONE) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
+                if (p.state_out_kind == STATE_FP32)
+                    *reinterpret_cast<float2*>(static_cast<float*>(p.state_out) + off) =
+                        make_float2(S[j][2 * half], S[j][2 * half + 1]);
+                else
+                    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.state_out) + off) =
+                        __floats2bfloat162_rn(S[j][2 * half], S[j][2 * half + 1]);
+            }
+    }
+}
+
+// The configurations: WARPS warps (16 * WARPS state rows) per block, a 4-stage pipeline. Wider blocks
+// read each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64
+// and 96; fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the
+// library launches 4. KDA_NB_K2_WARPS (2, 4 or 8) picks another, for experiments.
+constexpr int K2_STAGES = 4;
+
+template <int WARPS>
+cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
+    using Ly = K2Layout<WARPS>;
+    constexpr int smem = K2_STAGES * Ly::STAGE + Ly::OUT_BYTES;
+    auto kernel = kda_fwd_recurrence<WARPS, K2_STAGES>;
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    const dim3 grid(static_cast<unsigned>(a.n_seq) * (D / Ly::VB), a.H);
+    kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
+    if (a.n_seq == 0) return cudaSuccess;
+    int warps = 4;
+    if (const char* env = std::getenv("KDA_NB_K2_WARPS")) {
+        const int w = std::atoi(env);
+        if (w == 2 || w == 4 || w == 8) warps = w;
+    }
+    return warps == 8 ? launch_recurrence_with<8>(a, stream)
+         : warps == 2 ? launch_recurrence_with<2>(a, stream) : launch_recurrence_with<4>(a, stream);
+}
+
+}  // namespace kda
