@@ -1035,15 +1035,16 @@ def plot_phases(p: Profile, kernels=KERNEL_NAMES, n: int = 8):
 
 # %% ../nbs/08_ncu.ipynb #42298ffa
 DESIGN_NOTES = {
-    ('kda_fwd_prepare', 'barrier'): "K1's phases are separated by __syncthreads and some (the norms, the 16x16 "
-        "inverse) keep only part of the block busy: fewer phases, or spreading the serial parts over all warps",
-    ('kda_fwd_prepare', 'wait'): "K1's threads wait on fixed-latency chains: the gate's running sum over the 16 "
-        "tokens (exp, reciprocal, add, one token after the other) and the mma accumulators; more independent work "
-        "per thread (the gates of all tokens first, then the sum)",
+    ('kda_fwd_prepare', 'barrier'): "K1's warps meet at a barrier: a phase that keeps only part of the block busy "
+        "(v3 has none: each warp owns its item)",
+    ('kda_fwd_prepare', 'wait'): "K1's threads wait on fixed-latency chains: the mma accumulators and the "
+        "arithmetic between a scratch read and its use; more independent work per warp (two items interleaved) "
+        "or more warps per SM",
     ('kda_fwd_prepare', 'long_scoreboard'): "K1 waits for global memory: the next item's cp.async copy has not "
         "landed, or a plain load (beta, the offsets) is used right after it is issued",
-    ('kda_fwd_prepare', 'short_scoreboard'): "K1 waits for shared-memory reads: the fp32 operands of L and Mqk, the "
-        "inverse entry by entry; fix the bank conflicts the line table shows, keep operands in registers",
+    ('kda_fwd_prepare', 'short_scoreboard'): "K1 waits for the multi-function unit (exponentials, reciprocals) "
+        "and for scratch reads (the cumulative gate, the q/k rows, L's rows): with 3 warps per scheduler, each "
+        "of these latencies shows; more warps per SM (a smaller scratch) or more independent work per warp",
     ('kda_fwd_prepare', 'mio_throttle'): "K1 issues shared-memory instructions faster than the pipe drains them: "
         "fewer, conflict-free, wider accesses",
     ('kda_fwd_prepare', 'lg_throttle'): "K1 has many global accesses in flight: wider (16-byte) loads and stores",
@@ -1161,12 +1162,13 @@ def plot_compare(table: pd.DataFrame, metrics=('duration_us', 'sm_pct', 'occ_ach
         stalls = stalls.loc[stalls.delta.abs().sort_values(ascending=False).index[:n_stalls]]
         rows = pd.concat([t.reindex([m for m in metrics if m in t.index]), stalls]).ratio.dropna()
         better = [(v > 1) == (m in HIGHER_IS_BETTER) for m, v in rows.items()]   # green: better after, red: worse
-        ax.barh(range(len(rows)), np.log2(rows), color=['C2' if b else 'C3' for b in better])
-        for i, v in enumerate(rows):
-            ax.text(np.log2(v), i, f" x{v:.2f} " if v >= 1 else f" x{v:.2f} ", va='center', fontsize=8,
-                    ha='left' if v >= 1 else 'right')
+        lr = np.log2(rows.clip(lower=1 / 64, upper=64))          # a stall that vanished (x0) or appeared (inf): at x1/64, x64
+        ax.barh(range(len(rows)), lr, color=['C2' if b else 'C3' for b in better])
+        for i, (v, x) in enumerate(zip(rows, lr)):
+            label = ' gone ' if v == 0 else ' new ' if not np.isfinite(v) else f" x{v:.2f} "
+            ax.text(x, i, label, va='center', fontsize=8, ha='left' if v >= 1 else 'right')
         ax.axvline(0, color='k', lw=0.8)
-        lim = max(0.25, float(np.abs(np.log2(rows)).max()) * 1.35) if len(rows) else 1
+        lim = max(0.25, float(np.abs(lr).max()) * 1.35) if len(rows) else 1
         ax.set_xlim(-lim, lim)
         cands = (1 / 8, 1 / 4, 1 / 2, 0.8, 1, 1.25, 2, 4, 8) if lim > 0.6 else (0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25)
         ticks = [x for x in cands if abs(np.log2(x)) <= lim]

@@ -301,7 +301,7 @@ def _launch_shape(mode: str, sms: int = 132) -> dict:
     """(grid or None, block) K1 and K2 must have for `mode` on an H200, from the constants in csrc/. K1 is a
     persistent grid (as many blocks as fit on the GPU, at most one per item), so only its bound is known here."""
     src = {f: (csrc_dir() / f).read_text() for f in ('kda_prepare.cu', 'kda_recurrence.cu')}
-    k1 = int(re.search(r'K1_THREADS = (\d+)', src['kda_prepare.cu']).group(1))
+    k1 = 32 * int(re.search(r'K1_WARPS = (\d+)', src['kda_prepare.cu']).group(1))            # K1_THREADS = 32 * K1_WARPS
     warps = int(re.search(r'int warps = (\d+);', src['kda_recurrence.cu']).group(1))   # launch_recurrence's default
     lens = workload_seqlens(mode) or [T_DEFAULT]
     chunks = sum(-(-n // 16) for n in lens)
