@@ -30,7 +30,7 @@ import torch
 
 from .api import fwd
 from .chunked import kda_chunked
-from .kernels import CSRC_FILES, VARLEN_SIX, csrc_dir, fwd_cuda, kernels_unavailable_reason, load_kernels
+from .kernels import CSRC_FILES, KERNEL_VERSION, KERNEL_VERSIONS, VARLEN_SIX, csrc_dir, fwd_cuda, kernels_unavailable_reason, load_kernels
 from .layout import rel_rms
 from .peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 
@@ -157,7 +157,7 @@ def _cuda_reason(case: Case, device, who: str) -> str | None:
 
 _BUILDS: dict = {}
 
-def kernels_ready(device, version: str = 'v3') -> str | None:
+def kernels_ready(device, version: str = KERNEL_VERSION) -> str | None:
     "Build a version of kda_nb's kernels once (timed, printed); why they cannot run (None if they can)."
     reason = kernels_unavailable_reason(device)
     if reason: return reason
@@ -228,12 +228,11 @@ def flash_kda_backend() -> Backend:
     return Backend('flash_kda', why_not, bind)
 
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', 'kda_nb_v1': 'kda_nb v1', 'kda_nb_v2': 'kda_nb v2', 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
 
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
-    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_v1=lambda: kernels_version_backend('v1'),
-                kda_nb_v2=lambda: kernels_version_backend('v2'), reference=lambda: fwd_backend('reference', ref_max_tokens),
+    make = dict(kda_nb=lambda: fwd_backend('cuda'), **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, reference=lambda: fwd_backend('reference', ref_max_tokens),
                 fla=fla_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")

@@ -17,17 +17,18 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'RECORD_BYTES', 'OFFSETS_CACHE_SIZE',
-           'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes', 'nvcc_resource_usage',
-           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels',
-           'gate_sweep', 'plot_sweep', 'sanitize']
+__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES',
+           'OFFSETS_CACHE_SIZE', 'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
+           'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda',
+           'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize']
 
 # %% ../nbs/04_kernels.ipynb #3f108c91
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_binding.cpp')
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
-KERNEL_VERSIONS = {'v3': '.', 'v2': 'v2', 'v1': 'v1'}     # version -> its folder under csrc/ (v3: the library's)
+KERNEL_VERSIONS = {'v3': '.', 'v2': 'v2', 'v1': 'v1'}     # version -> its folder under csrc/, the library's first
+KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v3')
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
@@ -54,7 +55,7 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
     return n_chunks * H * record_bytes
 
 # %% ../nbs/04_kernels.ipynb #2e4c7d4c
-def nvcc_resource_usage(arch: str = 'sm_90a', version: str = 'v3') -> list[dict]:
+def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
     "Compile each kernel source of `version` with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
@@ -106,7 +107,7 @@ def kernels_unavailable_reason(device=None) -> str | None:
     return None
 
 @functools.cache
-def load_kernels(verbose: bool = False, version: str = 'v3'):
+def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
     "Build (first call; cached by torch afterwards) and load the K1/K2 extension; `version` picks an earlier one."
     reason = kernels_unavailable_reason()
     if reason: raise RuntimeError(f"kda_nb's CUDA kernels cannot run here: {reason}")
@@ -160,7 +161,7 @@ def _offsets(B: int, T: int, cu_seqlens, seqlens: list[int] | None, device):
     return cu_seqlens.to(device=device, dtype=torch.int64), cu_chunks, n_chunks, order
 
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-             cu_seqlens=None, seqlens: list[int] | None = None, version: str = 'v3'):
+             cu_seqlens=None, seqlens: list[int] | None = None, version: str = KERNEL_VERSION):
     "Run K1 and K2 on validated inputs, writing `out` and `final_state` in place."
     ext = load_kernels(version=version)
     B, T, H, _ = q.shape
