@@ -10,7 +10,8 @@ import math
 import torch
 
 from .activations import activate
-from .layout import from_padded, seq_bounds, to_padded
+from .layout import seq_bounds
+from .recurrence import step_rows, step_schedule
 
 # %% auto #0
 __all__ = ['CHUNK', 'neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked']
@@ -35,7 +36,7 @@ def _bf16(x): return x.to(torch.bfloat16).to(x.dtype)
 def _fp16(x): return x.to(torch.float16).to(x.dtype)
 
 def chunk_prepare(q, k, a, b, twin: bool = False) -> dict:
-    "K1's work on activated chunks `q,k,a [N,H,n,C,K]`, `b [N,H,n,C]`: key copies, `Mqk`, `INV diag(b)`, chunk decay."
+    "K1's work on activated chunks `q,k,a [...,C,K]`, `b [...,C]`: key copies, `Mqk`, `INV diag(b)`, chunk decay."
     bf16, fp16 = (_bf16, _fp16) if twin else (_exact, _exact)
     G = a.cumsum(-2)                                    # Γ_i, per channel
     eG = G.exp()
@@ -49,43 +50,93 @@ def chunk_prepare(q, k, a, b, twin: bool = False) -> dict:
     return dict(kd=bf16(kd), qd=bf16(qd), kr=fp16(kr), Mqk=fp16(Mqk), INVb=fp16(INVb), decay=G[..., -1, :].exp())
 
 # %% ../nbs/03_chunked.ipynb #b15a00d9
-def chunk_recurrence(prep: dict, v: torch.Tensor, S: torch.Tensor, scale: float, twin: bool = False):
-    "K2's loop over chunks: `v [N,H,n,C,V]`, state `S [N,H,V,K]` -> `(out [N,H,n,C,V], final S)`."
+def chunk_recurrence(prep: dict, v: torch.Tensor, S: torch.Tensor, scale: float, twin: bool = False,
+                     active: list[int] | None = None):
+    "K2's loop on step-major chunks `v [M,H,C,V]` (step c: the next `active[c]` rows) from `S [N,H,V,K]` -> `(out, final S)`."
     bf16, fp16 = (_bf16, _fp16) if twin else (_exact, _exact)
+    if active is None: active = [len(S)] * (len(v) // max(len(S), 1))     # all sequences equally long
     out = torch.empty_like(v)
-    C = v.shape[3]
+    C = v.shape[-2]
     kdqd = torch.cat([prep['kd'], prep['qd']], -2)            # one product with the state for both
-    for c in range(v.shape[2]):
-        St = bf16(S).transpose(-1, -2)                         # [N,H,K,V], the operand the tensor cores see
-        W, P = (kdqd[:, :, c] @ St).split(C, -2)               # kd S^T: what S predicts for the keys; qd S^T
-        U = fp16(prep['INVb'][:, :, c] @ fp16(v[:, :, c] - W))
-        out[:, :, c] = scale * (P + prep['Mqk'][:, :, c] @ U)
-        S = S * prep['decay'][:, :, c, None, :] + U.transpose(-1, -2) @ prep['kr'][:, :, c]
-    return out, S
+    final, r = S.clone(), 0
+    for n in active:
+        if n < len(S):                                         # sequences n.. have ended: retire them
+            final[n:len(S)] = S[n:]
+            S = S[:n]
+        c = slice(r, r + n); r += n
+        St = bf16(S).transpose(-1, -2)                         # [n,H,K,V], the operand the tensor cores see
+        W, P = (kdqd[c] @ St).split(C, -2)                     # kd S^T: what S predicts for the keys; qd S^T
+        U = fp16(prep['INVb'][c] @ fp16(v[c] - W))
+        out[c] = scale * (P + prep['Mqk'][c] @ U)
+        S = S * prep['decay'][c, :, None, :] + U.transpose(-1, -2) @ prep['kr'][c]
+    final[:len(S)] = S
+    return out, final
 
 # %% ../nbs/03_chunked.ipynb #699eb9cf
-def _to_chunks(x: torch.Tensor) -> torch.Tensor:
-    "Padded `[N, T, H, ...]` (T a multiple of `CHUNK`) -> `[N, H, n, CHUNK, ...]`."
-    N, T, H = x.shape[:3]
-    return x.reshape(N, T // CHUNK, CHUNK, H, *x.shape[3:]).movedim(3, 1).contiguous()
+def _chunk_tokens(bounds, order, seq, step) -> tuple[torch.Tensor, torch.Tensor]:
+    "Token of each position of each step-major chunk on the flat axis, `[M, C]`, and whether it exists."
+    lens = torch.tensor([e - s for s, e in bounds], dtype=torch.long)[order][seq]
+    starts = torch.tensor([s for s, _ in bounds], dtype=torch.long)[order][seq]
+    pos = CHUNK * step[:, None] + torch.arange(CHUNK)               # position inside the sequence
+    return starts[:, None] + pos, pos < lens[:, None]
+
+def _to_chunks(x: torch.Tensor, tok) -> torch.Tensor:
+    "`x [B, T, H, ...]` -> step-major chunks `[M, H, C, ...]`: gathered by `tok`, or reshaped (`tok=None`)."
+    B, T, H = x.shape[:3]
+    if tok is None:                                                 # fixed length: chunk c of row b is row c*B+b
+        n = -(-T // CHUNK)
+        x = torch.nn.functional.pad(x, [0, 0] * (x.dim() - 2) + [0, n * CHUNK - T])
+        x = x.reshape(B, n, CHUNK, H, *x.shape[3:]).transpose(0, 1).transpose(2, 3)
+        return x.reshape(n * B, H, CHUNK, *x.shape[4:])
+    idx, valid = tok
+    flat = x.reshape(B * T, *x.shape[2:])
+    xc = flat.new_zeros(*idx.shape, *x.shape[2:])                   # identity tokens where none exists
+    xc[valid] = flat[idx[valid]]
+    return xc.transpose(1, 2).contiguous()
+
+def _from_chunks(oc: torch.Tensor, tok, B: int, T: int) -> torch.Tensor:
+    "Step-major `oc [M, H, C, V]` -> `[B, T, H, V]`: the inverse of `_to_chunks` on the tokens that exist."
+    M, H, C, V = oc.shape
+    if tok is None:
+        oc = oc.reshape(-(-T // CHUNK), B, H, C, V).permute(1, 0, 3, 2, 4)
+        return oc.reshape(B, -1, H, V)[:, :T].contiguous()
+    idx, valid = tok
+    out = oc.new_zeros(B * T, H, V)                                 # tokens of no sequence stay zero
+    out[idx[valid]] = oc.transpose(1, 2)[valid]
+    return out.view(B, T, H, V)
+
+# %% ../nbs/03_chunked.ipynb #24672e21
+def _padded_prep(prep: dict, order, seq, step, N: int) -> dict:
+    "`prep` of step-major chunks as `[N, H, n, C, ...]` in the original sequence order; missing chunks are identity chunks."
+    dev = prep['kd'].device
+    n = int(step.max()) + 1 if len(step) else 0
+    where = order.to(dev)[seq.to(dev)], step.to(dev)
+    out = {}
+    for name, x in prep.items():
+        fill = torch.ones if name == 'decay' else torch.zeros              # what a chunk of padding gives
+        out[name] = fill(N, x.shape[1], n, *x.shape[2:], dtype=x.dtype, device=dev)
+        out[name][where[0], :, where[1]] = x
+    return out
 
 def kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None,
                 dtype=torch.float64, twin: bool = False, return_prep: bool = False):
     "KDA forward by the chunked form (C = 16): `(out [B,T,H,V], final_state [N,H,V,K])` in `dtype`."
     if twin: dtype = torch.float32
     B, T, H, K = q.shape
+    V = v.shape[-1]
     bounds = seq_bounds(B, T, cu_seqlens)
-    qh, kh, a, b = activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype)
-    vv = v.to(dtype)
     N = len(bounds)
     S0 = (initial_state.to(dtype) if initial_state is not None
-          else q.new_zeros(N, H, v.shape[-1], K, dtype=dtype))
-    packed = [to_padded(x, bounds) for x in (qh, kh, vv, a, b)]
-    tpad = -packed[0].shape[1] % CHUNK                      # pad every sequence to whole chunks
-    if tpad: packed = [torch.nn.functional.pad(x, [0, 0] * (x.dim() - 2) + [0, tpad]) for x in packed]
-    qc, kc, vc, ac, bc = (_to_chunks(x) for x in packed)
-    prep = chunk_prepare(qc, kc, ac, bc, twin)
-    oc, S = chunk_recurrence(prep, vc, S0, scale, twin)
-    out = oc.movedim(1, 3).reshape(N, -1, H, v.shape[-1])[:, :packed[0].shape[1] - tpad]
-    res = from_padded(out, bounds, B, T), S
-    return (*res, prep) if return_prep else res
+          else q.new_zeros(N, H, V, K, dtype=dtype))
+    order, active = step_schedule([-(-(e - s) // CHUNK) for s, e in bounds])   # chunks per sequence
+    seq, step = step_rows(active)
+    tok = None if cu_seqlens is None else [t.to(q.device) for t in _chunk_tokens(bounds, order, seq, step)]
+    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype))
+    qc, kc, ac, bc, vc = (_to_chunks(x, tok) for x in xs)
+    prep = chunk_prepare(qc, kc, ac, bc, twin)                    # once, on every chunk that exists
+    order = order.to(S0.device)
+    oc, S = chunk_recurrence(prep, vc, S0[order], scale, twin, active)
+    final = torch.empty_like(S)
+    final[order] = S                                              # back to the original sequence order
+    res = _from_chunks(oc, tok, B, T), final
+    return (*res, _padded_prep(prep, order, seq, step, N)) if return_prep else res

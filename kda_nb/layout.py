@@ -10,14 +10,31 @@ import math
 import torch
 
 # %% auto #0
-__all__ = ['GATE_CASES', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs', 'rel_rms']
+__all__ = ['CHUNK_TOKENS', 'GATE_CASES', 'safe_cu_seqlens', 'chunk_offsets', 'longest_first', 'seq_bounds', 'to_padded',
+           'from_padded', 'random_inputs', 'rel_rms']
 
-# %% ../nbs/00_layout.ipynb #e44a0f52
+# %% ../nbs/00_layout.ipynb #c52ad9e1
+CHUNK_TOKENS = 16    # tokens per chunk of the chunked form and the kernels
+
+def safe_cu_seqlens(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
+    "`cu_seqlens` made harmless: the running maximum of its entries clamped at 0, capped at `T` (itself if valid)."
+    return cu_seqlens.clamp(min=0).cummax(0).values.clamp(max=T)
+
+def chunk_offsets(cu: torch.Tensor, chunk: int = CHUNK_TOKENS) -> torch.Tensor:
+    "`[N+1]` chunk offsets of safe token offsets `cu`: sequence n owns chunks `[cu_chunks[n], cu_chunks[n+1])`."
+    n = (cu.diff() + chunk - 1) // chunk
+    return torch.cat([n.new_zeros(1), n.cumsum(0)])
+
+def longest_first(cu: torch.Tensor) -> torch.Tensor:
+    "The sequences of safe offsets `cu`, longest first (ties in their given order)."
+    return torch.sort(cu.diff(), descending=True, stable=True).indices
+
+# %% ../nbs/00_layout.ipynb #e3d79f20
 def seq_bounds(B: int, T: int, cu_seqlens: torch.Tensor | None = None) -> list[tuple[int, int]]:
     "`(start, end)` of every sequence on the flattened `B*T` token axis."
     if cu_seqlens is None:
         return [(b * T, (b + 1) * T) for b in range(B)]
-    cu = cu_seqlens.tolist()
+    cu = safe_cu_seqlens(cu_seqlens, B * T).tolist()
     return list(zip(cu[:-1], cu[1:]))
 
 # %% ../nbs/00_layout.ipynb #372f8aae

@@ -8,35 +8,69 @@ from __future__ import annotations
 import torch
 
 from .activations import activate
-from .layout import from_padded, seq_bounds, to_padded
+from .layout import seq_bounds
 
 # %% auto #0
-__all__ = ['recurrent_steps', 'kda_recurrent']
+__all__ = ['step_schedule', 'step_rows', 'recurrent_steps', 'kda_recurrent']
 
-# %% ../nbs/02_recurrence.ipynb #c834b1ee
-def recurrent_steps(q, k, v, a, b, scale: float, S: torch.Tensor):
-    "Token recurrence on activated `q,k,a [N,T,H,K]`, `v [N,T,H,V]`, `b [N,T,H]` from state `S [N,H,V,K]`."
-    N, T, H, _ = q.shape
-    out = q.new_empty(N, T, H, v.shape[-1])
-    for t in range(T):
-        S = S * a[:, t].exp()[:, :, None, :]                       # forget: [N,H,V,K] * [N,H,1,K]
-        kt = k[:, t]                                               # [N,H,K]
-        err = v[:, t] - torch.einsum('nhvk,nhk->nhv', S, kt)       # what S gets wrong for k_t
-        S = S + (b[:, t, :, None] * err)[..., None] * kt[:, :, None, :]
-        out[:, t] = scale * torch.einsum('nhvk,nhk->nhv', S, q[:, t])
-    return out, S
+# %% ../nbs/02_recurrence.ipynb #dca5bd2f
+def step_schedule(lengths) -> tuple[torch.Tensor, list[int]]:
+    "Longest-first `order` of sequences of `lengths` (stable), and `active[t]`: how many are longer than `t`."
+    L = torch.as_tensor(lengths, dtype=torch.long).reshape(-1)
+    order = torch.sort(L, descending=True, stable=True).indices
+    active = len(L) - torch.bincount(L).cumsum(0)[:-1]         # N - #{L <= t}, for t < max(L)
+    return order, active.tolist()
+
+# %% ../nbs/02_recurrence.ipynb #ac1ea323
+def step_rows(active: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    "`(seq, step)` of every row of the step-major layout: the sequence's rank in the order, and the step."
+    n = torch.tensor(active, dtype=torch.long)
+    step = torch.repeat_interleave(torch.arange(len(active)), n)
+    seq = torch.arange(len(step)) - (n.cumsum(0) - n)[step]   # rank inside its step
+    return seq, step
+
+# %% ../nbs/02_recurrence.ipynb #5c850268
+def recurrent_steps(q, k, v, a, b, scale: float, S: torch.Tensor, active: list[int] | None = None):
+    "Recurrence on step-major `q,k,a [M,H,K]`, `v [M,H,V]`, `b [M,H]` (step t: the next `active[t]` rows) from `S [N,H,V,K]`."
+    N = S.shape[0]
+    if active is None: active = [N] * (q.shape[0] // max(N, 1))
+    ea = a.exp()[:, :, None, :]                                    # the decays, all tokens at once
+    kc, kr, vc, qc, bc = k[..., None], k[..., None, :], v[..., None], q[..., None], b[..., None, None]
+    outs, final, r = [], S.clone(), 0
+    for n in active:
+        if n < len(S):                                             # sequences n.. have ended: retire them
+            final[n:len(S)] = S[n:]
+            S = S[:n]
+        t = slice(r, r + n); r += n
+        S = S * ea[t]                                              # forget: [n,H,V,K] * [n,H,1,K]
+        err = vc[t] - S @ kc[t]                                    # what S gets wrong for k_t: [n,H,V,1]
+        S = torch.addcmul(S, bc[t] * err, kr[t])                   # delta rule: + b err k_t^T
+        outs.append(S @ qc[t])                                     # read with the query
+    final[:len(S)] = S
+    out = torch.cat(outs) if outs else v.new_empty(*v.shape, 1)   # out-of-place throughout: differentiable
+    return scale * out[..., 0], final
 
 # %% ../nbs/02_recurrence.ipynb #9af7c78f
 def kda_recurrent(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None,
                   dtype=torch.float64):
     "Reference KDA forward by the token recurrence, computed in `dtype`: `(out, final_state)`."
     B, T, H, K = q.shape
+    V = v.shape[-1]
     bounds = seq_bounds(B, T, cu_seqlens)
-    qh, kh, a, b = activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype)
-    vv = v.to(dtype)
+    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype))
     N = len(bounds)
     S0 = (initial_state.to(dtype) if initial_state is not None
-          else q.new_zeros(N, H, v.shape[-1], K, dtype=dtype))
-    packed = [to_padded(x, bounds) for x in (qh, kh, vv, a, b)]
-    out, S = recurrent_steps(*packed, scale, S0)
-    return from_padded(out, bounds, B, T), S
+          else q.new_zeros(N, H, V, K, dtype=dtype))
+    if cu_seqlens is None:                                   # fixed length: step-major is the transpose
+        qh, kh, a, b, vv = (x.transpose(0, 1).reshape(T * B, *x.shape[2:]) for x in xs)
+        out, S = recurrent_steps(qh, kh, vv, a, b, scale, S0, [B] * T)
+        return out.view(T, B, H, V).transpose(0, 1).contiguous(), S
+    order, active = step_schedule([e - s for s, e in bounds])
+    seq, step = step_rows(active)
+    rows = (torch.tensor([s for s, _ in bounds], dtype=torch.long)[order][seq] + step).to(q.device)
+    qh, kh, a, b, vv = (x.reshape(B * T, *x.shape[2:])[rows] for x in xs)
+    order = order.to(S0.device)
+    out, S = recurrent_steps(qh, kh, vv, a, b, scale, S0[order], active)
+    flat_out, final = out.new_zeros(B * T, H, V), torch.empty_like(S)
+    flat_out[rows], final[order] = out, S                    # back to token and sequence order
+    return flat_out.view(B, T, H, V), final

@@ -6,16 +6,25 @@ from kda_nb.recurrence import *
 
 from kda_nb.layout import random_inputs, rel_rms
 
-def test_recurrent_varlen_equals_separate():
-    inp = random_inputs(T=0, H=2, K=8, V=4, seqlens=[5, 1, 9], dtype=torch.float64, seed=1)
+def check_varlen_equals_separate(seqlens, **kw):
+    inp = random_inputs(T=0, H=2, K=8, V=4, seqlens=seqlens, dtype=torch.float64, **kw)
     out, S = kda_recurrent(**inp)
     cu = inp['cu_seqlens'].tolist()
-    for n in range(3):
+    for n in range(len(seqlens)):
         one = dict(inp, cu_seqlens=None, initial_state=inp['initial_state'][n:n + 1])
         for name in ('q', 'k', 'v', 'g', 'beta'): one[name] = inp[name][:, cu[n]:cu[n + 1]]
         o1, s1 = kda_recurrent(**one)
         assert torch.allclose(o1, out[:, cu[n]:cu[n + 1]], rtol=1e-12, atol=1e-12)
         assert torch.allclose(s1, S[n:n + 1], rtol=1e-12, atol=1e-12)
+    return inp, S
+
+def test_recurrent_varlen_equals_separate():
+    check_varlen_equals_separate([5, 1, 9], seed=1)
+
+def test_recurrent_ragged_equals_separate():
+    seqlens = [37, 0, 16, 1, 0, 70, 5, 16]
+    inp, S = check_varlen_equals_separate(seqlens, state='fp64', seed=2)
+    assert torch.equal(S[[1, 4]], inp['initial_state'][[1, 4]])   # empty sequences: the state passes through
 
 def test_recurrent_zero_initial_state_is_default():
     inp = random_inputs(B=2, T=7, H=1, K=8, state='fp64', dtype=torch.float64)
@@ -23,3 +32,22 @@ def test_recurrent_zero_initial_state_is_default():
     o1, s1 = kda_recurrent(**inp)
     o2, s2 = kda_recurrent(**dict(inp, initial_state=None))
     assert torch.equal(o1, o2) and torch.equal(s1, s2)
+
+
+import time
+
+def best_time(f, inp, n=2):
+    "Shortest of `n` runs of `f(**inp)`, in seconds."
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter(); f(**inp); ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+def test_recurrent_cost_linear_in_tokens():
+    seqlens = [4096] + [1] * 1023
+    _, active = step_schedule(seqlens)
+    assert len(active) == max(seqlens) and sum(active) == sum(seqlens)   # one row per token, no padding
+    ragged = random_inputs(1, 0, 1, 16, 16, seqlens=seqlens, seed=0)
+    single = random_inputs(1, sum(seqlens), 1, 16, 16, seed=0)           # the same number of tokens, one sequence
+    t_ragged, t_single = best_time(kda_recurrent, ragged), best_time(kda_recurrent, single)
+    assert t_ragged < max(2.0, 3 * t_single), f"{t_ragged:.2f} s, one sequence {t_single:.2f} s"

@@ -44,6 +44,35 @@ def test_chunked_split_carries_state(T, cut, seed):
     assert rel_rms(torch.cat([o1, o2], 1), whole_o) < 1e-12 and rel_rms(s2, whole_s) < 1e-12
 
 
+def test_chunked_ragged_equals_separate():
+    seqlens = [37, 0, 16, 1, 0, 70, 5, 16, 33]
+    inp = random_inputs(1, 0, 2, 8, 4, seqlens=seqlens, state='fp64', dtype=torch.float64, seed=5)
+    out, S = kda_chunked(**inp)
+    o_rec, s_rec = kda_recurrent(**inp)
+    assert rel_rms(out, o_rec) < 1e-10 and rel_rms(S, s_rec) < 1e-10
+    cu = inp['cu_seqlens'].tolist()
+    for n in range(len(seqlens)):
+        one = dict(inp, cu_seqlens=None, initial_state=inp['initial_state'][n:n + 1])
+        for name in ('q', 'k', 'v', 'g', 'beta'): one[name] = inp[name][:, cu[n]:cu[n + 1]]
+        o1, s1 = kda_chunked(**one)
+        assert torch.allclose(o1, out[:, cu[n]:cu[n + 1]], rtol=1e-12, atol=1e-12)
+        assert torch.allclose(s1, S[n:n + 1], rtol=1e-12, atol=1e-12)
+    assert torch.equal(S[[1, 4]], inp['initial_state'][[1, 4]])
+
+def test_chunked_return_prep_per_sequence():
+    inp = random_inputs(1, 0, 2, 8, 4, seqlens=[20, 0, 40], dtype=torch.float64, seed=1)
+    _, _, prep = kda_chunked(**inp, return_prep=True)
+    assert prep['kd'].shape == (3, 2, 3, CHUNK, 8) and prep['INVb'].shape == (3, 2, 3, CHUNK, CHUNK)
+    assert prep['decay'].shape == (3, 2, 3, 8)
+    alone = dict(inp, cu_seqlens=None, initial_state=inp['initial_state'][2:])
+    for name in ('q', 'k', 'v', 'g', 'beta'): alone[name] = inp[name][:, 20:]
+    _, _, p2 = kda_chunked(**alone, return_prep=True)
+    for name, x in prep.items():
+        assert torch.allclose(x[2:], p2[name], rtol=1e-12, atol=1e-12), name
+        identity = 1 if name == 'decay' else 0                   # chunks that do not exist
+        assert (x[1] == identity).all() and (x[0, :, 2] == identity).all(), name
+
+
 def test_twin_close_to_fp64():
     for gate in ('g=-8', 'g=8', 'bias~N(0,8)'):
         inp = random_inputs(2, 77, 2, 32, 16, gate=gate, seed=3)
@@ -51,3 +80,24 @@ def test_twin_close_to_fp64():
         ot, st_ = kda_chunked(**inp, twin=True)
         assert ot.dtype == torch.float32
         assert rel_rms(ot.bfloat16(), o64) < 6e-3 and rel_rms(st_, s64) < 6e-3
+
+
+import time
+
+from kda_nb.recurrence import step_schedule
+
+def best_time(f, inp, n=2):
+    "Shortest of `n` runs of `f(**inp)`, in seconds."
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter(); f(**inp); ts.append(time.perf_counter() - t0)
+    return min(ts)
+
+def test_chunked_cost_linear_in_tokens():
+    seqlens = [4096] + [1] * 1023
+    _, active = step_schedule([-(-n // CHUNK) for n in seqlens])
+    assert len(active) == 256 and sum(active) == 256 + 1023              # one row per chunk that exists
+    ragged = random_inputs(1, 0, 1, 16, 16, seqlens=seqlens, seed=0)
+    single = random_inputs(1, sum(seqlens), 1, 16, 16, seed=0)           # the same number of tokens, one sequence
+    t_ragged, t_single = best_time(kda_chunked, ragged), best_time(kda_chunked, single)
+    assert t_ragged < max(2.0, 3 * t_single), f"{t_ragged:.2f} s, one sequence {t_single:.2f} s"
