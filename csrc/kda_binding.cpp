@@ -1,10 +1,16 @@
 // kda_binding.cpp: the torch side of the kernels. Checks what the kernels assume (devices, dtypes,
-// shapes, contiguity), fills kda::FwdArgs and launches K1 then K2 on the stream the caller passes
-// (kda_nb passes torch's current stream, with the inputs' device made current). Only
-// torch/extension.h is needed, so this file also compiles against a CPU build of torch (CI does).
+// shapes), makes misaligned or strided tensors safe to hand over, builds the batch layout on the device,
+// fills kda::FwdArgs and launches the layout kernel, K1 and K2 on torch's current stream of the inputs'
+// device. It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a
+// CPU build of torch (CI does).
 // kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it gets here;
 // these checks are the last line of defence for direct callers.
 #include <torch/extension.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <algorithm>
+#include <cstdint>
 
 #include "kda_launch.h"
 
@@ -14,7 +20,6 @@ void check_tensor(const torch::Tensor& t, const char* name, at::ScalarType dtype
     TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
     TORCH_CHECK(t.device() == like.device(), name, " must be on ", like.device(), ", got ", t.device());
     TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
-    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
 }
 
 int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const torch::Tensor& like,
@@ -29,18 +34,40 @@ int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const to
     return t.scalar_type() == at::kFloat ? kda::STATE_FP32 : kda::STATE_BF16;
 }
 
+// 16-byte aligned and contiguous, as the kernels' vector loads need: `t` itself, or a copy of it. A view
+// at an odd offset (flat[1:].view(...)) gets a copy here instead of a misaligned-address fault.
+bool usable_as_is(const torch::Tensor& t) {
+    return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+torch::Tensor kernel_ready(const torch::Tensor& t) {
+    if (usable_as_is(t)) return t;
+    return t.is_contiguous() ? t.clone() : t.contiguous();     // fresh allocations are aligned
+}
+
 }  // namespace
 
-// q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v. cu_seqlens, cu_chunks: int64 [N+1]
-// on the device (for fixed-length batches, the caller passes b * T and b * ceil(T / 16)). seq_order:
-// optional int32 [N], a permutation of the sequences (K2 starts the longest first); it must be one.
+// q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias [H, 128] fp32;
+// states [N, H, 128, 128] fp32 or bf16. cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length
+// batch (N = B). Everything the launch needs is derived here on the device from shapes and cu_seqlens,
+// with no copy to the host, so the call can be captured in a CUDA graph; it runs on torch's current
+// stream of q's device. Inputs that are misaligned or not contiguous are copied; outputs that are get a
+// temporary, copied back.
 void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
              double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
              c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
-             torch::Tensor cu_seqlens, torch::Tensor cu_chunks, int64_t n_chunks, torch::Tensor workspace,
-             c10::optional<torch::Tensor> seq_order, int64_t stream_handle) {
+             c10::optional<torch::Tensor> cu_seqlens) {
     TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", q.sizes());
-    const int64_t H = q.size(2), N = cu_seqlens.numel() - 1;
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
+    const bool varlen = cu_seqlens.has_value();
+    if (varlen) {
+        TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
+        TORCH_CHECK(cu_seqlens->scalar_type() == at::kLong, "cu_seqlens must be int64, got ", cu_seqlens->scalar_type());
+        TORCH_CHECK(B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", B);
+    }
+    const int64_t N = varlen ? cu_seqlens->numel() - 1 : B;
+    TORCH_CHECK(N <= INT32_MAX && H <= INT32_MAX, "too many sequences or heads");
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
     const char* names[] = {"q", "k", "v", "g", "out"};
     for (int i = 0; i < 5; ++i) {
@@ -49,41 +76,81 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
                     ", got ", same_shape[i]->sizes());
     }
     check_tensor(beta, "beta", at::kBFloat16, q);
-    TORCH_CHECK(beta.dim() == 3 && beta.size(0) == q.size(0) && beta.size(1) == q.size(1) && beta.size(2) == H,
+    TORCH_CHECK(beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H,
                 "beta must be [B, T, H], got ", beta.sizes());
-    check_tensor(A_log, "A_log", at::kFloat, q);
-    TORCH_CHECK(A_log.numel() == H, "A_log must have H = ", H, " entries");
-    check_tensor(dt_bias, "dt_bias", at::kFloat, q);
-    TORCH_CHECK(dt_bias.numel() == H * 128, "dt_bias must be [H, 128]");
-    check_tensor(cu_seqlens, "cu_seqlens", at::kLong, q);
-    check_tensor(cu_chunks, "cu_chunks", at::kLong, q);
-    TORCH_CHECK(cu_chunks.numel() == N + 1, "cu_chunks must have N + 1 entries");
-    if (seq_order.has_value()) {
-        check_tensor(*seq_order, "seq_order", at::kInt, q);
-        TORCH_CHECK(seq_order->numel() == N, "seq_order must have N = ", N, " entries");
+    TORCH_CHECK(A_log.numel() == H && A_log.device() == q.device(), "A_log must be [H] on ", q.device());
+    TORCH_CHECK(dt_bias.numel() == H * 128 && dt_bias.device() == q.device(), "dt_bias must be [H, 128] on ", q.device());
+
+    const torch::Tensor qc = kernel_ready(q), kc = kernel_ready(k), vc = kernel_ready(v), gc = kernel_ready(g);
+    const torch::Tensor bc = kernel_ready(beta);
+    const torch::Tensor Ac = kernel_ready(A_log.to(at::kFloat)), dc = kernel_ready(dt_bias.to(at::kFloat));
+    torch::Tensor o = usable_as_is(out) ? out : torch::empty_like(out, at::MemoryFormat::Contiguous);
+    c10::optional<torch::Tensor> s_in, s_out;
+    if (initial_state.has_value()) {
+        state_kind(initial_state, "initial_state", q, N, H);
+        s_in = kernel_ready(*initial_state);
     }
-    check_tensor(workspace, "workspace", at::kByte, q);
-    TORCH_CHECK(workspace.numel() >= n_chunks * H * static_cast<int64_t>(kda::record_bytes()),
-                "workspace too small");
+    if (final_state.has_value()) {
+        state_kind(final_state, "final_state", q, N, H);
+        s_out = usable_as_is(*final_state) ? *final_state : torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
+    }
 
     kda::FwdArgs a{};
-    a.q = q.data_ptr(); a.k = k.data_ptr(); a.v = v.data_ptr(); a.g = g.data_ptr(); a.beta = beta.data_ptr();
-    a.A_log = A_log.data_ptr<float>(); a.dt_bias = dt_bias.data_ptr<float>(); a.out = out.data_ptr();
-    a.state_in_kind = state_kind(initial_state, "initial_state", q, N, H);
-    a.state_out_kind = state_kind(final_state, "final_state", q, N, H);
-    a.state_in = initial_state.has_value() ? initial_state->data_ptr() : nullptr;
-    a.state_out = final_state.has_value() ? final_state->data_ptr() : nullptr;
-    a.cu_seqlens = cu_seqlens.data_ptr<int64_t>(); a.cu_chunks = cu_chunks.data_ptr<int64_t>();
-    a.seq_order = seq_order.has_value() ? seq_order->data_ptr<int>() : nullptr;
-    a.n_seq = static_cast<int>(N); a.H = static_cast<int>(H); a.n_chunks = n_chunks;
+    a.q = qc.data_ptr(); a.k = kc.data_ptr(); a.v = vc.data_ptr(); a.g = gc.data_ptr(); a.beta = bc.data_ptr();
+    a.A_log = Ac.data_ptr<float>(); a.dt_bias = dc.data_ptr<float>(); a.out = o.data_ptr();
+    a.state_in_kind = state_kind(s_in, "initial_state", q, N, H);
+    a.state_out_kind = state_kind(s_out, "final_state", q, N, H);
+    a.state_in = s_in.has_value() ? s_in->data_ptr() : nullptr;
+    a.state_out = s_out.has_value() ? s_out->data_ptr() : nullptr;
+    a.n_seq = static_cast<int>(N); a.H = static_cast<int>(H);
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
-    a.workspace = workspace.data_ptr();
 
-    const cudaStream_t stream = reinterpret_cast<cudaStream_t>(stream_handle);
-    cudaError_t err = kda::launch_prepare(a, stream);
+    const cudaStream_t stream = static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
+    // the layout tables [offsets N+1 | chunk offsets N+1 | order, N int32], filled by the layout kernel
+    // from cu_seqlens, or from T for a fixed-length batch
+    const torch::Tensor tables = torch::empty({2 * (N + 1) + (N + 1) / 2}, q.options().dtype(at::kLong));
+    int64_t* t = tables.data_ptr<int64_t>();
+    int* order = varlen && N > 1 ? reinterpret_cast<int*>(t + 2 * (N + 1)) : nullptr;
+    a.cu_seqlens = t; a.cu_chunks = t + (N + 1); a.seq_order = order;
+    // sum of ceil(len / 16) over N lengths that add up to at most B * T
+    a.max_chunks = varlen ? (T + 15 * N) / 16 : B * ((T + 15) / 16);
+    torch::Tensor cu;
+    if (varlen) cu = cu_seqlens->to(q.device()).contiguous();
+    cudaError_t err = kda::launch_layout(varlen ? cu.data_ptr<int64_t>() : nullptr, T, a.n_seq, B * T, t, t + (N + 1),
+                                         order, o.data_ptr(), H * 128 * 2, stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
+    const int64_t ws_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
+    const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
+    a.workspace = ws.data_ptr();
+
+    err = kda::launch_prepare(a, stream);
     TORCH_CHECK(err == cudaSuccess, "kda_fwd_prepare launch failed: ", cudaGetErrorString(err));
     err = kda::launch_recurrence(a, stream);
     TORCH_CHECK(err == cudaSuccess, "kda_fwd_recurrence launch failed: ", cudaGetErrorString(err));
+    if (!o.is_same(out)) out.copy_(o);
+    if (final_state.has_value() && !s_out->is_same(*final_state)) final_state->copy_(*s_out);
+}
+
+// The layout kernel alone, for the tests: (safe offsets [N+1], chunk offsets [N+1], order [N] int32,
+// zeroed [T] bytes: 1 where the token's output row would have been zeroed) for cu_seqlens [N+1] on the
+// device and T tokens.
+std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
+    TORCH_CHECK(cu_seqlens.is_cuda() && cu_seqlens.scalar_type() == at::kLong && cu_seqlens.dim() == 1 &&
+                cu_seqlens.numel() >= 2, "cu_seqlens must be a CUDA int64 tensor [N + 1], N >= 1");
+    const c10::DeviceGuard guard(cu_seqlens.device());
+    const int64_t N = cu_seqlens.numel() - 1;
+    const torch::Tensor cu = cu_seqlens.contiguous();
+    const torch::Tensor safe = torch::empty({N + 1}, cu.options()), chunks = torch::empty({N + 1}, cu.options());
+    const torch::Tensor order = torch::empty({N}, cu.options().dtype(at::kInt));
+    const torch::Tensor rows = torch::ones({total, 16}, cu.options().dtype(at::kByte));
+    const cudaStream_t stream = static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(cu.device()).native_handle());
+    const cudaError_t err = kda::launch_layout(cu.data_ptr<int64_t>(), 0, static_cast<int>(N), total,
+                                               safe.data_ptr<int64_t>(), chunks.data_ptr<int64_t>(),
+                                               order.data_ptr<int>(), rows.data_ptr(), 16, stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
+    return {safe, chunks, order, rows.select(1, 0).eq(0)};
 }
 
 int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }

@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kda_launch.h"
+
 namespace kda {
 
 constexpr int C = 16;            // tokens per chunk

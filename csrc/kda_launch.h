@@ -22,18 +22,27 @@ struct FwdArgs {
     void* state_out;          // same layout, kind state_out_kind, or null
     int state_in_kind;
     int state_out_kind;
+    // The batch layout, on the device, as launch_layout builds it: from the caller's cu_seqlens, its
+    // token offsets made non-decreasing and clamped to [0, total tokens] (so that no value, however
+    // wrong, sends a kernel outside its tensors), or n * T for a fixed-length batch.
     const int64_t* cu_seqlens;  // [N + 1] token offsets of the sequences
     const int64_t* cu_chunks;   // [N + 1] chunk offsets: cu_chunks[n+1] - cu_chunks[n] = ceil(len_n / 16)
     const int* seq_order;     // [N] int32: K2 visits the sequences in this order (longest first), or null
     int n_seq;                // N
     int H;
-    int64_t n_chunks;         // cu_chunks[N]
+    int64_t max_chunks;       // an upper bound on cu_chunks[N], known on the host without reading the device:
+                              // it sizes K1's grid and the workspace; K1 reads the count itself
     float scale;
     float lower_bound;
-    void* workspace;          // n_chunks * H * record_bytes() bytes, written by K1, read by K2
+    void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2
 };
 
 size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)
+// The layout tables of FwdArgs, in one launch: from the caller's cu_seqlens [N + 1] (any values), or,
+// with cu_in null, for N sequences of seq_len tokens each. seq_order may be null (not wanted). Rows of
+// out (row_bytes each, a multiple of 16) that no sequence covers are zeroed.
+cudaError_t launch_layout(const int64_t* cu_in, int64_t seq_len, int n_seq, int64_t total, int64_t* cu_seqlens,
+                          int64_t* cu_chunks, int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream);
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream);     // K1
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream);  // K2
 

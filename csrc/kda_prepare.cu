@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     K1Warp& sm = reinterpret_cast<K1Warp*>(smem_raw)[warp];
     const int H = p.H;
-    const int64_t HD = static_cast<int64_t>(H) * D, n_items = p.n_chunks * H;
+    const int64_t HD = static_cast<int64_t>(H) * D, n_items = p.cu_chunks[p.n_seq] * H;   // <= max_chunks * H
     const int64_t stride = static_cast<int64_t>(gridDim.x) * K1_WARPS;
 
     // §load: the gate rows and betas into registers, and q and k rows g and g + 8 into the scratch by
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
 size_t record_bytes() { return REC_BYTES; }
 
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
-    if (a.n_chunks == 0) return cudaSuccess;
+    if (a.max_chunks == 0) return cudaSuccess;
     constexpr int smem = K1_WARPS * sizeof(K1Warp);
     constexpr int MAX_DEVICES = 64;
     static int blocks_per_sm[MAX_DEVICES] = {}, sms[MAX_DEVICES] = {};   // per device, set on its first launch
@@ -341,9 +341,10 @@ cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare, K1_THREADS, smem);
         blocks_per_sm[device] = bps > 0 ? bps : 1;
     }
-    // a persistent grid: as many blocks as fit at once, each warp striding over the (chunk, head) items
+    // a persistent grid: as many blocks as fit at once, each warp striding over the (chunk, head) items;
+    // sized by the bound on the chunks, since the count itself is on the device
     const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms[device];
-    const int64_t needed = (a.n_chunks * a.H + K1_WARPS - 1) / K1_WARPS;
+    const int64_t needed = (a.max_chunks * a.H + K1_WARPS - 1) / K1_WARPS;
     const int64_t grid = needed < resident ? needed : resident;
     kda_fwd_prepare<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
     return cudaGetLastError();

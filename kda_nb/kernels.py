@@ -17,14 +17,16 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES',
-           'OFFSETS_CACHE_SIZE', 'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
+__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION',
+           'RECORD_BYTES', 'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
            'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda',
            'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize']
 
-# %% ../nbs/04_kernels.ipynb #3f108c91
-CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_binding.cpp')
+# %% ../nbs/04_kernels.ipynb #c1f7a26d
+CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
+              'kda_binding.cpp')
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
+LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v3': '.', 'v2': 'v2', 'v1': 'v1'}     # version -> its folder under csrc/, the library's first
@@ -54,22 +56,23 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
     "Size of the K1 -> K2 workspace."
     return n_chunks * H * record_bytes
 
-# %% ../nbs/04_kernels.ipynb #2e4c7d4c
+# %% ../nbs/04_kernels.ipynb #4bc6c527
 def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
     "Compile each kernel source of `version` with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
     rows = []
-    for src in ('kda_prepare.cu', 'kda_recurrence.cu'):
+    folder = csrc_dir() / KERNEL_VERSIONS[version]
+    for src in [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu') if (folder / f).exists()]:
         cmd = [str(nvcc), '-std=c++17', '-O3', '-lineinfo', f'-gencode=arch=compute_{arch[3:]},code={arch}',
-               '-Xptxas', '-v', '-c', str(csrc_dir() / KERNEL_VERSIONS[version] / src), '-o', os.devnull]
+               '-Xptxas', '-v', '-c', str(folder / src), '-o', os.devnull]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0: raise RuntimeError(f"nvcc failed on {src}:\n{res.stderr}")
         for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers(.*?)\n", res.stderr, re.S):
             block = res.stderr[m.start():m.end()]
             spill = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', block)
             smem = re.search(r'(\d+) bytes smem', m.group(3))
-            name = next((k for k in KERNEL_NAMES if k in m.group(1)), m.group(1))
+            name = next((k for k in (*KERNEL_NAMES, LAYOUT_KERNEL) if k in m.group(1)), m.group(1))
             rows.append(dict(kernel=name, file=src, registers=int(m.group(2)),
                              spill_stores=int(spill.group(1)), spill_loads=int(spill.group(2)),
                              static_smem=int(smem.group(1)) if smem else 0))
@@ -91,7 +94,7 @@ def check_binding_compiles() -> str:
     if res.returncode != 0: raise RuntimeError(f"kda_binding.cpp does not compile:\n{res.stderr[-3000:]}")
     return ' '.join(cmd[:4] + ['...', cmd[-1]])
 
-# %% ../nbs/04_kernels.ipynb #e7fd374e
+# %% ../nbs/04_kernels.ipynb #460fd1e7
 def kernels_unavailable_reason(device=None) -> str | None:
     "Why kda_nb's CUDA kernels cannot run on `device` (default: the current CUDA device); None if they can."
     if not torch.cuda.is_available():
@@ -106,15 +109,29 @@ def kernels_unavailable_reason(device=None) -> str | None:
     if CUDA_HOME is None: return "nvcc was not found: install the CUDA toolkit or set CUDA_HOME"
     return None
 
-@functools.cache
+_loaded: dict = {}              # version -> the loaded extension
+_build_failures: dict = {}      # version -> why its build failed (not retried in this process)
+
 def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
-    "Build (first call; cached by torch afterwards) and load the K1/K2 extension; `version` picks an earlier one."
+    "Build (first call; cached by torch afterwards) and load the kernels' extension; `version` picks an earlier one."
+    if version in _loaded: return _loaded[version]
+    if version in _build_failures: raise RuntimeError(_build_failures[version])
     reason = kernels_unavailable_reason()
     if reason: raise RuntimeError(f"kda_nb's CUDA kernels cannot run here: {reason}")
     if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
+    try:
+        _loaded[version] = _build(version, verbose)
+    except Exception as e:
+        _build_failures[version] = f"building kda_nb's CUDA kernels ({version}) failed: {type(e).__name__}: {e}"
+        raise RuntimeError(_build_failures[version]) from e
+    return _loaded[version]
+
+def _build(version: str, verbose: bool):
     from torch.utils.cpp_extension import load_inline
     src = (csrc_dir() / KERNEL_VERSIONS[version]).resolve()
-    digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in CSRC_FILES)
+    files = [f for f in CSRC_FILES if (src / f).exists()]           # v1 and v2 had no layout kernel
+    kernels = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu') if f in files]
+    digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in files)
                             + ' '.join(CUDA_FLAGS + [ARCH]).encode()).hexdigest()[:12]
     saved = os.environ.get('TORCH_CUDA_ARCH_LIST')
     os.environ['TORCH_CUDA_ARCH_LIST'] = ARCH
@@ -123,59 +140,47 @@ def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
           flush=True)
     try:
         return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[(src / 'kda_binding.cpp').read_text()],
-                           cuda_sources=['#include "kda_prepare.cu"\n#include "kda_recurrence.cu"\n'],
-                           functions=['kda_fwd', 'kda_record_bytes'], extra_include_paths=[str(src)],
-                           extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS, verbose=verbose)
+                           cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
+                           functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else []),
+                           extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
+                           verbose=verbose)
     finally:
         if saved is None: os.environ.pop('TORCH_CUDA_ARCH_LIST', None)
         else: os.environ['TORCH_CUDA_ARCH_LIST'] = saved
 
-# %% ../nbs/04_kernels.ipynb #cb788ec3
-_offsets_cache: dict = {}
-OFFSETS_CACHE_SIZE = 64          # batch layouts remembered; the cache is emptied when a new one would pass this
-
-def _bound_cache():
-    if len(_offsets_cache) >= OFFSETS_CACHE_SIZE: _offsets_cache.clear()
-
-def _offsets(B: int, T: int, cu_seqlens, seqlens: list[int] | None, device):
-    """`(cu_seqlens, cu_chunks, n_chunks, seq_order)` on `device`; cached per batch layout, so that a
-    repeated call launches no torch kernels and copies nothing. `seq_order` lists the sequences longest
-    first (None when they already are in that order)."""
-    if cu_seqlens is None:
-        key = ('fixed', B, T, str(device))
-        if key not in _offsets_cache:
-            _bound_cache()
-            per_seq = -(-T // 16)
-            ar = torch.arange(B + 1, device=device, dtype=torch.int64)
-            _offsets_cache[key] = (ar * T, ar * per_seq, B * per_seq, None)
-        return _offsets_cache[key]
-    if seqlens is None: seqlens = cu_seqlens.diff().tolist()
-    key = (tuple(seqlens), str(device))
-    if key not in _offsets_cache:
-        _bound_cache()
-        cu_chunks = [0] + list(itertools.accumulate(-(-n // 16) for n in seqlens))
-        order = sorted(range(len(seqlens)), key=lambda i: -seqlens[i])
-        order = None if order == list(range(len(seqlens))) else torch.tensor(order, dtype=torch.int32, device=device)
-        _offsets_cache[key] = (torch.tensor(cu_chunks, dtype=torch.int64, device=device), cu_chunks[-1], order)
-    cu_chunks, n_chunks, order = _offsets_cache[key]
-    return cu_seqlens.to(device=device, dtype=torch.int64), cu_chunks, n_chunks, order
-
+# %% ../nbs/04_kernels.ipynb #2856adbf
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
              cu_seqlens=None, seqlens: list[int] | None = None, version: str = KERNEL_VERSION):
-    "Run K1 and K2 on validated inputs, writing `out` and `final_state` in place."
+    "Launch the kernels on checked inputs, writing `out` and `final_state` in place; copies nothing to the host."
     ext = load_kernels(version=version)
+    if 'kda_layout' not in dir(ext):                 # v1 and v2 took host-made tables and a stream handle
+        return _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                                     initial_state, final_state, cu_seqlens, seqlens)
+    ext.kda_fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
+                cu_seqlens)
+    return out, final_state
+
+# %% ../nbs/04_kernels.ipynb #517a0b10
+def _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+                          final_state, cu_seqlens, seqlens):
+    "The earlier versions' launch: offsets made on the host from the lengths (`seqlens`, or read from `cu_seqlens`)."
     B, T, H, _ = q.shape
     dev = q.device
-    cu, cu_chunks, n_chunks, order = _offsets(B, T, cu_seqlens, seqlens, dev)
-    ws = torch.empty(max(workspace_bytes(n_chunks, H, ext.kda_record_bytes()), 16), dtype=torch.uint8, device=dev)
-    o = out if out.is_contiguous() else torch.empty_like(out, memory_format=torch.contiguous_format)
-    fs = final_state
-    if fs is not None and not fs.is_contiguous(): fs = torch.empty_like(fs, memory_format=torch.contiguous_format)
+    if cu_seqlens is None: seqlens = [T] * B
+    elif seqlens is None: seqlens = cu_seqlens.diff().tolist()
+    chunks = [-(-n // 16) for n in seqlens]
+    cu = torch.tensor([0, *itertools.accumulate(seqlens)], dtype=torch.int64, device=dev)
+    cu_chunks = torch.tensor([0, *itertools.accumulate(chunks)], dtype=torch.int64, device=dev)
+    order = sorted(range(len(seqlens)), key=lambda i: -seqlens[i])
+    order = None if order == sorted(order) else torch.tensor(order, dtype=torch.int32, device=dev)
+    ws = torch.empty(max(workspace_bytes(sum(chunks), H, ext.kda_record_bytes()), 16), dtype=torch.uint8, device=dev)
+    o = out.contiguous()
+    fs = None if final_state is None else final_state.contiguous()
     ins = [x.contiguous() for x in (q, k, v, g, beta)]
     extra = () if version == 'v1' else (order,)                # v1 ran the sequences in the given order
     with torch.cuda.device(dev):
         ext.kda_fwd(*ins, float(scale), o, A_log.float().contiguous(), dt_bias.float().contiguous(), float(lower_bound),
-                    None if initial_state is None else initial_state.contiguous(), fs, cu, cu_chunks, n_chunks, ws,
+                    None if initial_state is None else initial_state.contiguous(), fs, cu, cu_chunks, sum(chunks), ws,
                     *extra, torch.cuda.current_stream(dev).cuda_stream)
     if o is not out: out.copy_(o)
     if fs is not final_state: final_state.copy_(fs)
@@ -235,17 +240,34 @@ def plot_sweep(fixed: list[dict], varlen: list[dict]):
     fig.tight_layout()
     return fig
 
-# %% ../nbs/04_kernels.ipynb #4b317066
+# %% ../nbs/04_kernels.ipynb #7808d9c3
 SANITIZE_CASE = '''
 import torch
 from kda_nb.layout import random_inputs
-from kda_nb.kernels import run_kernels
+from kda_nb.kernels import run_kernels, fwd_cuda
 for seqlens, B, T in ((None, 2, 40), ([5, 17, 0, 33], 1, 0)):
     for state_in, state_out in (('bf16', 'fp32'), ('fp32', 'bf16'), (None, None)):
         inp = random_inputs(B, T, 2, 128, seqlens=seqlens, state=state_in, device='cuda', seed=1)
         o, s = run_kernels(inp, state_out)
         torch.cuda.synchronize()
         assert torch.isfinite(o).all()
+# cu_seqlens that no check has seen: past T, decreasing, negative, huge (each tensor its own allocation)
+for cu in ([0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40], [7, 9, 33]):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=2)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    o, s = run_kernels(inp)
+    torch.cuda.synchronize()
+    assert torch.isfinite(o).all()
+# a misaligned view of dt_bias and of q
+inp = random_inputs(1, 33, 2, 128, device='cuda', seed=3)
+for name in ('dt_bias', 'q'):
+    x = inp[name]
+    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device='cuda')
+    flat[1:] = x.reshape(-1)
+    inp[name] = flat[1:].view(x.shape)
+run_kernels(inp)
+torch.cuda.synchronize()
 print('sanitizer cases ran')
 '''
 
@@ -255,8 +277,11 @@ def sanitize(tool: str = 'memcheck') -> tuple[int, str]:
     exe = shutil.which('compute-sanitizer')
     if exe is None: raise FileNotFoundError("compute-sanitizer is not on PATH")
     load_kernels()                                     # build outside the sanitizer, which would be slow
+    # without torch's caching allocator every tensor is its own allocation, so that an access past a
+    # tensor's end is outside any allocation, where memcheck sees it
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING='1')
     res = subprocess.run([exe, '--tool', tool, '--error-exitcode', '99', sys.executable, '-c', SANITIZE_CASE],
-                         capture_output=True, text=True, timeout=600)
+                         capture_output=True, text=True, timeout=600, env=env)
     text = res.stdout + res.stderr
     summary = next((l for l in reversed(text.splitlines()) if 'ERROR SUMMARY' in l or 'RACECHECK SUMMARY' in l), '')
     return res.returncode, summary or text[-2000:]

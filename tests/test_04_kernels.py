@@ -13,7 +13,8 @@ import pytest
 @pytest.mark.parametrize('version', list(KERNEL_VERSIONS))
 def test_kernels_compile_without_spills(version):
     usage = nvcc_resource_usage(version=version)
-    assert {r['kernel'] for r in usage} == set(KERNEL_NAMES)
+    layout = {LAYOUT_KERNEL} if version == KERNEL_VERSION else set()      # v1 and v2 had none
+    assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | layout
     for r in usage:
         print(r)
         assert r['spill_stores'] == 0 and r['spill_loads'] == 0, r
@@ -25,20 +26,20 @@ def test_binding_compiles():
     check_binding_compiles()
 
 
-def test_offsets_cache_stays_bounded():
-    "Offsets are cached per batch layout, for fixed and variable lengths alike, and the cache does not grow without end."
-    from kda_nb.kernels import _offsets, _offsets_cache, OFFSETS_CACHE_SIZE
-    _offsets_cache.clear()
-    for T in range(1, 3 * OFFSETS_CACHE_SIZE): _offsets(1, T, None, None, 'cpu')
-    for n in range(1, 3 * OFFSETS_CACHE_SIZE):
-        cu = torch.tensor([0, n, n + 5])
-        _offsets(1, n + 5, cu, [n, 5], 'cpu')
-    assert 0 < len(_offsets_cache) <= OFFSETS_CACHE_SIZE
-    cu, cu_chunks, n_chunks, order = _offsets(2, 33, None, None, 'cpu')
-    assert cu.tolist() == [0, 33, 66] and cu_chunks.tolist() == [0, 3, 6] and n_chunks == 6 and order is None
-    assert _offsets(2, 33, None, None, 'cpu')[0] is cu                        # the same tensors again, no new launch
-    cu, cu_chunks, n_chunks, order = _offsets(1, 40, torch.tensor([0, 7, 40]), [7, 33], 'cpu')
-    assert cu_chunks.tolist() == [0, 1, 4] and n_chunks == 4 and order.tolist() == [1, 0]
+def test_failed_build_fails_once(monkeypatch):
+    "A build that fails raises its reason, and later calls raise it again without building again."
+    import kda_nb.kernels as K
+    calls = []
+    def broken(version, verbose):
+        calls.append(version)
+        raise OSError("nvcc exploded")
+    monkeypatch.setattr(K, '_build', broken)
+    monkeypatch.setattr(K, 'kernels_unavailable_reason', lambda device=None: None)
+    monkeypatch.setattr(K, '_loaded', {})
+    monkeypatch.setattr(K, '_build_failures', {})
+    for _ in range(3):
+        with pytest.raises(RuntimeError, match='nvcc exploded'): K.load_kernels()
+    assert calls == [KERNEL_VERSION]
 
 
 import pytest
@@ -113,6 +114,65 @@ def test_kernels_agree_with_twin():
     o, s = run_kernels(inp)
     ot, st = kda_chunked(**inp, twin=True)
     assert rel_rms(o, ot) < 3e-3 and rel_rms(s, st) < 1e-3
+
+
+ADVERSARIAL = [[0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [0, -3, -7], [40, 0, 40], [0, 0, 0],
+               [7, 9, 33], [0, 40]]
+
+def order_bucket(chunks: int) -> int:
+    "The layout kernel's sort key: exact below 1024 chunks, 8 buckets per power of two above."
+    if chunks < 1024: return chunks
+    e = chunks.bit_length() - 1
+    return 1024 + 8 * (e - 10) + ((chunks >> (e - 3)) & 7)
+
+def check_layout(cu, T):
+    from kda_nb.layout import safe_cu_seqlens, chunk_offsets
+    safe, chunks, order, zeroed = load_kernels().kda_layout(cu, T)
+    ref = safe_cu_seqlens(cu, T)
+    assert torch.equal(safe, ref) and torch.equal(chunks, chunk_offsets(ref))
+    keys = [order_bucket(c) for c in chunks.diff()[order.long()].tolist()]
+    assert sorted(order.tolist()) == list(range(len(cu) - 1)) and keys == sorted(keys, reverse=True)
+    t = torch.arange(T, device=cu.device)
+    assert torch.equal(zeroed, (t < ref[0]) | (t >= ref[-1]))
+
+@needs_kernels
+@pytest.mark.parametrize('cu', ADVERSARIAL)
+def test_layout_kernel_matches_layout_rules(cu):
+    check_layout(torch.tensor(cu, device='cuda'), 40)
+
+@needs_kernels
+def test_layout_kernel_many_sequences():
+    gen = torch.Generator().manual_seed(1)
+    lens = torch.randint(0, 40_000, (5000,), generator=gen)
+    lens[::7] = 0
+    cu = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)]).cuda()
+    check_layout(cu, int(cu[-1]))
+    check_layout(cu.flip(0), int(cu[-1]))                      # decreasing everywhere
+
+@needs_kernels
+@pytest.mark.parametrize('cu', ADVERSARIAL)
+def test_kernels_adversarial_cu_seqlens(cu):
+    "Whatever cu_seqlens holds, the kernels compute what the reference computes on the safe offsets."
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    check_against_fp64(inp)
+
+def odd_view(x):
+    "The same values at an element offset of 1 into a larger buffer: not 16-byte aligned."
+    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
+    flat[1:] = x.reshape(-1)
+    return flat[1:].view(x.shape)
+
+@needs_kernels
+def test_kernels_misaligned_views():
+    inp = random_inputs(1, 0, 2, 128, seqlens=[20, 13], device='cuda', seed=6)
+    o_ref, s_ref = run_kernels(inp)
+    odd = {k: odd_view(x) if torch.is_tensor(x) and k != 'cu_seqlens' else x for k, x in inp.items()}
+    out, fs = odd_view(torch.full_like(o_ref, float('nan'))), odd_view(torch.full_like(s_ref, float('nan')))
+    fwd_cuda(**{k: x for k, x in odd.items() if k != 'initial_state'}, out=out, initial_state=odd['initial_state'],
+             final_state=fs)
+    assert torch.equal(out, o_ref) and torch.equal(fs, s_ref)
 
 
 @needs_kernels
