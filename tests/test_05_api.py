@@ -93,3 +93,156 @@ def test_fwd_bf16_matches_fp64(backend, device):
 def test_cuda_backend_refuses_unsupported():
     with pytest.raises(RuntimeError, match="backend='cuda' cannot run"):
         fwd(**_args(), backend='cuda')          # K = 8 (and on a CPU machine, no GPU)
+
+def test_kda_argument_errors():
+    a = random_inputs(1, 10, 1, 8)
+    base = [a[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    with pytest.raises(TypeError, match='cu_seqlens must be a torch.Tensor'): kda(*base, cu_seqlens=[0, 10])
+    with pytest.raises(ValueError, match='cu_seqlens needs at least 2 entries'):
+        kda(*base, cu_seqlens=torch.tensor([], dtype=torch.long))
+    with pytest.raises(TypeError, match='state_dtype must be one of'): kda(*base, state_dtype=torch.float16)
+    with pytest.raises(ValueError, match='cu_seqlens must have 1 dimension, got'): kda(*base, cu_seqlens=torch.zeros(2, 2))
+
+def test_unchecked_bad_cu_seqlens_is_the_safe_layout():
+    "With check_seqlens=False a wrong cu_seqlens computes the sequences of its safe offsets, zeros elsewhere."
+    from kda_nb.layout import safe_cu_seqlens
+    a = random_inputs(1, 40, 2, 8, seed=4)
+    base = [a[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    bad = torch.tensor([3, 30, 10, 60])
+    o, s = kda(*base, cu_seqlens=bad, check_seqlens=False)
+    o_safe, s_safe = kda(*base, cu_seqlens=safe_cu_seqlens(bad, 40), check_seqlens=False)   # [3, 30, 30, 40]
+    assert torch.equal(o, o_safe) and torch.equal(s, s_safe) and (o[:, :3] == 0).all()
+    with pytest.raises(ValueError, match='cu_seqlens must start at 0'): kda(*base, cu_seqlens=bad)
+
+def test_operators_pass_opcheck_cpu():
+    inp = random_inputs(1, 0, 2, 16, seqlens=[20, 1, 45], seed=2)
+    for h0 in (inp['initial_state'], None):
+        a = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], inp['A_log'], inp['dt_bias'], 0.25, -5.0, h0,
+             inp['cu_seqlens'], None, True, 'auto', True)
+        torch.library.opcheck(torch.ops.kda_nb.kda.default, a)
+    out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+    torch.library.opcheck(torch.ops.kda_nb.fwd.default, (*(inp[n] for n in ('q', 'k', 'v', 'g', 'beta')), 0.25, out,
+                          inp['A_log'], inp['dt_bias'], -5.0, inp['initial_state'], fs, inp['cu_seqlens'], 'auto', True))
+
+def test_tiny_model_compiles_fullgraph_cpu():
+    torch.manual_seed(0)
+    layer = TinyKDALayer()
+    x, cu = torch.randn(1, 37, 32), torch.tensor([0, 20, 21, 37])
+    with torch.no_grad():
+        y, s = layer(x, cu)
+        y_c, s_c = torch.compile(layer, fullgraph=True)(x, cu)
+    assert rel_rms(y_c, y) < 1e-5 and rel_rms(s_c, s) < 1e-5
+
+def test_reference_gradients_match_finite_differences():
+    small = random_inputs(1, 0, 1, 4, seqlens=[5, 0, 3], dtype=torch.float64, state='fp64', seed=1)
+    leaves = [small[n].double().requires_grad_() for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')]
+    def f(q, k, v, g, beta, A_log, dt_bias, h0):
+        return kda(q, k, v, g, beta, A_log, dt_bias, initial_state=h0, cu_seqlens=small['cu_seqlens'], lower_bound=-2.0)
+    assert torch.autograd.gradcheck(f, leaves)
+
+def test_reference_gradients_finite_at_the_gate_floor():
+    "fp32 gradients stay finite where the decay is strongest (a chunk's cumulative gate near -80)."
+    a = random_inputs(1, 64, 2, 16, gate='g=8', A_log=3.0, dtype=torch.float32, seed=5)
+    leaves = [a[n].clone().requires_grad_() for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    out, fs = kda(*leaves, initial_state=a['initial_state'])
+    (out.sum() + fs.sum()).backward()
+    assert all(torch.isfinite(x.grad).all() for x in leaves)
+
+def test_fwd_warns_it_records_no_gradient():
+    import kda_nb.api as api
+    a = _args()
+    a['A_log'] = a['A_log'].clone().requires_grad_()
+    api._warned_grad.clear()
+    with pytest.warns(UserWarning, match='records no gradient'): fwd(**a)
+
+REASON = kernels_unavailable_reason()
+needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
+
+def _cuda_problem(seqlens=(100, 37, 300), seed=0):
+    inp = random_inputs(1, 0, 4, 128, seqlens=list(seqlens), device='cuda', seed=seed)
+    return inp, torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+
+@needs_kernels
+def test_operators_pass_opcheck_cuda():
+    inp, out, fs = _cuda_problem()
+    a = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], inp['A_log'], inp['dt_bias'], inp['scale'], -5.0,
+         inp['initial_state'], inp['cu_seqlens'], None, True, 'cuda', True)
+    torch.library.opcheck(torch.ops.kda_nb.kda.default, a)
+    torch.library.opcheck(torch.ops.kda_nb.fwd.default, (*(inp[n] for n in ('q', 'k', 'v', 'g', 'beta')), inp['scale'],
+                          out, inp['A_log'], inp['dt_bias'], -5.0, inp['initial_state'], fs, inp['cu_seqlens'], 'cuda', True))
+
+@needs_kernels
+def test_compiled_equals_eager_cuda():
+    inp, out, fs = _cuda_problem()
+    args = [inp[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    def f(*args): return kda(*args, initial_state=inp['initial_state'], cu_seqlens=inp['cu_seqlens'])
+    o, s = f(*args)
+    o_c, s_c = torch.compile(f, fullgraph=True)(*args)
+    assert torch.equal(o, o_c) and torch.equal(s, s_c)              # the same kernels: the same bits
+    def g(*args):
+        out, fs = torch.empty_like(args[2]), torch.empty_like(inp['initial_state'])
+        used = fwd(*args[:5], inp['scale'], out, *args[5:], -5.0, inp['initial_state'], fs, inp['cu_seqlens'])
+        return out, fs, used
+    o_g, s_g, used = torch.compile(g, fullgraph=True)(*args)
+    assert used == 'cuda' and torch.equal(o_g, o) and torch.equal(s_g, s)
+
+@needs_kernels
+def test_no_host_sync():
+    inp, out, fs = _cuda_problem()
+    a = dict(inp, out=out, final_state=fs)
+    fwd(**a)                                                         # the one check of this cu_seqlens
+    fixed = random_inputs(2, 50, 4, 128, device='cuda')
+    torch.cuda.set_sync_debug_mode('error')
+    try:
+        fwd(**a)                                                     # checked already
+        fwd(**dict(a, cu_seqlens=inp['cu_seqlens'].clone()), check_seqlens=False)
+        fwd(**fixed, out=torch.empty_like(fixed['v']))
+        kda(*(fixed[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')), initial_state=fixed['initial_state'])
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+
+@needs_kernels
+@pytest.mark.parametrize('varlen', [True, False])
+def test_cuda_graph_replays_new_lengths(varlen):
+    import itertools
+    inp, out, fs = _cuda_problem() if varlen else (lambda i: (i, torch.empty_like(i['v']), torch.empty_like(i['initial_state'])))(
+        random_inputs(3, 150, 4, 128, device='cuda'))
+    cu = inp['cu_seqlens'].clone() if varlen else None
+    a = dict(inp, out=out, final_state=fs, cu_seqlens=cu)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side): fwd(**a)                           # warm-up (and the check) outside the graph
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): fwd(**a)
+    for lens in ([200, 37, 200], [1, 1, 435], [437, 0, 0], [100, 37, 300]) if varlen else [None]:
+        if varlen: cu.copy_(torch.tensor([0, *itertools.accumulate(lens)]))
+        for x in (inp['q'], inp['v'], inp['initial_state']): x.copy_(torch.rand_like(x.float()).to(x.dtype))
+        graph.replay()
+        o_eager, s_eager = torch.empty_like(out), torch.empty_like(fs)
+        fwd(**dict(a, out=o_eager, final_state=s_eager))
+        assert torch.equal(out, o_eager) and torch.equal(fs, s_eager), lens
+
+@needs_kernels
+def test_cu_seqlens_changed_behind_the_version_counter():
+    "A write through .data skips the cached check; the kernels read the live values, safely."
+    from kda_nb.chunked import kda_chunked
+    inp = random_inputs(1, 20, 2, 128, device='cuda', seed=7)
+    cu = torch.tensor([0, 19, 20], device='cuda')
+    a = dict(inp, cu_seqlens=cu, initial_state=torch.randn(2, 2, 128, 128, device='cuda'),
+             out=torch.empty_like(inp['v']), final_state=torch.empty(2, 2, 128, 128, device='cuda'))
+    fwd(**a)                                                         # checked: [0, 19, 20]
+    for new in ([0, 5, 20], [0, 19, 60], [0, 30, 10]):               # valid, past T, decreasing
+        cu.data.copy_(torch.tensor(new))
+        a['out'].fill_(float('nan'))
+        fwd(**a)                                                     # the version did not move: no check
+        o64, s64 = kda_chunked(**{k: x for k, x in a.items() if k not in ('out', 'final_state')})
+        assert rel_rms(a['out'], o64) < 6e-3 and rel_rms(a['final_state'], s64) < 6e-3, new
+
+@needs_kernels
+def test_kernel_path_backward_says_why():
+    inp, _, _ = _cuda_problem()
+    q = inp['q'].clone().requires_grad_()
+    out, fs = kda(q, *(inp[n] for n in ('k', 'v', 'g', 'beta', 'A_log', 'dt_bias')), initial_state=inp['initial_state'],
+                  cu_seqlens=inp['cu_seqlens'])
+    with pytest.raises(NotImplementedError, match='no backward yet'): out.float().sum().backward()
