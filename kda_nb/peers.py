@@ -10,7 +10,9 @@ import importlib.util
 import torch
 
 # %% auto #0
-__all__ = ['fla_unavailable_reason', 'flash_kda_unavailable_reason', 'fla_forward', 'flash_kda_forward']
+__all__ = ['FLA_BACKEND_ENV', 'FLA_BACKEND_TYPE', 'FLA_BACKEND_PRIORITY', 'fla_unavailable_reason',
+           'flash_kda_unavailable_reason', 'fla_forward', 'flash_kda_forward', 'fla_call_refusal',
+           'fla_backend_refusal', 'kda_nb_chunk_kda', 'register_fla_backend', 'unregister_fla_backend']
 
 # %% ../nbs/06_peers.ipynb #2a0df5d6
 def fla_unavailable_reason() -> str | None:
@@ -46,3 +48,210 @@ def flash_kda_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, init
     flash_kda.fwd(q, k, v, g, beta, scale, out, A_log=A_log, dt_bias=dt_bias, lower_bound=lower_bound,
                   initial_state=h0, final_state=fs, cu_seqlens=cu_seqlens)
     return out, fs
+
+# %% ../nbs/06_peers.ipynb #93abdde7
+import inspect
+import math
+import os
+
+from .kernels import kernels_unavailable_reason, load_kernels
+
+FLA_BACKEND_ENV = 'KDA_NB_FLA_BACKEND'    # set it to 0 and kda_nb's fla backend refuses every call
+FLA_BACKEND_TYPE = 'kda_nb'               # the name fla's registry knows the backend by
+FLA_BACKEND_PRIORITY = 2                  # fla asks lower numbers first; FlashKDA's backend has 3
+
+def _dtype_name(x) -> str: return str(x.dtype).replace('torch.', '')
+
+def _is_number(x) -> bool: return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                     allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
+                     return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                     cp_context=None, use_graph=False, max_num_seqs=None, *, A_log=None, dt_bias=None,
+                     transpose_state_layout=None, chunk_size=64, **unknown) -> str | None:
+    """Why kda_nb would not compute this call of fla's `chunk_kda` exactly as fla does (None if it would).
+    The arguments are `chunk_kda`'s (fla 0.6); only they are looked at, not the device or the environment."""
+    if unknown: return f"chunk_kda argument(s) kda_nb does not know: {', '.join(sorted(unknown))}"
+    tensors = dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)
+    if torch.is_grad_enabled():
+        grads = [n for n, x in tensors.items() if torch.is_tensor(x) and x.requires_grad]
+        if grads: return f"forward only: {', '.join(grads)} require grad, and kda_nb has no backward"
+    if cp_context is not None: return "context parallelism (cp_context) is not supported"
+    if return_intermediate_states: return "return_intermediate_states=True is not supported"
+    if use_graph: return "use_graph=True (graph capture over padded batches) is not supported"
+    for name, on in (('use_qk_l2norm_in_kernel', use_qk_l2norm_in_kernel), ('use_gate_in_kernel', use_gate_in_kernel),
+                     ('use_beta_sigmoid_in_kernel', use_beta_sigmoid_in_kernel), ('safe_gate', safe_gate)):
+        if not on: return f"needs {name}=True: kda_nb always applies it"
+    if allow_neg_eigval: return "needs allow_neg_eigval=False: kda_nb's write strength is sigmoid(beta)"
+    if not _is_number(lower_bound): return f"needs lower_bound as a Python number, got {type(lower_bound).__name__}"
+    if not -5 <= lower_bound < 0: return f"needs lower_bound in [-5, 0), got {lower_bound}"
+    if A_log is None or dt_bias is None: return "needs A_log and dt_bias"
+    if state_v_first and transpose_state_layout is not None:
+        return "both state_v_first and transpose_state_layout are given (fla raises)"
+    if chunk_size not in (32, 64): return f"chunk_size must be 32 or 64 (fla raises), got {chunk_size}"
+    for name, x in tensors.items():
+        if x is not None and not torch.is_tensor(x): return f"{name} must be a tensor, got {type(x).__name__}"
+    if q.dim() != 4 or v.dim() != 4: return f"q and v must be [B, T, H, D], got {q.dim()} and {v.dim()} dimensions"
+    B, T, H, K = q.shape
+    V = v.shape[3]
+    if min(B, T, H) < 1: return f"empty input: q has shape {list(q.shape)}"
+    if K != 128 or V != 128: return f"needs K = V = 128, got K = {K}, V = {V}"
+    if v.shape[2] != H: return f"needs as many value heads as query heads (no GVA), got {v.shape[2]} and {H}"
+    for name, x, shape in (('k', k, (B, T, H, K)), ('v', v, (B, T, H, V)), ('g', g, (B, T, H, K)),
+                           ('beta', beta, (B, T, H))):
+        if tuple(x.shape) != shape: return f"{name} must have shape {list(shape)}, got {list(x.shape)}"
+    for name in ('q', 'k', 'v', 'g', 'beta'):
+        if tensors[name].dtype != torch.bfloat16:
+            return f"needs bfloat16 q, k, v, g, beta; {name} is {_dtype_name(tensors[name])}"
+    for name, x, n in (('A_log', A_log, H), ('dt_bias', dt_bias, H * K)):
+        if x.numel() != n: return f"{name} must have {n} elements, got shape {list(x.shape)}"
+        if not x.is_floating_point(): return f"{name} must be floating point, got {_dtype_name(x)}"
+    for name, x in tensors.items():
+        if x is not None and x.device != q.device: return f"{name} is on {x.device}, q on {q.device}"
+    if scale is not None and not (_is_number(scale) and math.isfinite(scale)):
+        return f"scale must be None or a finite Python number, got {scale!r}"
+    N = B
+    if cu_seqlens is not None:
+        if not torch.is_tensor(cu_seqlens) or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+            return "cu_seqlens must be a 1-D tensor of at least 2 entries"
+        if cu_seqlens.dtype != torch.int64: return f"needs int64 cu_seqlens, got {_dtype_name(cu_seqlens)}"
+        if cu_seqlens.device not in (q.device, torch.device('cpu')):
+            return f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}"
+        if B != 1: return f"with cu_seqlens the batch must be one row (fla raises), got B = {B}"
+        N = cu_seqlens.numel() - 1
+    if initial_state is not None:
+        if initial_state.dtype not in (torch.float32, torch.bfloat16):
+            return f"needs an fp32 or bf16 initial_state, got {_dtype_name(initial_state)}"
+        if tuple(initial_state.shape) != (N, H, K, V):       # K = V: both layouts have this shape
+            return f"initial_state must have shape {[N, H, K, V]}, got {list(initial_state.shape)}"
+    return None
+
+_build_failure: list = []           # the error of a failed kernel build, kept so that it is not retried per call
+
+def fla_backend_refusal(*args, **kwargs) -> str | None:
+    """The backend's whole verifier: the `KDA_NB_FLA_BACKEND` switch, then `fla_call_refusal`, then whether
+    kda_nb's kernels run on the inputs' device. None means kda_nb takes the call."""
+    if os.environ.get(FLA_BACKEND_ENV, '1') == '0': return f"{FLA_BACKEND_ENV}=0 switches kda_nb's fla backend off"
+    reason = fla_call_refusal(*args, **kwargs)
+    if reason is not None: return reason
+    q = args[0] if args else kwargs['q']
+    if not q.is_cuda: return f"the inputs are on {q.device}; kda_nb's kernels run on CUDA devices"
+    reason = kernels_unavailable_reason(q.device)
+    if reason is not None: return reason
+    if not _build_failure:
+        try: load_kernels()
+        except Exception as e: _build_failure.append(f"building kda_nb's kernels failed: {e}")
+    return _build_failure[0] if _build_failure else None
+
+# %% ../nbs/06_peers.ipynb #7b48ea84
+def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                     allow_neg_eigval=False, safe_gate=True, lower_bound=-5.0, disable_recompute=False,
+                     return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
+                     cp_context=None, use_graph=False, max_num_seqs=None, *, A_log, dt_bias,
+                     transpose_state_layout=None, chunk_size=64):
+    """fla's `chunk_kda` computed by kda_nb's CUDA kernels, for a call `fla_backend_refusal` accepts:
+    `(out, final_state)`, `final_state` fp32 in the layout the call asked for (None unless `output_final_state`)."""
+    from kda_nb.api import fwd
+    v_first = bool(state_v_first or transpose_state_layout)
+    B, T, H, K = q.shape
+    V = v.shape[3]
+    N = B if cu_seqlens is None else cu_seqlens.numel() - 1
+    h0 = initial_state
+    if h0 is not None and not v_first: h0 = h0.transpose(-1, -2)          # [N, H, K, V] -> kda_nb's [N, H, V, K]
+    out = torch.empty_like(v)
+    fs = torch.empty(N, H, V, K, dtype=torch.float32, device=q.device) if output_final_state else None
+    fwd(q, k, v, g, beta, K ** -0.5 if scale is None else float(scale), out, A_log.float(),
+        dt_bias.float().reshape(H, K), float(lower_bound), h0, fs, cu_seqlens, backend='cuda')
+    if fs is not None and not v_first: fs = fs.transpose(-1, -2).contiguous()
+    return out, fs
+
+# %% ../nbs/06_peers.ipynb #bfddad15
+def _fla_registry():
+    "fla's backend module and its dispatched `chunk_kda`, or an error that names what is missing."
+    if importlib.util.find_spec('fla') is None:
+        raise ImportError("register_fla_backend needs fla (pip package fla-core >= 0.6), which is not installed")
+    try: import fla
+    except Exception as e: raise ImportError(f"fla (pip package fla-core) is installed but does not import: {e}") from e
+    version = getattr(fla, '__version__', 'of unknown version')
+    try: import fla.backends as fb
+    except ImportError as e:
+        raise ImportError(f"register_fla_backend needs fla's backend registry, the module fla.backends "
+                          f"(fla-core >= 0.6); the installed fla {version} has none ({e})") from e
+    missing = [n for n in ('BaseBackend', 'register') if not hasattr(fb, n)]
+    if missing:
+        raise ImportError(f"fla.backends of fla {version} has no {' or '.join(missing)}; "
+                          f"register_fla_backend needs fla-core 0.6's registry API")
+    if getattr(fb, '_DISPATCH_DISABLED', False):
+        raise RuntimeError("FLA_DISABLE_BACKEND_DISPATCH=1 turns fla's backend dispatch off: fla would never call "
+                           "kda_nb's backend. Unset it (before fla is imported) to opt in")
+    from fla.ops.kda import chunk_kda
+    dispatched = getattr(fb, '_function_registries', None)
+    if dispatched is not None and inspect.unwrap(chunk_kda) not in dispatched:
+        raise RuntimeError(f"fla.ops.kda.chunk_kda of fla {version} is not dispatched through fla.backends")
+    return fb, chunk_kda
+
+_backend_class = None
+
+def _fla_backend_class(BaseBackend, chunk_kda):
+    "The backend class, made once on fla's `BaseBackend`."
+    global _backend_class
+    if _backend_class is not None and issubclass(_backend_class, BaseBackend): return _backend_class
+    sig = inspect.signature(inspect.unwrap(chunk_kda))
+    var_kw = next((p.name for p in sig.parameters.values() if p.kind is p.VAR_KEYWORD), None)
+
+    def by_name(args, kwargs) -> dict:
+        "The arguments the caller gave, by name, as the installed `chunk_kda` reads them."
+        given = dict(sig.bind_partial(*args, **kwargs).arguments)
+        extra = given.pop(var_kw, {}) if var_kw else {}
+        return {**given, **extra}
+
+    class KdaNbBackend(BaseBackend):
+        "kda_nb's CUDA kernels as a backend of fla's `chunk_kda`: forward only, on what `fla_backend_refusal` accepts."
+        backend_type = FLA_BACKEND_TYPE
+        package_name = None
+        env_var = None                  # kda_nb's own switch is read by the verifier, which then says why
+        priority = FLA_BACKEND_PRIORITY
+        registered = False              # whether fla may use it (False after unregister_fla_backend)
+        calls = 0                       # calls kda_nb has run
+        last_refusal = None             # the verifier's latest answer: a reason, or None when it accepted
+
+        def is_enabled(self) -> bool: return type(self).registered
+
+        def chunk_kda_verifier(self, *args, **kwargs):
+            reason = fla_backend_refusal(**by_name(args, kwargs))
+            type(self).last_refusal = reason
+            return reason is None, reason
+
+        def chunk_kda(self, *args, **kwargs):
+            result = kda_nb_chunk_kda(**by_name(args, kwargs))
+            type(self).calls += 1
+            return result
+
+    _backend_class = KdaNbBackend
+    return KdaNbBackend
+
+def register_fla_backend(priority: int = FLA_BACKEND_PRIORITY):
+    """Opt in: fla's `chunk_kda` runs kda_nb's kernels on the calls `fla_backend_refusal` accepts, and its
+    own code on the others. Returns the backend class (`calls` counts the calls kda_nb ran)."""
+    fb, chunk_kda = _fla_registry()
+    cls = _fla_backend_class(fb.BaseBackend, chunk_kda)
+    cls.priority = int(priority)
+    fb.register(chunk_kda)(cls)             # fla keeps one backend per backend_type: this replaces an earlier one
+    cls.registered = True
+    return cls
+
+def unregister_fla_backend() -> bool:
+    "Opt out: fla's `chunk_kda` no longer calls kda_nb. True if the backend was registered."
+    cls = _backend_class
+    if cls is None or not cls.registered: return False
+    cls.registered = False                  # fla skips a backend that is not enabled
+    try:
+        import fla.backends as fb
+        from fla.ops.kda import chunk_kda
+        registry = getattr(fb, '_function_registries', {}).get(inspect.unwrap(chunk_kda))
+        table = getattr(registry, '_backends', None)
+        if isinstance(table, dict) and isinstance(table.get(FLA_BACKEND_TYPE), cls): del table[FLA_BACKEND_TYPE]
+    except ImportError: pass
+    return True
