@@ -10,6 +10,7 @@ import datetime
 import gc
 import hashlib
 import importlib.metadata
+import inspect
 import io
 import json
 import math
@@ -35,13 +36,14 @@ from .layout import rel_rms
 from .peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 
 # %% auto #0
-__all__ = ['STATES', 'DTYPE_BYTES', 'L2_BYTES_H200', 'IMPLS', 'LABELS', 'PENDING', 'ENV_KEYS', 'REQUIRED', 'GROUP_TITLES',
-           'COLORS', 'DONE', 'Case', 'scaled_six', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep', 'forward_bytes',
-           'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend', 'kernels_version_backend',
-           'fla_backend', 'flash_kda_backend', 'default_backends', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle',
-           'oracle_errors', 'rel_rms_big', 'time_calls', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line',
-           'device_name', 'process_seconds', 'shape_class', 'Run', 'not_run_records', 'run_bench',
-           'sigterm_to_interrupt', 'git_commit', 'sources_hash', 'environment', 'pivot_table', 'details_table',
+__all__ = ['STATES', 'DTYPE_BYTES', 'GROUPS', 'L2_BYTES_H200', 'IMPLS', 'LABELS', 'PENDING', 'ENV_KEYS', 'REQUIRED',
+           'GROUP_TITLES', 'COLORS', 'DONE', 'Case', 'scaled_six', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep',
+           'small_cases', 'forward_bytes', 'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend',
+           'kernels_version_backend', 'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend', 'flash_kda_backend',
+           'default_backends', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle', 'oracle_errors', 'rel_rms_big',
+           'time_calls', 'time_e2e', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line', 'device_name',
+           'process_seconds', 'shape_class', 'Run', 'not_run_records', 'run_bench', 'sigterm_to_interrupt',
+           'git_commit', 'sources_hash', 'environment', 'pivot_table', 'state_floor_us', 'small_table', 'details_table',
            'runs_row', 'markdown_report', 'summary_md', 'case_key', 'case_label', 'sort_records', 'run_summary',
            'phase_line', 'write_results', 'load_run', 'load_results', 'plot_cases', 'plot_sweeps', 'build_cases',
            'default_tag', 'measured_cases', 'merge_records', 'main']
@@ -53,7 +55,7 @@ DTYPE_BYTES = {'bf16': 2, 'fp32': 4}
 @dataclass
 class Case:
     "One benchmark problem: sequence lengths, heads, state dtype, and the group it belongs to."
-    group: str             # 'anchor', 'T' (one sequence, T grows) or 'N' (fixed tokens, more sequences)
+    group: str             # 'anchor', 'T' (one sequence, T grows), 'N' (fixed tokens, more sequences), 'small'
     name: str              # how the tables name it
     H: int
     seqlens: list[int]     # one entry per sequence
@@ -98,6 +100,13 @@ def n_sweep(total: int = 65536, Ns=(1, 4, 16, 64, 256, 1024, 4096), H: int = 64,
             D: int = 128) -> list[Case]:
     "`total` tokens as `N` equal sequences, for each `N` in `Ns` (a varlen batch, even for N = 1)."
     return [Case('N', f'{N} x {total // N}', H, [total // N] * N, state, True, D, D) for N in Ns]
+
+GROUPS = ('anchor', 'T', 'N', 'small')     # the case groups, in the order of the report (and of a default run)
+
+def small_cases(Ns=(1, 64, 256), Ts=(16, 64, 256), H: int = 32, state: str = 'fp32', D: int = 128) -> list[Case]:
+    "Serving-size calls: one token in each of `N` sequences (a varlen batch), then one sequence of `T` tokens."
+    return ([Case('small', f'{N} x 1 token', H, [1] * N, state, True, D, D) for N in Ns]
+            + [Case('small', f'fixed, {T} tokens', H, [T], state, False, D, D) for T in Ts])
 
 # %% ../nbs/07_bench.ipynb #24a34e55
 def forward_bytes(case: Case, state: str | None = None, act_bytes: int = 2) -> dict:
@@ -203,14 +212,42 @@ def kernels_version_backend(version: str) -> Backend:
         return call
     return Backend(f'kda_nb_{version}', why_not, bind)
 
+def fla_own_kernels() -> str:
+    """Keep fla on its own kernels: fla 0.6 hands `chunk_kda` to FlashKDA when `flash_kda` is installed, unless
+    `FLA_FLASH_KDA=0`. Sets that unless the variable is set already; returns its value."""
+    return os.environ.setdefault('FLA_FLASH_KDA', '0')
+
 def fla_backend() -> Backend:
-    "fla's `chunk_kda` through `peers.fla_forward` (fp32 state, V-first)."
+    "fla's `chunk_kda` through `peers.fla_forward` (fp32 state, V-first), on fla's own kernels."
     def why_not(case, device):
         return fla_unavailable_reason() or (None if torch.device(device).type == 'cuda' else "fla runs on GPUs")
     def bind(inp, case):
+        fla_own_kernels()
         args = dict(inp, initial_state=inp['initial_state'].float())
         return lambda: fla_forward(**args)
     return Backend('fla', why_not, bind, state=lambda case: 'fp32')
+
+def fla_recurrent_backend() -> Backend:
+    "fla's decode kernel `fused_recurrent_kda` (norms, beta sigmoid and gate in the kernel; fp32 state, V-first): one-token cases."
+    def why_not(case, device):
+        if any(n != 1 for n in case.seqlens):
+            return "fla's fused_recurrent_kda (its decode kernel) is timed on the one-token cases only"
+        why = fla_unavailable_reason() or (None if torch.device(device).type == 'cuda' else "fla runs on GPUs")
+        if why: return why
+        from fla.ops.kda import fused_recurrent_kda
+        if 'use_gate_in_kernel' not in inspect.signature(fused_recurrent_kda).parameters:
+            return "this fla's fused_recurrent_kda takes no use_gate_in_kernel (fla 0.6's does)"
+        return None
+    def bind(inp, case):
+        from fla.ops.kda import fused_recurrent_kda
+        fla_own_kernels()
+        a = {n: inp[n] for n in ('q', 'k', 'v', 'g', 'beta')}
+        kw = dict(A_log=inp['A_log'], dt_bias=inp['dt_bias'], scale=inp['scale'],
+                  initial_state=inp['initial_state'].float(), output_final_state=True, use_qk_l2norm_in_kernel=True,
+                  use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, lower_bound=inp['lower_bound'],
+                  state_v_first=True, cu_seqlens=inp['cu_seqlens'])
+        return lambda: fused_recurrent_kda(**a, **kw)
+    return Backend('fla_recurrent', why_not, bind, state=lambda case: 'fp32')
 
 def flash_kda_backend() -> Backend:
     "FlashKDA's `flash_kda.fwd`, writing into preallocated buffers in the case's state dtype."
@@ -228,12 +265,12 @@ def flash_kda_backend() -> Backend:
     return Backend('flash_kda', why_not, bind)
 
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
 
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
     make = dict(kda_nb=lambda: fwd_backend('cuda'), **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, reference=lambda: fwd_backend('reference', ref_max_tokens),
-                fla=fla_backend, flash_kda=flash_kda_backend)
+                fla=fla_backend, fla_recurrent=fla_recurrent_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")
     return [make[i]() for i in impls]
@@ -338,6 +375,29 @@ def time_calls(calls: list, device, *, warmup: int = 5, max_calls: int = 100, mi
         ms.append((time.perf_counter() - t0) * 1e3)
     return ms
 
+def time_e2e(calls: list, device, *, warmup: int = 20, n: int = 200, budget_s: float = 2.0,
+             min_calls: int = 10) -> list[float]:
+    """Milliseconds of each call end to end: `perf_counter` before it to after `torch.cuda.synchronize()` (host + GPU),
+    rotating over `calls`, after `warmup` calls; `n` calls, fewer (not under `min_calls`) past `budget_s` seconds."""
+    dev = torch.device(device)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == 'cuda' else (lambda: None)
+    sync()
+    t_start = time.perf_counter()
+    for i in range(warmup):
+        calls[i % len(calls)]()
+        sync()
+        if time.perf_counter() - t_start > budget_s / 4: break     # (a slow implementation: the reference)
+    ms, spent = [], 0.0
+    for i in range(n):
+        call = calls[i % len(calls)]
+        t0 = time.perf_counter()
+        call()
+        sync()
+        ms.append((time.perf_counter() - t0) * 1e3)
+        spent += ms[-1] * 1e-3
+        if spent > budget_s and len(ms) >= min(min_calls, n): break
+    return ms
+
 def copy_bandwidth(device, nbytes: int = 2**29, calls: int = 10) -> float | None:
     "Device-to-device copy rate in bytes/s, counting bytes read plus written (the anchors' ceiling); None on a CPU."
     dev = torch.device(device)
@@ -354,7 +414,8 @@ def _record(case: Case, impl: str, state: str, status: str, reason: str | None =
     return dict(group=case.group, case=case.name, H=case.H, T=case.T, N=case.N, K=case.K, V=case.V,
                 seqlen=case.seqlens[0] if len(set(case.seqlens)) == 1 else None, state=case.state, impl=impl,
                 impl_state=state, status=status, reason=reason, median_ms=None, min_ms=None, max_ms=None,
-                n_calls=0, n_sets=n_sets, bytes=forward_bytes(case, state)['total'], gbps=None,
+                n_calls=0, e2e_median_ms=None, e2e_min_ms=None, e2e_max_ms=None, e2e_calls=0, n_sets=n_sets,
+                bytes=forward_bytes(case, state)['total'], gbps=None,
                 speedup_vs_fla=None, err_out=None, err_state=None, vs_fla_out=None, vs_fla_state=None,
                 setup_s=None, first_call_s=None, time_s=None, case_s=None)
 
@@ -373,8 +434,11 @@ def _sync(device):
 def run_case(case: Case, backends: list[Backend], device='cpu', *, seed: int = 0, check_tokens: int = 8192,
              check_heads_n: int = 3, tol: float = 2e-2, agree_tol: float = 3e-2, time_anyway: bool = False,
              warmup: int = 5, max_calls: int = 100, min_calls: int = 10, budget_s: float = 0.5,
-             l2_bytes: int = L2_BYTES_H200, mem_cap: int = 16 * 2**30) -> list[dict]:
-    "Check, then time, every backend on `case`: one record per backend."
+             l2_bytes: int = L2_BYTES_H200, mem_cap: int = 16 * 2**30, e2e: bool | None = None,
+             e2e_calls: int = 200, e2e_warmup: int = 20, e2e_budget_s: float = 2.0) -> list[dict]:
+    """Check, then time, every backend on `case`: one record per backend. With `e2e` (default: for the 'small'
+    group) each is also timed end to end (`time_e2e`), after its CUDA-event timing."""
+    e2e = (case.group == 'small' if e2e is None else e2e) and e2e_calls > 0
     dev = torch.device(device)
     recs = {}
     for bk in backends:
@@ -438,6 +502,9 @@ def run_case(case: Case, backends: list[Backend], device='cpu', *, seed: int = 0
                             budget_s=budget_s)
             med = statistics.median(ms)
             r.update(median_ms=med, min_ms=min(ms), max_ms=max(ms), n_calls=len(ms), gbps=r['bytes'] / med / 1e6)
+            if e2e:
+                ms = time_e2e(calls[bk.name], dev, warmup=e2e_warmup, n=e2e_calls, budget_s=e2e_budget_s)
+                r.update(e2e_median_ms=statistics.median(ms), e2e_min_ms=min(ms), e2e_max_ms=max(ms), e2e_calls=len(ms))
         except torch.OutOfMemoryError as e:
             r.update(status='oom', reason=_short(e))
         except Exception as e:
@@ -485,7 +552,9 @@ def case_line(case: Case, records: list[dict]) -> str:
     for r in records:
         if r['median_ms'] is not None:
             s = f"{r['impl']} {r['median_ms']:.3f} ms"
-            if r['speedup_vs_fla'] and r['impl'] != 'fla': s += f" ({r['speedup_vs_fla']:.2f}x fla)"
+            if r.get('e2e_median_ms') is not None:      # (a small call: end to end first, no speed-up by events)
+                s = f"{r['impl']} {r['e2e_median_ms'] * 1e3:.1f} us end to end ({r['median_ms'] * 1e3:.1f} us events)"
+            elif r['speedup_vs_fla'] and r['impl'] != 'fla': s += f" ({r['speedup_vs_fla']:.2f}x fla)"
             if r['status'] != 'ok': s += f" [{r['status']}]"
         else: s = f"{r['impl']} {r['status']}"
         parts.append(s)
@@ -640,7 +709,8 @@ def environment(device, command: str = '', commit: str | None = None) -> dict:
                gpu=device_name(dev), driver=None, cuda=torch.version.cuda, nvcc=None, torch=torch.__version__,
                python=platform.python_version(), sms=None, l2_bytes=None, fla=_dist_version('fla-core', 'fla'),
                flash_kda=_dist_version('flash_kda', 'flash-kda'), commit=commit or git_commit(),
-               kernels_sha256=sources_hash(), command=command, copy_gbps=None)
+               kernels_sha256=sources_hash(), command=command, copy_gbps=None,
+               fla_flash_kda=os.environ.get('FLA_FLASH_KDA'))
     if dev.type == 'cuda':
         p = torch.cuda.get_device_properties(dev)
         env.update(sms=p.multi_processor_count, l2_bytes=getattr(p, 'L2_cache_size', None))
@@ -662,12 +732,16 @@ def _ms(r: dict) -> str:
     if r['median_ms'] is None: return dict(skipped='—', not_run='not run').get(r['status'], r['status'])
     return _f(r['median_ms']) + ('' if r['status'] == 'ok' else f" ({r['status']})")
 
+_ORDER = tuple(i for i in IMPLS if i != 'reference') + ('fla_recurrent', 'reference')   # columns, left to right
+
 def _impls(records) -> list[str]:
     seen = {r['impl'] for r in records}
-    return [i for i in IMPLS if i in seen] + sorted(seen - set(IMPLS))
+    return [i for i in _ORDER if i in seen] + sorted(seen - set(_ORDER))
 
-def pivot_table(records: list[dict], group: str) -> str:
-    "Markdown: one row per case of `group`, median ms per implementation, speed-ups over fla, kda_nb's bandwidth."
+def pivot_table(records: list[dict], group: str, copy_gbps: float | None = None) -> str:
+    """Markdown: one row per case of `group`, median ms per implementation, speed-ups over fla, kda_nb's bandwidth
+    (the 'small' group: `small_table`, in microseconds end to end, with the state floor at `copy_gbps`)."""
+    if group == 'small': return small_table(records, copy_gbps)
     recs = [r for r in records if r['group'] == group]
     if not recs: return ''
     shown = ([r for r in recs if r['status'] not in ('skipped', 'not_run')]    # a backend skipped throughout:
@@ -697,9 +771,70 @@ def pivot_table(records: list[dict], group: str) -> str:
         lines.append('| ' + ' | '.join(cells) + ' |')
     return '\n'.join(lines)
 
+def state_floor_us(r: dict, copy_gbps: float | None) -> float | None:
+    "Microseconds to read and write a record's states (N·H·V·K elements each way) at `copy_gbps` (None: no rate)."
+    if not copy_gbps: return None
+    return 2 * r['N'] * r['H'] * r['V'] * r['K'] * DTYPE_BYTES[r['state']] / (copy_gbps * 1e9) * 1e6
+
+def _us(r: dict) -> str:
+    "A small-call cell: end-to-end µs / CUDA-event µs (or the status)."
+    e2e, ev = r.get('e2e_median_ms'), r['median_ms']
+    if e2e is None and ev is None: return dict(skipped='—', not_run='not run').get(r['status'], r['status'])
+    s = f"{_f(e2e and e2e * 1e3, '.1f')} / {_f(ev and ev * 1e3, '.1f')}"
+    return s + ('' if r['status'] == 'ok' else f" ({r['status']})")
+
+def small_table(records: list[dict], copy_gbps: float | None = None) -> str:
+    """Markdown for the 'small' group: a line saying what is measured, then per case the state floor and each
+    implementation's end-to-end / CUDA-event median in µs, and each peer's end-to-end time over kda_nb's."""
+    recs = [r for r in records if r['group'] == 'small']
+    if not recs: return ''
+    copy_gbps = copy_gbps or next((r.get('copy_gbps') for r in recs if r.get('copy_gbps')), None)
+    shown = ([r for r in recs if r['status'] not in ('skipped', 'not_run')]
+             or [r for r in recs if r['status'] != 'skipped'] or recs)
+    impls = _impls(shown)
+    peers = [i for i in impls if i not in ('kda_nb', 'reference')] if 'kda_nb' in impls else []
+    rows, order = {}, []
+    for r in recs:
+        k = (r['case'], r['H'], r['T'], r['N'], r['state'])
+        if k not in rows: rows[k], order = {}, order + [k]
+        rows[k][r['impl']] = r
+    ns = sorted({r.get('e2e_calls') or 0 for r in recs} - {0}) or [0]
+    calls = f"{ns[0]} to {ns[-1]}" if len(ns) > 1 else f"{ns[0]}"
+    r0 = recs[0]
+    out = [f"Microseconds per call, H = {r0['H']}, K = V = {r0['K']}, {r0['state']} state in and out. Each cell: **end "
+           "to end** (wall clock, `time.perf_counter`, from before the call to after `torch.cuda.synchronize()`: "
+           f"host overhead, launches and GPU time; median of {calls} calls after warm-up) / CUDA events (median, "
+           "calls issued back to back, as in the other tables"
+           + ("; on a CPU both are `perf_counter` reads, with nothing to synchronize" if r0.get('gpu') == 'cpu' else '')
+           + "). 'N x 1 token' is a varlen batch with `cu_seqlens` "
+           "on the device, the same tensor on every call; 'fixed' is one sequence, no `cu_seqlens`. State floor: "
+           f"the {r0['state']} states read and written (N·H·{r0['V']}·{r0['K']}·{DTYPE_BYTES[r0['state']]}·2 bytes) at "
+           + (f"the measured copy rate, {copy_gbps / 1e3:.2f} TB/s." if copy_gbps else
+              "the copy rate, which this run did not measure."), '']
+    head = ['case', 'N', 'T', 'H', 'state floor (µs)'] + [f"{LABELS.get(i, i)} (µs)" for i in impls]
+    head += [f"{LABELS.get(i, i)} ÷ kda_nb, end to end" for i in peers]
+    out += ['| ' + ' | '.join(head) + ' |', '|' + '|'.join(['---'] * 4 + ['---:'] * (len(head) - 4)) + '|']
+    for k in order:
+        by = rows[k]
+        a = next(iter(by.values()))
+        cells = [a['case'], str(a['N']), str(a['T']), str(a['H']), _f(state_floor_us(a, copy_gbps), '.1f')]
+        cells += [_us(by[i]) if i in by else '' for i in impls]
+        base = by.get('kda_nb', {}).get('e2e_median_ms')
+        for i in peers:
+            x = by.get(i, {}).get('e2e_median_ms')
+            cells.append(f"{x / base:.2f}×" if x and base else '—')
+        out.append('| ' + ' | '.join(cells) + ' |')
+    big = max(order, key=lambda k: k[3])
+    b = next(iter(rows[big].values()))
+    state_gb = 2 * b['N'] * b['H'] * b['V'] * b['K'] * DTYPE_BYTES[b['state']] / 1e9
+    if copy_gbps and b['N'] > 1:
+        out += ['', f"At N = {b['N']} the states alone are {state_gb:.2f} GB read and written: "
+                f"{state_floor_us(b, copy_gbps):.0f} µs at the copy rate, the floor for that call whatever the host does."]
+    return '\n'.join(out)
+
 def details_table(records: list[dict], copy_gbps: float | None = None) -> str:
     "Markdown: every record in full (those of cases that did not run are left out)."
-    head = ['group', 'case', 'H', 'T', 'N', 'state', 'impl', 'status', 'median ms', 'min ms', 'max ms', 'calls',
+    head = ['group', 'case', 'H', 'T', 'N', 'state', 'impl', 'status', 'median ms', 'min ms', 'max ms', 'e2e ms', 'calls',
             'sets', 'MB moved', 'GB/s', '% of copy', '× fla', 'err out', 'err state', 'vs fla out', 'vs fla state']
     lines = ['| ' + ' | '.join(head) + ' |', '|' + '|'.join(['---'] * 8 + ['---:'] * (len(head) - 8)) + '|']
     for r in records:
@@ -707,14 +842,16 @@ def details_table(records: list[dict], copy_gbps: float | None = None) -> str:
         pct = _f(100 * r['gbps'] / copy_gbps, '.0f') if r['gbps'] and copy_gbps else '—'
         state = r['state'] + (f" ({r['impl_state']})" if r['impl_state'] != r['state'] else '')
         cells = [r['group'], r['case'], r['H'], r['T'], r['N'], state, r['impl'], r['status'], _f(r['median_ms']),
-                 _f(r['min_ms']), _f(r['max_ms']), r['n_calls'], r['n_sets'], _f(r['bytes'] / 1e6, '.1f'),
+                 _f(r['min_ms']), _f(r['max_ms']), _f(r.get('e2e_median_ms'), '.4f'), r['n_calls'], r['n_sets'],
+                 _f(r['bytes'] / 1e6, '.1f'),
                  _f(r['gbps'], '.0f'), pct, _f(r['speedup_vs_fla'], '.2f'), _f(r['err_out'], '.1e'),
                  _f(r['err_state'], '.1e'), _f(r['vs_fla_out'], '.1e'), _f(r['vs_fla_state'], '.1e')]
         lines.append('| ' + ' | '.join(map(str, cells)) + ' |')
     return '\n'.join(lines)
 
 GROUP_TITLES = dict(anchor="The anchors' cases", T='Time against T (one sequence)',
-                    N='Time against the number of sequences (fixed total tokens)')
+                    N='Time against the number of sequences (fixed total tokens)',
+                    small='Small calls: time per call end to end (µs)')
 
 def runs_row(records: list[dict]) -> list[str]:
     "A table row naming the runs a merged file's records come from (none when they come from one run)."
@@ -760,15 +897,19 @@ def markdown_report(records: list[dict], env: dict, meta: dict | None = None) ->
            'the implementation\'s median in the same run. fla\'s state is always fp32; FlashKDA and kda_nb use the '
            'case\'s state dtype. The kda_nb reference is the chunked PyTorch form of `03_chunked` in fp32, timed '
            + (f"only on problems of at most {s('ref_max_tokens', 8192)} tokens." if s('ref_max_tokens', 8192)
-              else 'on every case.')]
-    out += ['', summary_md(records, details=details_table(records, env.get('copy_gbps')))]
+              else 'on every case.')
+           + (f" fla runs on its own kernels (`FLA_FLASH_KDA={env['fla_flash_kda']}`: fla 0.6 would otherwise hand "
+              "`chunk_kda` to FlashKDA when `flash_kda` is installed)." if env.get('fla_flash_kda') == '0' else '')
+           + (' The small calls are also timed end to end, host included (their table says how).'
+              if any(r['group'] == 'small' for r in records) else '')]
+    out += ['', summary_md(records, details=details_table(records, env.get('copy_gbps')), copy_gbps=env.get('copy_gbps'))]
     return '\n'.join(out) + '\n'
 
-def summary_md(records: list[dict], details: str = '') -> str:
+def summary_md(records: list[dict], details: str = '', copy_gbps: float | None = None) -> str:
     "Markdown: the table of each group, `details` (if given), and what was skipped, failed or not run, with the reasons."
     out = []
-    for g in ('anchor', 'T', 'N'):
-        t = pivot_table(records, g)
+    for g in ('anchor', 'T', 'N', 'small'):
+        t = pivot_table(records, g, copy_gbps)
         if t: out += [f"## {GROUP_TITLES[g]}", '', t, '']
     if details: out += ['## Every measurement', '', details, '']
     notes = list(dict.fromkeys((r['impl'], r['status'], r['reason']) for r in records
@@ -794,13 +935,14 @@ def case_label(r: dict) -> str:
     return f"{r['group']} {r['case']}, H={r['H']}, T={r['T']}, N={r['N']}, {r['state']} state"
 
 def sort_records(records: list[dict]) -> list[dict]:
-    "The report's order (not the run's): anchors by H (largest first), layout and state; T by T; N by N."
+    "The report's order (not the run's): anchors by H (largest first), layout and state; T by T; N by N; small: one-token by N, then by T."
     names = lambda c: 0 if c == 'fixed' else 1 if c.startswith('varlen six') else 2
     states = lambda s: list(STATES).index(s) if s in STATES else len(STATES)
-    impl = lambda i: IMPLS.index(i) if i in IMPLS else len(IMPLS)
+    impl = lambda i: _ORDER.index(i) if i in _ORDER else len(_ORDER)
     def key(r):
-        g = ('anchor', 'T', 'N').index(r['group']) if r['group'] in ('anchor', 'T', 'N') else 3
+        g = GROUPS.index(r['group']) if r['group'] in GROUPS else len(GROUPS)
         if r['group'] == 'anchor': k = (-r['H'], names(r['case']), r['case'], states(r['state']))
+        elif r['group'] == 'small': k = (r['T'] != r['N'], r['N'], r['T'], r['H'], states(r['state']))
         else: k = (r['T'] if r['group'] == 'T' else r['N'], r['H'], states(r['state']), r['T'], r['N'])
         return (g, k, impl(r['impl']))
     return sorted(records, key=key)
@@ -954,16 +1096,17 @@ def _names(s: str) -> list[str]: return [x.strip() for x in s.split(',') if x.st
 
 def build_cases(groups, cpu: bool, quick: bool, *, anchor_T=None, Hs=None, states=('bf16', 'fp32'), min_T=None,
                 max_T=None, T_step: int = 2, sweep_H=None, sweep_state='fp32', seq_total=None, max_seqs=None,
-                D: int = 128) -> list[Case]:
+                D: int = 128, small_H=None, small_Ns=None, small_Ts=None) -> list[Case]:
     """The cases of a run, in the order they run: defaults by machine (GPU or CPU) and length (`quick`), overridden
     by what is given. The anchors with the first of `states` run where 'anchor' stands in `groups`; the anchors with
     the other states run last, after the sweeps (the most important numbers first, for a run that may be cut short)."""
     if cpu:
         d = dict(anchor_T=256, Hs=(2,), min_T=64, max_T=256 if quick else 1024, sweep_H=2, seq_total=256,
-                 max_seqs=16 if quick else 64)
+                 max_seqs=16 if quick else 64, small_H=2, small_Ns=(1, 4, 16), small_Ts=(16, 64))
     else:
         d = dict(anchor_T=8192, Hs=(96, 64), min_T=1024, max_T=32768 if quick else 262144, sweep_H=64,
-                 seq_total=16384 if quick else 65536, max_seqs=1024 if quick else 4096)
+                 seq_total=16384 if quick else 65536, max_seqs=1024 if quick else 4096, small_H=32,
+                 small_Ns=(1, 64, 256), small_Ts=(16, 64, 256))
     v = lambda name, x: d[name] if x is None else x
     states = tuple(states)
     cases, later = [], []
@@ -978,7 +1121,9 @@ def build_cases(groups, cpu: bool, quick: bool, *, anchor_T=None, Hs=None, state
             total = v('seq_total', seq_total)
             cases += n_sweep(total, [n for n in powers_of(4, 1, v('max_seqs', max_seqs)) if n <= total],
                              v('sweep_H', sweep_H), sweep_state, D)
-        else: raise ValueError(f"unknown case group {g!r}: choose from anchor, T, N")
+        elif g == 'small':
+            cases += small_cases(v('small_Ns', small_Ns), v('small_Ts', small_Ts), v('small_H', small_H), 'fp32', D)
+        else: raise ValueError(f"unknown case group {g!r}: choose from {', '.join(GROUPS)}")
     return cases + later
 
 def default_tag(device, quick: bool) -> str:
@@ -1012,15 +1157,21 @@ def _print_phases(run: Run):
             f"{c['impl']} {c['seconds']:.1f} s on {c['shape']} ({c['case']})" for c in run.first_calls), flush=True)
 
 def main(argv=None, t0: float | None = None) -> list[dict]:
-    """Command line: `python -m kda_nb.bench [--quick] [--cases anchor,T,N] [--deadline S] [--out DIR] ...`.
+    """Command line: `python -m kda_nb.bench [--quick] [--cases anchor,T,N,small] [--deadline S] [--out DIR] ...`.
     `t0` is the `time.monotonic()` the deadline counts from (default: now; the command line passes its process's start)."""
     run = Run(t0=time.monotonic() if t0 is None else t0)
     ap = argparse.ArgumentParser(prog='python -m kda_nb.bench',
                                  description='Time KDA forward implementations on the same inputs, each checked first.')
     ap.add_argument('--device', default=None, help="'cuda' or 'cpu' (default: cuda when available)")
     ap.add_argument('--quick', action='store_true', help='smaller sweeps and fewer calls')
-    ap.add_argument('--cases', default='anchor,T,N', help='groups to run: anchor, T, N (default: all)')
-    ap.add_argument('--impls', default=','.join(IMPLS), help=f"implementations (default: {','.join(IMPLS)})")
+    ap.add_argument('--cases', default=','.join(GROUPS),
+                    help='groups to run: anchor, T, N, small (default: all four). small: serving-size calls (one token '
+                         'in each of 1, 64, 256 sequences; one sequence of 16, 64, 256 tokens; H = 32, fp32 state), '
+                         'timed end to end (perf_counter to after torch.cuda.synchronize) as well as with CUDA events')
+    ap.add_argument('--impls', default=','.join(IMPLS),
+                    help=f"implementations (default: {','.join(IMPLS)}); also fla_recurrent (fla's fused_recurrent_kda, "
+                         f"on the one-token small cases) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION)} "
+                         "(earlier kernels)")
     ap.add_argument('--H', default=None, help='heads of the anchor cases (default 96,64; CPU: 2)')
     ap.add_argument('--anchor-T', type=int, default=None, help='tokens of the anchor cases (default 8192; CPU: 256)')
     ap.add_argument('--states', default='bf16,fp32',
@@ -1032,6 +1183,15 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
     ap.add_argument('--sweep-state', default='fp32', choices=list(STATES), help='state dtype in both sweeps')
     ap.add_argument('--seq-total', type=int, default=None, help='tokens of the N sweep (default 65536, quick 16384)')
     ap.add_argument('--max-seqs', type=int, default=None, help='most sequences in the N sweep (default 4096)')
+    ap.add_argument('--small-N', default=None, help='sequences of one token in the small group (default 1,64,256; CPU: 1,4,16)')
+    ap.add_argument('--small-T', default=None, help='tokens of the one-sequence small cases (default 16,64,256; CPU: 16,64)')
+    ap.add_argument('--small-H', type=int, default=None, help='heads in the small group (default 32; CPU: 2)')
+    ap.add_argument('--e2e-calls', type=int, default=None,
+                    help='end-to-end timed calls per small case (default 200, quick 100; CPU: 5)')
+    ap.add_argument('--e2e-warmup', type=int, default=None, help='warm-up calls before them (default 20, quick 10; CPU: 1)')
+    ap.add_argument('--e2e-budget', type=float, default=2.0,
+                    help='seconds of end-to-end calls per implementation and case: past it, a slow one stops after '
+                         '10 calls (default 2)')
     ap.add_argument('--D', type=int, default=128, help='head dimension K = V (the kernels and FlashKDA take 128)')
     ap.add_argument('--ref-max-tokens', type=int, default=None,
                     help='largest problem the slow reference is timed on (default 8192; CPU: no limit)')
@@ -1071,7 +1231,9 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
     tag = a.tag or default_tag(dev, a.quick)
     cases = build_cases(_names(a.cases), cpu, a.quick, anchor_T=a.anchor_T, Hs=_ints(a.H) if a.H else None,
                         states=_names(a.states), min_T=a.min_T, max_T=a.max_T, T_step=a.T_step, sweep_H=a.sweep_H,
-                        sweep_state=a.sweep_state, seq_total=a.seq_total, max_seqs=a.max_seqs, D=a.D)
+                        sweep_state=a.sweep_state, seq_total=a.seq_total, max_seqs=a.max_seqs, D=a.D,
+                        small_H=a.small_H, small_Ns=_ints(a.small_N) if a.small_N else None,
+                        small_Ts=_ints(a.small_T) if a.small_T else None)
     ref_max = a.ref_max_tokens if a.ref_max_tokens is not None else (None if cpu else 8192)
     impls = _names(a.impls)
     backends = default_backends(impls, ref_max)
@@ -1082,6 +1244,7 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
         n = len(cases)
         cases = [c for c in cases if (c.group, c.name, c.H, c.T, c.N, c.state) not in done]
         print(f"resume: {n - len(cases)} of {n} cases already measured in {merge_from}; {len(cases)} to run", flush=True)
+    if {'fla', 'fla_recurrent'} & set(impls): fla_own_kernels()     # (before `environment` records it)
     command = 'python -m kda_nb.bench' + ''.join(f' {x}' for x in (sys.argv[1:] if argv is None else argv))
     t = time.monotonic()
     env = environment(dev, command, a.commit)
@@ -1098,7 +1261,7 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
             why = bk.why_not(cases[0], dev) if cases else None
             fla_live |= bk.name == 'fla' and why is None
             why = 'runs' if why is None else 'not available: ' + why
-        print(f"  {LABELS.get(bk.name, bk.name):>16}: {why}", flush=True)
+        print(f"  {LABELS.get(bk.name, bk.name):>23}: {why}", flush=True)
     run.add('kernel load', time.monotonic() - t)
     if fla_live:
         t = time.monotonic()
@@ -1115,7 +1278,10 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
                     max_calls=a.calls or (10 if cpu else 30 if a.quick else 100),
                     min_calls=a.min_calls or (2 if cpu else 10),
                     budget_s=a.budget or (0.05 if cpu else 0.2 if a.quick else 0.5),
-                    l2_bytes=env['l2_bytes'] or L2_BYTES_H200, mem_cap=int(a.set_mem * 2**30))
+                    l2_bytes=env['l2_bytes'] or L2_BYTES_H200, mem_cap=int(a.set_mem * 2**30),
+                    e2e_calls=a.e2e_calls if a.e2e_calls is not None else (5 if cpu else 100 if a.quick else 200),
+                    e2e_warmup=a.e2e_warmup if a.e2e_warmup is not None else (1 if cpu else 10 if a.quick else 20),
+                    e2e_budget_s=a.e2e_budget)
     run.deadline = None if math.isinf(a.deadline) else a.deadline
     env['settings'] = dict(settings, check_heads=a.check_heads, ref_max_tokens=ref_max, D=a.D, deadline=run.deadline)
     run.new_class_s = a.new_class_s if a.new_class_s is not None else (100.0 if fla_live else 0.0)
@@ -1138,7 +1304,8 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
         records, paths = save(records, final=True)
         run.phases['total'] = run.elapsed()
         print('\nwrote ' + ', '.join(str(p) for p in paths.values()), flush=True)
-        print(f"\n{env['gpu']}, {env['date']}, commit {env['commit']}\n\n" + summary_md(records), flush=True)
+        print(f"\n{env['gpu']}, {env['date']}, commit {env['commit']}\n\n" + summary_md(records, copy_gbps=env['copy_gbps']),
+              flush=True)
     _print_phases(run)
     meta = run_summary(records, run)
     if not meta['complete']:

@@ -201,3 +201,63 @@ def test_resume_measures_only_what_is_missing(tmp_path):
     assert doc['complete'] and doc['cases'] == 3 and len(doc['records']) == len(recs) == 12
     assert [r for r in recs if r['T'] in (32, 64)] == first                  # kept as they were, not measured again
     assert [r['T'] for r in recs if r['impl'] == 'reference' and r['status'] == 'ok'] == [32, 64, 128]
+
+
+def test_small_cases_defaults_and_order():
+    assert GROUPS == ('anchor', 'T', 'N', 'small')
+    gpu = build_cases(list(GROUPS), cpu=False, quick=False)
+    small = [c for c in gpu if c.group == 'small']
+    assert [(c.N, c.T, c.varlen) for c in small] == [(1, 1, True), (64, 64, True), (256, 256, True), (1, 16, False),
+                                                     (1, 64, False), (1, 256, False)]
+    assert {(c.H, c.K, c.V, c.state) for c in small} == {(32, 128, 128, 'fp32')}
+    assert [c.group for c in gpu][-12:] == ['small'] * 6 + ['anchor'] * 6    # after the sweeps, before fp32 anchors
+    cpu = build_cases(['small'], cpu=True, quick=True, D=16)
+    assert [(c.N, c.T, c.H) for c in cpu] == [(1, 1, 2), (4, 4, 2), (16, 16, 2), (1, 16, 2), (1, 64, 2)]
+    assert make_inputs(cpu[2])['cu_seqlens'].tolist() == list(range(17)) and make_inputs(cpu[3])['cu_seqlens'] is None
+    bk = default_backends(['fla_recurrent'])[0]
+    assert 'one-token cases only' in bk.why_not(cpu[3], 'cpu') and bk.why_not(cpu[0], 'cpu') is not None
+
+def test_small_table_in_microseconds_with_the_state_floor():
+    from kda_nb.bench import _record
+    recs = []
+    for case in small_cases(Ns=(256,), Ts=(16,)):
+        for impl, e2e, ev in (('kda_nb', 0.05, 0.02), ('flash_kda', 0.1, 0.03), ('fla', 0.2, 0.15),
+                              ('fla_recurrent', 0.08, 0.06)):
+            r = _record(case, impl, 'fp32', 'ok')
+            if impl == 'fla_recurrent' and case.T != case.N: r.update(status='skipped', reason='one-token cases only')
+            else: r.update(median_ms=ev, e2e_median_ms=e2e, e2e_min_ms=e2e, e2e_max_ms=e2e, e2e_calls=200, n_calls=100)
+            recs.append(r)
+    t = small_table(recs, copy_gbps=4000.0)
+    floor = 256 * 32 * 128 * 128 * 4 * 2 / 4000e9 * 1e6                 # the fp32 states at 4 TB/s: 268.4 µs
+    assert ('| case | N | T | H | state floor (µs) | kda_nb (µs) | FlashKDA (µs) | fla chunk_kda (µs) | '
+            'fla fused_recurrent_kda (µs) | FlashKDA ÷ kda_nb, end to end |') in t
+    assert (f"| 256 x 1 token | 256 | 256 | 32 | {floor:.1f} | 50.0 / 20.0 | 100.0 / 30.0 | 200.0 / 150.0 | 80.0 / 60.0 "
+            "| 2.00× | 4.00× | 1.60× |") in t
+    assert '| fixed, 16 tokens | 1 | 16 | 32 | 1.0 | 50.0 / 20.0 | 100.0 / 30.0 | 200.0 / 150.0 | — | 2.00× | 4.00× | — |' in t
+    assert 'median of 200 calls' in t and '4.00 TB/s' in t and 'At N = 256 the states alone are 1.07 GB' in t
+    assert pivot_table(recs, 'small', 4000.0) == t and sort_records(recs[::-1])[0]['case'] == '256 x 1 token'
+    assert summary_md(recs, copy_gbps=4000.0).startswith('## Small calls: time per call end to end (µs)')
+    assert 'e2e ms' in details_table(recs) and 'events' in case_line(small_cases(Ns=(256,), Ts=())[0], recs[:4])
+
+def test_small_group_runs_on_cpu(tmp_path):
+    recs = main(['--device', 'cpu', '--quick', '--cases', 'small', '--small-H', '1', '--small-N', '1,4', '--small-T', '16',
+                 '--D', '16', '--e2e-calls', '3', '--impls', 'kda_nb,flash_kda,fla,fla_recurrent,reference',
+                 '--out', str(tmp_path), '--no-plots'])
+    ref = [r for r in recs if r['impl'] == 'reference']
+    assert [(r['case'], r['N'], r['T']) for r in ref] == [('1 x 1 token', 1, 1), ('4 x 1 token', 4, 4),
+                                                          ('fixed, 16 tokens', 1, 16)]
+    for r in ref:
+        assert r['status'] == 'ok' and r['group'] == 'small' and r['e2e_calls'] == 3 and r['n_calls'] >= 1
+        assert isinstance(r['e2e_median_ms'], float) and 0 < r['e2e_min_ms'] <= r['e2e_median_ms'] <= r['e2e_max_ms']
+        assert r['err_out'] < 2e-2 and r['err_state'] < 2e-2
+    by = {(r['impl'], r['T']): r for r in recs}
+    assert 'one-token cases only' in by['fla_recurrent', 16]['reason'] and by['fla_recurrent', 1]['status'] == 'skipped'
+    doc = load_run(tmp_path / 'benchmarks' / 'results_cpu_quick.json')
+    assert doc['complete'] and len(doc['records']) == 15
+    for r in doc['records']:
+        assert all(k in r for k in REQUIRED + ENV_KEYS + ('e2e_median_ms', 'e2e_min_ms', 'e2e_max_ms', 'e2e_calls'))
+        assert isinstance(r['e2e_calls'], int) and (r['e2e_median_ms'] is None) == (r['impl'] != 'reference')
+    md = (tmp_path / 'BENCHMARK_CPU_QUICK.md').read_text()
+    assert '## Small calls: time per call end to end (µs)' in md and '**end to end** (wall clock' in md
+    assert '| case | N | T | H | state floor (µs) | kda_nb reference (µs) |' in md and '| 4 x 1 token | 4 | 4 | 1 | — |' in md
+    assert 'timed on the one-token cases only' in md and 'median of 3 calls' in md
