@@ -22,7 +22,7 @@ from .kernels import fwd_cuda, kernels_unavailable_reason
 __all__ = ['FLOATS', 'STATE_DTYPES', 'BACKENDS', 'NO_KERNEL_BACKWARD', 'Problem', 'check_inputs', 'kernel_support', 'fwd_op',
            'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer']
 
-# %% ../nbs/05_api.ipynb #00d7f8dc
+# %% ../nbs/05_api.ipynb #6d281559
 FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 STATE_DTYPES = (torch.bfloat16, torch.float32, torch.float64)
 
@@ -52,8 +52,13 @@ _seqlens_cache: dict = {}
 
 def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
     "Sequence lengths from `cu_seqlens`, its values checked; reused while the same tensor is unchanged."
-    # Tensors made under torch.inference_mode() have no version counter: those are checked every call.
-    version = None if cu_seqlens.is_inference() else cu_seqlens._version
+    # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
+    # every call (no GPU to wait for); on a GPU once, by identity and address: an in-place change of
+    # such a tensor then goes unchecked, and is still harmless (every backend reads it safely).
+    if cu_seqlens.is_inference():
+        version = None if cu_seqlens.device.type == 'cpu' else ('inference', cu_seqlens.data_ptr())
+    else:
+        version = cu_seqlens._version
     hit = _seqlens_cache.get(id(cu_seqlens))
     if version is not None and hit is not None and hit[0]() is cu_seqlens and hit[1] == version and hit[2][-1] == T:
         return hit[3]
@@ -71,7 +76,9 @@ def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
     return seqlens
 
 def _same_memory(a, b) -> bool:
-    return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+    "Do the bytes of `a` and `b` overlap? (Addresses only: cheaper than comparing their storages.)"
+    pa, pb = a.data_ptr(), b.data_ptr()
+    return a.device == b.device and pa < pb + b.nbytes and pb < pa + a.nbytes
 
 def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
                  final_state=None, cu_seqlens=None, *, check_seqlens: bool = True, values: bool = True) -> Problem:

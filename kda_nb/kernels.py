@@ -94,9 +94,17 @@ def check_binding_compiles() -> str:
     if res.returncode != 0: raise RuntimeError(f"kda_binding.cpp does not compile:\n{res.stderr[-3000:]}")
     return ' '.join(cmd[:4] + ['...', cmd[-1]])
 
-# %% ../nbs/04_kernels.ipynb #460fd1e7
+# %% ../nbs/04_kernels.ipynb #14acb3c7
+_device_reasons: dict = {}      # device -> kernels_unavailable_reason(device): a device does not change
+
 def kernels_unavailable_reason(device=None) -> str | None:
     "Why kda_nb's CUDA kernels cannot run on `device` (default: the current CUDA device); None if they can."
+    if device is not None and device in _device_reasons: return _device_reasons[device]
+    reason = _unavailable_reason(device)
+    if device is not None: _device_reasons[device] = reason
+    return reason
+
+def _unavailable_reason(device) -> str | None:
     if not torch.cuda.is_available():
         build = ' (a CPU-only build of torch)' if torch.version.cuda is None else ''
         return f"no CUDA device is visible to torch {torch.__version__}{build}"
@@ -148,12 +156,12 @@ def _build(version: str, verbose: bool):
         if saved is None: os.environ.pop('TORCH_CUDA_ARCH_LIST', None)
         else: os.environ['TORCH_CUDA_ARCH_LIST'] = saved
 
-# %% ../nbs/04_kernels.ipynb #2856adbf
+# %% ../nbs/04_kernels.ipynb #f5b7f02e
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
              cu_seqlens=None, seqlens: list[int] | None = None, version: str = KERNEL_VERSION):
     "Launch the kernels on checked inputs, writing `out` and `final_state` in place; copies nothing to the host."
     ext = load_kernels(version=version)
-    if 'kda_layout' not in dir(ext):                 # v1 and v2 took host-made tables and a stream handle
+    if not hasattr(ext, 'kda_layout'):                 # v1 and v2 took host-made tables and a stream handle
         return _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                                      initial_state, final_state, cu_seqlens, seqlens)
     ext.kda_fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,

@@ -66,6 +66,18 @@ def test_inference_mode_inputs():
         with pytest.raises(ValueError, match='cu_seqlens'):
             fwd(**a)
 
+def test_inference_mode_gpu_cu_seqlens_checked_once():
+    "Under inference mode a GPU cu_seqlens is checked the first time only: later calls wait for nothing."
+    if not torch.cuda.is_available(): pytest.skip("needs a CUDA device")
+    with torch.inference_mode():
+        a = _args(device='cuda')
+        fwd(**a, backend='reference')
+        torch.cuda.set_sync_debug_mode('error')
+        try: check_inputs(**a)
+        finally: torch.cuda.set_sync_debug_mode(0)
+        bad = dict(a, cu_seqlens=torch.tensor([0, 30, 10, 40], device='cuda'))
+        with pytest.raises(ValueError, match='cu_seqlens must not decrease'): fwd(**bad)
+
 def test_unknown_backend_raises():
     with pytest.raises(ValueError, match='backend'):
         fwd(**_args(), backend='triton')
