@@ -35,7 +35,7 @@ setuptools.setup(
     python_requires=f'>={min_python}',
     packages=setuptools.find_packages(include=[cfg['lib_name'], cfg['lib_name'] + '.*']),
     include_package_data=True,
-    package_data={cfg['lib_name']: [f'csrc/{d}*.{x}' for d in ('', 'v*/') for x in ('cu', 'cuh', 'h', 'cpp')]},  # kda_nb/csrc -> ../csrc
+    package_data={cfg['lib_name']: [f'csrc/*.{x}' for x in ('cu', 'cuh', 'h', 'cpp')]},  # kda_nb/csrc -> ../csrc: the current kernels (earlier ones live in git history)
     install_requires=cfg.get('requirements', '').split(),
     extras_require={'dev': cfg.get('dev_requirements', '').split()},
     entry_points={

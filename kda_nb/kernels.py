@@ -19,8 +19,9 @@ import torch
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION',
            'RECORD_BYTES', 'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
-           'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda',
-           'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize']
+           'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage',
+           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels',
+           'gate_sweep', 'plot_sweep', 'sanitize']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
@@ -29,8 +30,10 @@ KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's r
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
-KERNEL_VERSIONS = {'v3': '.', 'v2': 'v2', 'v1': 'v1'}     # version -> its folder under csrc/, the library's first
-KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v3')
+KERNEL_VERSIONS = {'v3': None,                             # version -> the commit of main whose csrc/ it is
+                   'v2': '5dd184af464bea6b50472048e08eb1023c8d4ed3',     # csrc/ before v3 (2e9a8e5)
+                   'v1': 'ad8593a82d782fde7bc14d8864fa0a32073ea3ae'}     # csrc/ before v2 (febdf81)
+KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v3'): csrc/ of this tree
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
@@ -56,13 +59,86 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
     "Size of the K1 -> K2 workspace."
     return n_chunks * H * record_bytes
 
+# %% ../nbs/04_kernels.ipynb #00c314e4
+class KernelVersionUnavailable(RuntimeError):
+    "An earlier version of the kernels lives in git history, and no repository here holds it."
+
+def _package_dir() -> Path:
+    import kda_nb
+    return Path(kda_nb.__file__).resolve().parent
+
+def _git(cwd, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(['git', '-C', str(cwd), *args], capture_output=True)
+
+def _repository(version: str, commit: str) -> Path:
+    "The git repository around the package, if it holds `commit`; otherwise a `KernelVersionUnavailable` that says why."
+    from kda_nb._modidx import d
+    lives = f"kda_nb {version} lives in git history (commit {commit[:7]})"
+    clone = f"clone the repository ({d['settings']['git_url']}) to build it"
+    if shutil.which('git') is None: raise KernelVersionUnavailable(f"{lives}; git is not installed here: install it and {clone}")
+    pkg = _package_dir()
+    try: res = _git(pkg, 'rev-parse', '--show-toplevel')
+    except OSError as e: raise KernelVersionUnavailable(f"{lives}; git could not be run ({e})") from None
+    if res.returncode != 0:
+        why = (res.stderr.decode(errors='replace').strip().splitlines() or [''])[0]
+        raise KernelVersionUnavailable(f"{lives}; this installation has no git repository ({pkg}: {why}): {clone}")
+    top = Path(res.stdout.decode().strip())
+    if _git(top, 'cat-file', '-e', f'{commit}^{{commit}}').returncode != 0:
+        shallow = _git(top, 'rev-parse', '--is-shallow-repository').stdout.decode().strip() == 'true'
+        raise KernelVersionUnavailable(f"{lives}; the repository at {top} does not hold that commit: "
+                                       + ("it is a shallow clone, `git fetch --unshallow` brings the history" if shallow
+                                          else clone))
+    return top
+
+def _cache_root() -> Path:
+    "Where earlier versions' sources are written: ~/.cache/kda_nb/csrc (a temporary folder if that cannot be made)."
+    root = Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'kda_nb' / 'csrc'
+    try: root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        import getpass, tempfile
+        root = Path(tempfile.gettempdir()) / f'kda_nb-{getpass.getuser()}' / 'csrc'
+        root.mkdir(parents=True, exist_ok=True)
+    return root
+
+def version_sources(version: str = KERNEL_VERSION) -> Path:
+    "The folder of `version`'s kernel sources: `csrc_dir()` for the library's, an earlier version's `csrc/` from git history."
+    if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
+    commit = KERNEL_VERSIONS[version]
+    if not commit: return csrc_dir()
+    top = _repository(version, commit)
+    res = _git(top, 'ls-tree', '-z', commit, 'csrc/')
+    if res.returncode != 0: raise RuntimeError(f"git ls-tree {commit} csrc/ failed: {res.stderr.decode(errors='replace')}")
+    blobs = {}                                             # file name -> blob id, the files of csrc/ itself
+    for entry in filter(None, res.stdout.decode().split('\0')):
+        meta, path = entry.split('\t', 1)
+        _, kind, blob = meta.split()
+        if kind == 'blob': blobs[Path(path).name] = blob
+    dest = _cache_root() / f'{version}-{commit[:12]}'
+    dest.mkdir(exist_ok=True)
+    for name, blob in blobs.items():                       # every call: a cached file that differs is put right
+        data = _git(top, 'cat-file', 'blob', blob).stdout
+        if (dest / name).is_file() and (dest / name).read_bytes() == data: continue
+        tmp = dest / f'.{name}.{os.getpid()}'
+        tmp.write_bytes(data)
+        os.replace(tmp, dest / name)                       # atomic: another process never reads half a file
+    for p in dest.iterdir():
+        if p.is_file() and not p.name.startswith('.') and p.name not in blobs: p.unlink()
+    return dest
+
+def version_unavailable_reason(version: str) -> str | None:
+    "Why the sources of `version` cannot be had here (None if they can)."
+    try: version_sources(version)
+    except KernelVersionUnavailable as e: return str(e)
+    return None
+
+
 # %% ../nbs/04_kernels.ipynb #4bc6c527
 def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
     "Compile each kernel source of `version` with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
     rows = []
-    folder = csrc_dir() / KERNEL_VERSIONS[version]
+    folder = version_sources(version)                     # an earlier version: from git history
     for src in [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu') if (folder / f).exists()]:
         cmd = [str(nvcc), '-std=c++17', '-O3', '-lineinfo', f'-gencode=arch=compute_{arch[3:]},code={arch}',
                '-Xptxas', '-v', '-c', str(folder / src), '-o', os.devnull]
@@ -121,12 +197,13 @@ _loaded: dict = {}              # version -> the loaded extension
 _build_failures: dict = {}      # version -> why its build failed (not retried in this process)
 
 def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
-    "Build (first call; cached by torch afterwards) and load the kernels' extension; `version` picks an earlier one."
+    "Build (first call; cached by torch afterwards) and load the kernels' extension; `version` picks an earlier one (from git history)."
     if version in _loaded: return _loaded[version]
     if version in _build_failures: raise RuntimeError(_build_failures[version])
     reason = kernels_unavailable_reason()
     if reason: raise RuntimeError(f"kda_nb's CUDA kernels cannot run here: {reason}")
     if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
+    if KERNEL_VERSIONS[version]: version_sources(version)    # no history here: says so at once, and is no failed build
     try:
         _loaded[version] = _build(version, verbose)
     except Exception as e:
@@ -136,7 +213,7 @@ def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
 
 def _build(version: str, verbose: bool):
     from torch.utils.cpp_extension import load_inline
-    src = (csrc_dir() / KERNEL_VERSIONS[version]).resolve()
+    src = version_sources(version)                        # an earlier version: from git history
     files = [f for f in CSRC_FILES if (src / f).exists()]           # v1 and v2 had no layout kernel
     kernels = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu') if f in files]
     digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in files)

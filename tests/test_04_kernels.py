@@ -4,6 +4,67 @@ import pytest
 from kda_nb.kernels import *
 
 
+import re
+import shutil
+import subprocess
+from pathlib import Path
+import pytest
+
+EARLIER = [v for v in KERNEL_VERSIONS if v != KERNEL_VERSION]
+
+def test_csrc_holds_the_current_kernels_only():
+    "csrc/ has the library's files and no folder of an earlier version: those are named by full commit ids."
+    assert KERNEL_VERSIONS[KERNEL_VERSION] is None and version_sources() == csrc_dir()
+    assert all((csrc_dir() / f).is_file() for f in CSRC_FILES)
+    assert [p.name for p in csrc_dir().iterdir() if p.is_dir()] == []
+    assert all(re.fullmatch('[0-9a-f]{40}', KERNEL_VERSIONS[v]) for v in EARLIER)
+    with pytest.raises(ValueError, match='version must be one of'): version_sources('v0')
+
+@pytest.mark.parametrize('version', EARLIER)
+def test_earlier_version_from_git_history(version, tmp_path, monkeypatch):
+    "An earlier version's files are exactly `git show <commit>:csrc/<file>`, written to the cache; an edited copy is put right."
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
+    reason = version_unavailable_reason(version)
+    if reason: pytest.skip(reason)
+    src, commit = version_sources(version), KERNEL_VERSIONS[version]
+    assert src == tmp_path / 'kda_nb' / 'csrc' / f'{version}-{commit[:12]}'
+    files = set(CSRC_FILES) - {'kda_layout.cu'}                       # v1 and v2 had no layout kernel
+    assert {p.name for p in src.iterdir()} == files
+    top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=csrc_dir(), capture_output=True, text=True).stdout.strip()
+    show = lambda f: subprocess.run(['git', '-C', top, 'show', f'{commit}:csrc/{f}'], capture_output=True, check=True).stdout
+    for f in files: assert (src / f).read_bytes() == show(f), f
+    (src / 'kda_prepare.cu').write_text('// edited')
+    (src / 'stray.cu').write_text('')
+    assert version_sources(version) == src and (src / 'kda_prepare.cu').read_bytes() == show('kda_prepare.cu')
+    assert not (src / 'stray.cu').exists()
+
+def test_earlier_version_without_history_says_why(tmp_path, monkeypatch):
+    "No repository, a repository without the commit, no git: a clear reason, never a subprocess traceback; nothing built."
+    import kda_nb.kernels as K
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path))
+    wheel = tmp_path / 'site-packages' / 'kda_nb'; wheel.mkdir(parents=True)
+    monkeypatch.setattr(K, '_package_dir', lambda: wheel)              # an installed wheel: no repository around it
+    v = EARLIER[0]; short = KERNEL_VERSIONS[v][:7]
+    with pytest.raises(K.KernelVersionUnavailable, match=rf"kda_nb {v} lives in git history \(commit {short}\); this "
+                                                      "installation has no git repository .*clone the repository"):
+        K.version_sources(v)
+    assert 'no git repository' in K.version_unavailable_reason(v)
+    assert K.version_sources(K.KERNEL_VERSION) == K.csrc_dir()        # the library's own needs no git
+    builds = []
+    monkeypatch.setattr(K, '_build', lambda version, verbose: builds.append(version))
+    monkeypatch.setattr(K, 'kernels_unavailable_reason', lambda device=None: None)
+    monkeypatch.setattr(K, '_loaded', {})
+    monkeypatch.setattr(K, '_build_failures', {})
+    with pytest.raises(K.KernelVersionUnavailable, match='no git repository'): K.load_kernels(version=v)
+    assert builds == [] and K._build_failures == {}
+    if shutil.which('git'):                                            # a repository without the commit
+        subprocess.run(['git', 'init', '-q', str(tmp_path / 'site-packages')], check=True)
+        with pytest.raises(K.KernelVersionUnavailable, match='does not hold that commit'): K.version_sources(v)
+    monkeypatch.setenv('PATH', str(tmp_path))                          # no git at all
+    with pytest.raises(K.KernelVersionUnavailable, match='git is not installed'): K.version_sources(v)
+
+
 import os
 import shutil
 from pathlib import Path
@@ -12,6 +73,8 @@ import pytest
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 @pytest.mark.parametrize('version', list(KERNEL_VERSIONS))
 def test_kernels_compile_without_spills(version):
+    reason = version_unavailable_reason(version)              # an earlier version needs the git history
+    if reason: pytest.skip(reason)
     usage = nvcc_resource_usage(version=version)
     layout = {LAYOUT_KERNEL} if version == KERNEL_VERSION else set()      # v1 and v2 had none
     assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | layout
