@@ -47,7 +47,7 @@ torch::Tensor kernel_ready(const torch::Tensor& t) {
 }  // namespace
 
 // q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias [H, 128] fp32;
-// states [N, H, 128, 128] fp32 or bf16. cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length
+// states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N] (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length
 // batch (N = B). Everything the launch needs is derived here on the device from shapes and cu_seqlens,
 // with no copy to the host, so the call can be captured in a CUDA graph; it runs on torch's current
 // stream of q's device. Inputs that are misaligned or not contiguous are copied; outputs that are get a
@@ -55,7 +55,7 @@ torch::Tensor kernel_ready(const torch::Tensor& t) {
 void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
              double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
              c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
-             c10::optional<torch::Tensor> cu_seqlens) {
+             c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
     TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", q.sizes());
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
@@ -85,21 +85,40 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     const torch::Tensor bc = kernel_ready(beta);
     const torch::Tensor Ac = kernel_ready(A_log.to(at::kFloat)), dc = kernel_ready(dt_bias.to(at::kFloat));
     torch::Tensor o = usable_as_is(out) ? out : torch::empty_like(out, at::MemoryFormat::Contiguous);
+    // States: one per sequence ([N, H, 128, 128]), or pools of P slots with state_indices [N] naming the
+    // slot each sequence reads and writes (-1: a padding sequence); the two may be one tensor.
+    const bool pooled = state_indices.has_value();
+    int64_t P = N;
+    torch::Tensor slots;
+    if (pooled) {
+        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == N, "state_indices must be [N = ", N,
+                    "], got ", state_indices->sizes());
+        TORCH_CHECK(state_indices->scalar_type() == at::kLong || state_indices->scalar_type() == at::kInt,
+                    "state_indices must be int32 or int64, got ", state_indices->scalar_type());
+        slots = state_indices->to(q.device(), at::kLong).contiguous();
+        P = initial_state.has_value() ? initial_state->size(0) : final_state.has_value() ? final_state->size(0) : INT64_MAX;
+        TORCH_CHECK(!(initial_state.has_value() && final_state.has_value()) || initial_state->size(0) == final_state->size(0),
+                    "initial_state and final_state must be pools of the same size");
+    }
     c10::optional<torch::Tensor> s_in, s_out;
     if (initial_state.has_value()) {
-        state_kind(initial_state, "initial_state", q, N, H);
+        state_kind(initial_state, "initial_state", q, P, H);
         s_in = kernel_ready(*initial_state);
     }
     if (final_state.has_value()) {
-        state_kind(final_state, "final_state", q, N, H);
-        s_out = usable_as_is(*final_state) ? *final_state : torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
+        state_kind(final_state, "final_state", q, P, H);
+        if (usable_as_is(*final_state)) s_out = *final_state;
+        else if (pooled) s_out = final_state->contiguous().clone();       // slots no sequence names keep their values
+        else s_out = torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
     }
 
     kda::FwdArgs a{};
     a.q = qc.data_ptr(); a.k = kc.data_ptr(); a.v = vc.data_ptr(); a.g = gc.data_ptr(); a.beta = bc.data_ptr();
     a.A_log = Ac.data_ptr<float>(); a.dt_bias = dc.data_ptr<float>(); a.out = o.data_ptr();
-    a.state_in_kind = state_kind(s_in, "initial_state", q, N, H);
-    a.state_out_kind = state_kind(s_out, "final_state", q, N, H);
+    a.state_in_kind = state_kind(s_in, "initial_state", q, P, H);
+    a.state_out_kind = state_kind(s_out, "final_state", q, P, H);
+    a.state_slot = pooled ? slots.data_ptr<int64_t>() : nullptr;
+    a.n_slots = P;
     a.state_in = s_in.has_value() ? s_in->data_ptr() : nullptr;
     a.state_out = s_out.has_value() ? s_out->data_ptr() : nullptr;
     a.n_seq = static_cast<int>(N); a.H = static_cast<int>(H);

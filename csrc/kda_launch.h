@@ -18,10 +18,13 @@ struct FwdArgs {
     const float* A_log;       // [H]
     const float* dt_bias;     // [H, 128]
     void* out;                // [total_tokens, H, 128] bf16
-    const void* state_in;     // [N, H, 128, 128] (V-first), kind state_in_kind, or null
-    void* state_out;          // same layout, kind state_out_kind, or null
+    const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
+    void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
     int state_in_kind;
     int state_out_kind;
+    const int64_t* state_slot;  // [N]: the pool slot sequence n reads and writes, or null (slot n); a slot
+                              // outside [0, n_slots) marks a padding sequence (no state, zero outputs)
+    int64_t n_slots;          // states in the pool (N without state_slot)
     // The batch layout, on the device, as launch_layout builds it: from the caller's cu_seqlens, its
     // token offsets made non-decreasing and clamped to [0, total tokens] (so that no value, however
     // wrong, sends a kernel outside its tensors), or n * T for a fixed-length batch.

@@ -59,7 +59,22 @@ __global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(Fwd
     const int nch = static_cast<int>(p.cu_chunks[n + 1] - chunk0);
     const int vbase = vblk * Ly::VB;                    // first state row of the block
     const int vrow = vbase + warp * 16;                 // first state row of this warp
-    const int64_t state_off = (static_cast<int64_t>(n) * H + h) * D * D;
+    // §slot: the state this sequence reads and writes: its own (n), or a pool slot. A slot outside the
+    // pool (-1 marks padding) means no state is read or written, and the sequence's outputs are zero.
+    // (read again before the state is written, rather than kept in a register across the chunk loop)
+    auto state_offset = [&]() -> int64_t {
+        const int64_t slot = p.state_slot ? __ldg(p.state_slot + n) : n;
+        return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * D * D;
+    };
+    if (state_offset() < 0) {
+        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS) {
+            const int64_t tok = tok0 + i / (Ly::VB / 8);
+            *reinterpret_cast<uint4*>(out + (tok * H + h) * D + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
+        }
+        return;
+    }
+    int64_t state_off = state_offset();
 
     // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1)
     float S[16][4];
@@ -251,6 +266,7 @@ __global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(Fwd
 
     // §state_out
     if (p.state_out_kind != STATE_NONE) {
+        state_off = state_offset();
 #pragma unroll
         for (int j = 0; j < 16; ++j)
 #pragma unroll

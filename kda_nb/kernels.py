@@ -233,16 +233,17 @@ def _build(version: str, verbose: bool):
         if saved is None: os.environ.pop('TORCH_CUDA_ARCH_LIST', None)
         else: os.environ['TORCH_CUDA_ARCH_LIST'] = saved
 
-# %% ../nbs/04_kernels.ipynb #f5b7f02e
+# %% ../nbs/04_kernels.ipynb #454842c9
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-             cu_seqlens=None, seqlens: list[int] | None = None, version: str = KERNEL_VERSION):
+             cu_seqlens=None, seqlens: list[int] | None = None, version: str = KERNEL_VERSION, state_indices=None):
     "Launch the kernels on checked inputs, writing `out` and `final_state` in place; copies nothing to the host."
     ext = load_kernels(version=version)
     if not hasattr(ext, 'kda_layout'):                 # v1 and v2 took host-made tables and a stream handle
+        if state_indices is not None: raise ValueError(f"kernels {version} have no state pools (state_indices)")
         return _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                                      initial_state, final_state, cu_seqlens, seqlens)
     ext.kda_fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
-                cu_seqlens)
+                cu_seqlens, state_indices)
     return out, final_state
 
 # %% ../nbs/04_kernels.ipynb #517a0b10
@@ -325,7 +326,7 @@ def plot_sweep(fixed: list[dict], varlen: list[dict]):
     fig.tight_layout()
     return fig
 
-# %% ../nbs/04_kernels.ipynb #7808d9c3
+# %% ../nbs/04_kernels.ipynb #4aacc910
 SANITIZE_CASE = '''
 import torch
 from kda_nb.layout import random_inputs
@@ -344,6 +345,14 @@ for cu in ([0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 4
     o, s = run_kernels(inp)
     torch.cuda.synchronize()
     assert torch.isfinite(o).all()
+# a state pool updated in place, with a padding sequence and an index outside the pool (unchecked)
+inp = random_inputs(1, 0, 2, 128, seqlens=[5, 17, 9, 30], device='cuda', seed=4)
+pool = torch.randn(3, 2, 128, 128, device='cuda')
+out = torch.empty_like(inp['v'])
+fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool, final_state=pool,
+         state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
+torch.cuda.synchronize()
+assert torch.isfinite(out).all() and (out[:, 5:31] == 0).all()
 # a misaligned view of dt_bias and of q
 inp = random_inputs(1, 33, 2, 128, device='cuda', seed=3)
 for name in ('dt_bias', 'q'):

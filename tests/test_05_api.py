@@ -258,3 +258,74 @@ def test_kernel_path_backward_says_why():
     out, fs = kda(q, *(inp[n] for n in ('k', 'v', 'g', 'beta', 'A_log', 'dt_bias')), initial_state=inp['initial_state'],
                   cu_seqlens=inp['cu_seqlens'])
     with pytest.raises(NotImplementedError, match='no backward yet'): out.float().sum().backward()
+
+POOL_CASES = [('fp32', torch.int64, False), ('bf16', torch.int32, True), ('fp32', torch.int32, True)]
+
+def check_pool(device, state, itype, in_place, varlen=True, K=16):
+    "Pools against the same problem run on gathered states: slots, padding, untouched slots."
+    dt = {'fp32': torch.float32, 'bf16': torch.bfloat16}[state]
+    inp = random_inputs(1 if varlen else 4, 0 if varlen else 21, 2, K, seqlens=[7, 3, 12, 1] if varlen else None,
+                        state=None, device=device, seed=5)
+    pool_in = torch.randn(6, 2, K, K, device=device).to(dt)
+    pool_out = pool_in if in_place else torch.randn(6, 2, K, K, device=device).to(dt)
+    before_in, before_out = pool_in.clone(), pool_out.clone()
+    idx = torch.tensor([5, -1, 0, 2], dtype=itype, device=device)
+    out = torch.full_like(inp['v'], float('nan'))
+    fwd(**inp | dict(initial_state=pool_in), out=out, final_state=pool_out, state_indices=idx)
+    ref_out = torch.empty_like(out)
+    ref_fs = torch.empty(4, 2, K, K, dtype=dt, device=device)
+    fwd(**inp | dict(initial_state=before_in[[5, 0, 0, 2]]), out=ref_out, final_state=ref_fs, backend='reference')
+    for n in (0, 2, 3):
+        assert rel_rms(pool_out[int(idx[n])], ref_fs[n]) < 8e-3, n
+    assert torch.equal(pool_out[[1, 3, 4]], before_out[[1, 3, 4]])         # unnamed slots: bitwise unchanged
+    span = slice(7, 10) if varlen else slice(1, 2)
+    pad = out[:, span] if varlen else out[1]
+    assert (pad == 0).all() and torch.isfinite(out).all()
+    keep = torch.ones(out.shape[1] if varlen else out.shape[0], dtype=torch.bool)
+    keep[span] = False
+    assert rel_rms(out[:, keep] if varlen else out[keep], ref_out[:, keep] if varlen else ref_out[keep]) < 6e-3
+
+@pytest.mark.parametrize('state,itype,in_place', POOL_CASES)
+def test_state_pools_reference(state, itype, in_place):
+    check_pool('cpu', state, itype, in_place)
+    check_pool('cpu', state, itype, in_place, varlen=False)
+
+def test_state_pool_errors():
+    a = _args()
+    pool = torch.zeros(3, 2, 8, 8)
+    a.update(initial_state=pool, final_state=pool)
+    for idx, msg in ((torch.tensor([0, 3]), r'state_indices must be in \[-1, 3\)'),
+                     (torch.tensor([1, 1]), 'must not name a slot twice'),
+                     (torch.tensor([0, 1, 2]), 'one entry per sequence'),
+                     (torch.tensor([0.0, 1.0]), 'state_indices must be int32 or int64')):
+        with pytest.raises((ValueError, TypeError), match=msg): fwd(**a, state_indices=idx)
+    with pytest.raises(ValueError, match='pools of the same size'):
+        fwd(**dict(a, final_state=torch.zeros(4, 2, 8, 8)), state_indices=torch.tensor([0, 1]))
+    fwd(**a, state_indices=torch.tensor([0, 7]), check_seqlens=False)      # unchecked: slot 7 is padding
+    assert (pool[1:] == 0).all() and not (pool[0] == 0).all()
+
+@needs_kernels
+@pytest.mark.parametrize('state,itype,in_place', POOL_CASES)
+def test_state_pools_kernels(state, itype, in_place):
+    check_pool('cuda', state, itype, in_place, K=128)
+    check_pool('cuda', state, itype, in_place, varlen=False, K=128)
+
+@needs_kernels
+def test_state_pool_graph_replay():
+    "A captured pooled step replays with new slot numbers written into the same index buffer."
+    inp, out, _ = _cuda_problem()
+    pool = torch.randn(8, 4, 128, 128, device='cuda')
+    idx = torch.tensor([3, 0, 6], device='cuda')
+    a = dict(inp, initial_state=pool, final_state=pool, out=out)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side): fwd(**a, state_indices=idx)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): fwd(**a, state_indices=idx)
+    for new in ([1, -1, 7], [5, 2, 4], [-1, -1, 0]):
+        idx.copy_(torch.tensor(new))
+        expect_pool, expect_out = pool.clone(), torch.empty_like(out)
+        fwd(**dict(a, initial_state=expect_pool, final_state=expect_pool, out=expect_out), state_indices=idx.clone())
+        graph.replay()
+        assert torch.equal(pool, expect_pool) and torch.equal(out, expect_out), new
