@@ -200,7 +200,7 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
     return Backend('kda_nb' if which == 'cuda' else 'reference', why_not, bind)
 
 def kernels_version_backend(version: str) -> Backend:
-    "An earlier version of the kernels (csrc/v1/, csrc/v2/), timed beside the current one to show what a change bought."
+    "An earlier version of the kernels (from git history: `KERNEL_VERSIONS` names its commit), timed beside the current one to show what a change bought."
     def why_not(case, device):
         return _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device, version)
     def bind(inp, case):
@@ -1322,8 +1322,13 @@ def main(argv=None, t0: float | None = None) -> list[dict]:
     return records
 
 # %% ../nbs/07_bench.ipynb #363c3dac
-#| eval: false
-if __name__ == '__main__':
+def _in_a_cell() -> bool:
+    """True when this runs as a cell of IPython or Jupyter, which runs cells as `__main__` too: the command line
+    below is for `python -m` (and IPython's `%run -m`, which runs the module in a namespace of its own)."""
+    ip = getattr(sys.modules.get('IPython'), 'get_ipython', lambda: None)()
+    return ip is not None and ip.user_ns is globals()
+
+if __name__ == '__main__' and not _in_a_cell():
     signal.signal(signal.SIGTERM, sigterm_to_interrupt)      # `timeout` stops the run the way Ctrl-C does
     try: recs = main(t0=time.monotonic() - process_seconds())
     except KeyboardInterrupt: sys.exit(130)                     # (the files were written before)

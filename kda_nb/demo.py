@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import torch
@@ -16,7 +18,7 @@ from .layout import random_inputs, rel_rms
 from .recurrence import kda_recurrent
 
 # %% auto #0
-__all__ = ['demo', 'main']
+__all__ = ['device_problem', 'demo', 'main']
 
 # %% ../nbs/09_demo.ipynb #9a917099
 def _time(f, device, repeats: int) -> float:
@@ -31,44 +33,82 @@ def _time(f, device, repeats: int) -> float:
         ts.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(ts)
 
+def device_problem(device) -> str | None:
+    "Why the demo cannot run on `device` (None if it can): it takes the CPU or a CUDA device torch can see."
+    try: dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError): return "not a device torch knows; use 'cpu' or 'cuda' (or 'cuda:N')"
+    if dev.type == 'cpu': return None
+    if dev.type != 'cuda': return f"the demo runs on 'cpu' or 'cuda', not {dev.type}"
+    if not torch.cuda.is_available():
+        build = ' (a CPU-only build)' if torch.version.cuda is None else ''
+        return f"no CUDA device is visible to torch {torch.__version__}{build}; leave --device out to run on the CPU"
+    n = torch.cuda.device_count()
+    if dev.index is not None and dev.index >= n: return f"torch sees {n} CUDA device{'s' * (n != 1)} (cuda:0 to cuda:{n - 1})"
+    return None
+
 def demo(T: int | None = None, H: int | None = None, device: str | None = None, repeats: int = 5,
          seed: int = 0) -> list[dict]:
-    "Run every available backend on a default problem; print and return error and time per backend."
+    "Run every available backend on a default problem; print each one's error and time as it finishes, and return them."
+    why = device_problem(device) if device is not None else None
+    if why: raise ValueError(f"demo: device {device!r}: {why}")
     dev = torch.device(device or ('cuda' if torch.cuda.is_available() else 'cpu'))
-    T = T or (8192 if dev.type == 'cuda' else 2048)
-    H = H or (16 if dev.type == 'cuda' else 4)
+    if T is None: T = 8192 if dev.type == 'cuda' else 2048
+    if H is None: H = 16 if dev.type == 'cuda' else 4
+    for name, n in (('T', T), ('H', H), ('repeats', repeats)):
+        if n < 1: raise ValueError(f"demo: {name} must be at least 1, got {n}")
     inp = random_inputs(1, T, H, 128, device=dev, seed=seed, state='fp32')
     print(f"KDA forward, T={T}, H={H}, K=V=128, bf16 inputs, fp32 state, on {dev}"
-          + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == 'cuda' else ''))
+          + (f" ({torch.cuda.get_device_name(dev)})" if dev.type == 'cuda' else ''), flush=True)
+    print("fp64 token recurrence (the oracle): ", end='', flush=True)        # (the rest of the line when it is done)
     t0 = time.perf_counter()
     o64, s64 = kda_recurrent(**inp)
-    print(f"fp64 token recurrence (the oracle): {time.perf_counter() - t0:.1f} s")
+    print(f"{time.perf_counter() - t0:.1f} s", flush=True)
     p = check_inputs(**inp, out=torch.empty_like(inp['v']))
+    reasons = {'cuda': kernel_support(inp['q'], inp['v'], p, inp['initial_state']), 'reference': None}
+    for backend, reason in reasons.items():
+        if reason: print(f"{backend:>10}: not available: {reason}", flush=True)
+    print(f"{'backend':>10}  {'out error':>10}  {'state error':>11}  {'time (ms)':>10}", flush=True)
     rows = []
-    for backend in ('cuda', 'reference'):
-        reason = kernel_support(inp['q'], inp['v'], p, inp['initial_state']) if backend == 'cuda' else None
-        if reason:
-            print(f"{backend:>10}: not available: {reason}")
-            continue
+    for backend in (b for b, reason in reasons.items() if reason is None):
+        print(f"{backend:>10}  ", end='', flush=True)          # its name shows while it runs (a first build, the calls)
         out, fs = torch.full_like(inp['v'], float('nan')), torch.empty_like(inp['initial_state'])
         run = lambda: fwd(**inp, out=out, final_state=fs, backend=backend)
         ms = _time(run, dev, repeats)
-        rows.append(dict(backend=backend, out_error=rel_rms(out, o64), state_error=rel_rms(fs, s64), ms=ms))
-    print(f"{'backend':>10}  {'out error':>10}  {'state error':>11}  {'time (ms)':>10}")
-    for r in rows: print(f"{r['backend']:>10}  {r['out_error']:10.2e}  {r['state_error']:11.2e}  {r['ms']:10.3f}")
+        r = dict(backend=backend, out_error=rel_rms(out, o64), state_error=rel_rms(fs, s64), ms=ms)
+        print(f"{r['out_error']:10.2e}  {r['state_error']:11.2e}  {r['ms']:10.3f}", flush=True)
+        rows.append(r)
     return rows
 
 # %% ../nbs/09_demo.ipynb #0a8bc850
+def _at_least_1(s: str) -> int:
+    "argparse type: a whole number of at least 1."
+    try: n = int(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"not a whole number: {s!r}") from None
+    if n < 1: raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+class _Parser(argparse.ArgumentParser):
+    "One line on a bad argument (exit code 2), not the usage block."
+    def error(self, message): self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
 def main(argv=None):
-    "Command line: `python -m kda_nb.demo [--T N] [--H N] [--device cpu|cuda]`."
-    ap = argparse.ArgumentParser(description=__doc__ or "kda_nb demo: every backend against the fp64 recurrence")
-    ap.add_argument('--T', type=int, default=None, help='tokens (default: 8192 on a GPU, 2048 on a CPU)')
-    ap.add_argument('--H', type=int, default=None, help='heads (default: 16 on a GPU, 4 on a CPU)')
+    """Command line: `python -m kda_nb.demo [--T N] [--H N] [--device cpu|cuda] [--repeats N]`. A bad argument (a
+    count below 1, a device this machine lacks) ends it with one line on stderr and exit code 2."""
+    prog = 'kda_nb_demo' if os.path.basename(sys.argv[0] if sys.argv else '') == 'kda_nb_demo' else 'python -m kda_nb.demo'
+    ap = _Parser(prog=prog, description="kda_nb demo: every backend against the fp64 recurrence")
+    ap.add_argument('--T', type=_at_least_1, default=None, help='tokens (default: 8192 on a GPU, 2048 on a CPU)')
+    ap.add_argument('--H', type=_at_least_1, default=None, help='heads (default: 16 on a GPU, 4 on a CPU)')
     ap.add_argument('--device', default=None, help="'cpu' or 'cuda' (default: cuda when available)")
-    ap.add_argument('--repeats', type=int, default=5)
+    ap.add_argument('--repeats', type=_at_least_1, default=5, help='timed calls per backend (default 5)')
     a = ap.parse_args(argv)
+    if a.device is not None and (why := device_problem(a.device)): ap.error(f"argument --device {a.device}: {why}")
     demo(a.T, a.H, a.device, a.repeats)
 
 # %% ../nbs/09_demo.ipynb #4784f379
-#| eval: false
-if __name__ == '__main__': main()
+def _in_a_cell() -> bool:
+    """True when this runs as a cell of IPython or Jupyter, which runs cells as `__main__` too: the command line
+    below is for `python -m` (and IPython's `%run -m`, which runs the module in a namespace of its own)."""
+    ip = getattr(sys.modules.get('IPython'), 'get_ipython', lambda: None)()
+    return ip is not None and ip.user_ns is globals()
+
+if __name__ == '__main__' and not _in_a_cell(): main()

@@ -212,15 +212,17 @@ def capture(modes=MODES, section_set: str = 'full', locate: bool = True, out_dir
             python: str | None = None) -> list[dict]:
     "Profile kda_nb's kernels with ncu as the walk-through does; write the reports, logs and `capture.json`."
     steps = capture_plan(modes, section_set, locate, out_dir, T, H, warmup, iters, ncu, python)
-    if dry_run:
-        for s in steps: print(' '.join(s['argv']))
+    if dry_run:                          # shown as a reader would type it: `python`, paths from the checkout
+        import sys
+        top = str(csrc_dir().parent) + '/'
+        for s in steps: print(' '.join('python' if a == sys.executable else a.replace(top, '') for a in s['argv']))
         return steps
     reason = ncu_unavailable_reason(ncu)
     if reason:
         have = ', '.join(p.name for p in sorted(report_dir().glob('*.ncu-rep'))) or 'none yet'
         raise SystemExit(f"kda_nb.ncu capture: cannot profile on this machine: {reason}.\n"
                          f"Capture on a machine with an SM90 GPU and ncu; the notebook reads the committed reports "
-                         f"in {report_dir()} (there: {have}).")
+                         f"in reports/ncu (there: {have}).")
     out = Path(out_dir) if out_dir is not None else report_dir()
     out.mkdir(parents=True, exist_ok=True)
     root = str(csrc_dir().parent)
@@ -1182,5 +1184,10 @@ def plot_compare(table: pd.DataFrame, metrics=('duration_us', 'sm_pct', 'occ_ach
     return fig
 
 # %% ../nbs/08_ncu.ipynb #85865897
-#| eval: false
-if __name__ == '__main__': main()
+def _in_a_cell() -> bool:
+    """True when this runs as a cell of IPython or Jupyter, which runs cells as `__main__` too: the command line
+    below is for `python -m` (and IPython's `%run -m`, which runs the module in a namespace of its own)."""
+    ip = getattr(sys.modules.get('IPython'), 'get_ipython', lambda: None)()
+    return ip is not None and ip.user_ns is globals()
+
+if __name__ == '__main__' and not _in_a_cell(): main()

@@ -9,6 +9,13 @@ without a GPU.
 
     python tools/run_notebooks.py nbs/04_kernels.ipynb nbs/05_api.ipynb
     python tools/run_notebooks.py --skip-gpu nbs/07_bench.ipynb
+
+With `--run-all`, nothing is written: each notebook runs the way Jupyter's Run All runs it (nbclient, a fresh
+kernel of the `python3` kernelspec, every cell in order, no nbdev directive honoured), on a copy in memory,
+with the GPUs hidden (`CUDA_VISIBLE_DEVICES=''`, as on CI) unless `--gpu` is given; it prints each notebook's
+time or the first cell that raised. `tests/test_run_all.py` runs this on every notebook.
+
+    python tools/run_notebooks.py --run-all nbs/*.ipynb
 """
 import os
 import re
@@ -41,13 +48,30 @@ def run_notebook(path: Path, skip_gpu: bool = False) -> float:
     return time.perf_counter() - t0
 
 
+def run_all(path: Path, timeout: int = 600, gpu: bool = False) -> float:
+    """Jupyter's Run All on a copy of `path`, in its folder, with a fresh kernel; raises nbclient's
+    `CellExecutionError` (the cell and its traceback) at the first cell that raises. `timeout`: seconds per
+    cell. The GPUs are hidden from the kernel unless `gpu`. Never writes `path`; returns the seconds it took."""
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(path, as_version=4)
+    env = dict(os.environ)
+    if not gpu: env['CUDA_VISIBLE_DEVICES'] = ''
+    client = NotebookClient(nb, timeout=timeout, kernel_name='python3', allow_errors=False)
+    t0 = time.perf_counter()
+    client.execute(cwd=str(path.parent), env=env)
+    return time.perf_counter() - t0
+
+
 if __name__ == '__main__':
     failed = []
     args = sys.argv[1:]
-    skip_gpu = '--skip-gpu' in args
-    for p in (a for a in args if a != '--skip-gpu'):
+    flags = {'--skip-gpu', '--run-all', '--gpu'}
+    skip_gpu, check, gpu = (f in args for f in ('--skip-gpu', '--run-all', '--gpu'))
+    for p in (a for a in args if a not in flags):
         try:
-            print(f"{p}: ran in {run_notebook(Path(p).resolve(), skip_gpu):.0f} s", flush=True)
+            s = run_all(Path(p).resolve(), gpu=gpu) if check else run_notebook(Path(p).resolve(), skip_gpu)
+            print(f"{p}: ran in {s:.0f} s", flush=True)
         except Exception as e:
             failed.append(p)
             print(f"{p}: FAILED: {type(e).__name__}: {e}", flush=True)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The tests on a fresh machine: set up .venv, then check that the library and the exported tests are
-# what the notebooks say, run every notebook (nbdev_test), and run the exported tests (pytest).
-# GPU-only tests skip with their reason on machines without an SM90 GPU; -rs lists the reasons.
+# what the notebooks say, run every notebook (nbdev_test), and run the exported tests (pytest), which
+# include Jupyter's Run All of every notebook with the GPUs hidden (tests/test_run_all.py: a few minutes
+# on two cores; KDA_NB_RUN_ALL=0 skips it). GPU-only tests skip with their reason on machines without
+# an SM90 GPU; -rs lists the reasons.
 source "$(dirname "$0")/_setup.sh"
 echo "== nbdev_export and tools/export_tests.py must leave kda_nb/ and tests/ unchanged"
 nbdev_export
