@@ -4,8 +4,10 @@ Without Quarto the site is built from the same `_quarto.yml` and the same nbdev-
 by smalldocs (see tools/build_docs.py). These tests check what a reader would notice: a page for
 every notebook, the sidebar in reading order, an API entry for every public function, the maths
 typeset (offline: the browser can resolve no host but this one), the pictures loaded, every link
-inside the site landing on a page and an anchor that exist. Set KDA_DOCS_SCREENSHOTS=DIR to keep
-screenshots of a few pages.
+inside the site landing on a page and an anchor that exist. And that the site is readable: a wide
+text column, no code, output or picture cut at its edge, the outputs the notebooks saved (never
+re-run on the build machine, no machine paths), pages of a bounded length, a quiet build. Set
+KDA_DOCS_SCREENSHOTS=DIR to keep screenshots of a few pages (and the pages' heights, heights.json).
 
 The browser tests skip, saying why, where Chromium, chromedriver or selenium is missing
 (`apt-get install chromium chromium-driver`, `pip install selenium`).
@@ -40,7 +42,26 @@ def _site_url() -> str:
 
 
 SITE_URL = _site_url()
-SCREENSHOTS = ('index.html', 'chunked.html', 'kernels.html')
+SCREENSHOTS = ('index.html', 'chunked.html', 'kernels.html', 'api.html', 'bench.html', 'ncu.html')
+
+# Readability, checked in a window of each width (px): the text column is at least COLUMN[width] wide.
+# At 1400 px the sidebar (260 px, with the page's table of contents) leaves ~1050 px; from ~1550 px the
+# column has its 1160 px; under 992 px the sidebar folds away.
+COLUMN = {1400: 1000, 1920: 1150, 1024: 640}
+# Tables that may be wider than the column at 1400 px, scrolling in their own box: the profile's metric
+# tables of 11 to 17 columns (launches, kernel_table, occupancy limits, memory, version comparison) and the
+# hot-line tables whose `code` column holds unbreakable source. Everything else fits.
+WIDE_TABLES = {'ncu.html': 9}
+# The longest page may be 60 screens of a 1000 px window at 1400 px. Before the wide column and the folded
+# API reference, 08_ncu was 67,400 px, 07_bench 44,700, 04_kernels 31,900; after, 57,000, 34,000 and
+# 31,500: most of what is left is the notebooks' own code, tables and test cells. A page that outgrows the
+# bound should be split into two notebooks, or its test cells folded (`#| code-fold: true`).
+MAX_HEIGHT = 60_000
+# What a page must never show: paths of the machine a notebook ran on (/tmp/..., /root/..., /home/..., the
+# checkout in /work/...; not inside a URL), and the log of a benchmark run on a CPU (re-run at build time, as
+# nbdev does for cells that import unless build_docs stops it, or saved in the notebook).
+FORBIDDEN = {'a machine path': re.compile(r'(?<![\w.:/-])/(?:tmp|root|home|work)/[^\s<"\']*'),
+             'a CPU benchmark log': re.compile(r'benchmark on cpu', re.I)}
 
 
 def page_of(nb: Path) -> str:
@@ -88,7 +109,76 @@ def test_build_is_clean(build):
     assert r.returncode == 0, f'tools/build_docs.py exited {r.returncode}:\n{errors}'
 
 
+def test_build_output_is_short(build):
+    "A clean build says one line: pages, API entries, time. Anything more is an error or a warning, said loudly."
+    out, r = build
+    lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip() and not l.startswith('build_docs: fetching ')]
+    summary = re.compile(r'^build_docs: \d+ pages, \d+ API entries, in .* in \d+ s')
+    assert lines and summary.match(lines[-1]), f'the build ends with its summary line, not:\n' + '\n'.join(lines[-10:])
+    if r.returncode == 0:
+        assert len(lines) <= 3, f'a clean build prints {len(lines)} lines (at most 3); --verbose is for the rest:\n' + '\n'.join(lines[:30])
+    else:
+        noise = [l for l in lines[:-1] if not re.match(r'build_docs: (ERROR|WARNING)|\s', l)]
+        assert not noise, 'a failed build prints its errors, nothing else:\n' + '\n'.join(noise[:30])
+    print(lines[-1])
+
+
 # ---------------------------------------------------------------- without a browser
+
+def _code_cells(nb: Path):
+    "The code cells of a notebook, by their source without `#|` lines (nbdev drops and adds some of those)."
+    for c in json.loads(nb.read_text(encoding='utf-8'))['cells']:
+        if c['cell_type'] == 'code':
+            yield re.sub(r'^#\|.*\n?', '', ''.join(c['source']), flags=re.M).strip(), c
+
+
+def _outputs(cell) -> str:
+    return json.dumps([{k: v for k, v in o.items() if k != 'execution_count'} for o in cell.get('outputs', [])], sort_keys=True)
+
+
+def test_outputs_are_the_notebooks_own(site):
+    "Every output on the site is the one saved in the notebook (where it was measured), never re-run on the build machine."
+    changed = []
+    for nb in notebooks():
+        proc = ROOT / '_proc' / nb.name
+        if not proc.exists(): continue
+        saved = {}
+        for src, c in _code_cells(nb): saved.setdefault(src, []).append(_outputs(c))
+        for src, c in _code_cells(proc):
+            if src.startswith('show_doc(') or src not in saved: continue  # the API reference is generated
+            if _outputs(c) not in saved[src]: changed.append(f'{nb.name}: {src.splitlines()[0][:70]!r}')
+    assert not changed, f'outputs that the build re-ran instead of showing the saved ones: {changed}'
+
+
+def test_no_machine_paths_or_rerun_output(site):
+    "No page shows where a notebook ran (/tmp/..., /root/..., /work/...) or a benchmark log from a CPU run."
+    found = []
+    for p in sorted(site.glob('*.html')):
+        text = p.read_text(encoding='utf-8')
+        for what, pat in FORBIDDEN.items():
+            hits = [m.group(0) for m in pat.finditer(text)]
+            if hits: found.append(f'{p.name}: {len(hits)} x {what}: {sorted(set(hits))[:4]}')
+    assert not found, 'pages show what the saved outputs should not contain (fix the cells in the notebooks):\n' + '\n'.join(found)
+
+
+def test_api_reference_is_folded():
+    "build_docs folds a show_doc entry: the name and docstring stay, the signature and parameters open on a click."
+    sys.path.insert(0, str(ROOT / 'tools'))
+    from build_docs import fold_api_reference
+    entry = ('<div class="cell-output cell-output-display cell-output-markdown">\n<hr />\n'
+             '<p><a href="https://github.com/x/y.py#L1" target="_blank" style="float:right; font-size:smaller">source</a></p>\n'
+             '<h3 id="f" class="anchored" data-anchor-id="f">f</h3>\n'
+             '<div class="code-copy-outer-scaffold"><div class="sourceCode" id="cb1"><pre class="sourceCode python"><code>def f(x):</code></pre></div>'
+             '<button title="Copy to Clipboard" class="code-copy-button"><i class="bi"></i></button></div>\n'
+             '<p><em>Does f.</em></p>\n<table><tr><td>x</td></tr></table>\n</div>')
+    html, n = fold_api_reference(f'<p>before</p>\n{entry}\n<p>after</p>')
+    assert n == 1 and html.count('<details') == 1
+    head, _, folded = html.partition('<details')
+    assert 'id="f"' in head and '<em>Does f.</em>' in head and 'source</a>' in head, 'name, docstring and source link stay in the text'
+    assert 'def f(x):' in folded and '<table>' in folded and '<p>after</p>' in folded
+    assert fold_api_reference('<div class="cell-output cell-output-display cell-output-markdown">\n<hr />\n<p>other</p>\n</div>')[1] == 0
+
+
 
 def test_sidebar_lists_every_notebook_in_reading_order():
     listed = sidebar_files()
@@ -187,7 +277,7 @@ return {
   svgs: main.querySelectorAll('.cell-output svg').length,
   tables: main.querySelectorAll('.cell-output-display table').length,
   links: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
-  sidebar: Array.from(document.querySelectorAll('#quarto-sidebar a[href]')).map(a => a.getAttribute('href')),
+  sidebar: Array.from(document.querySelectorAll('#quarto-sidebar .sidebar-menu-container a[href]')).map(a => a.getAttribute('href')),
   title: document.title,
 };
 """
@@ -250,4 +340,66 @@ def test_pages_in_a_browser(site, browser):
             shown = list(dict.fromkeys(h.split('#')[0].removeprefix('./') or 'index.html' for h in got['sidebar']))
             if shown != want: problems.append(f'sidebar: {shown}, expected {want}')
     print(f'checked {len(pages)} pages in Chromium; screenshots in {shots}')
+    assert not problems, '\n'.join(problems)
+
+
+READ_LAYOUT = r"""
+const main = document.querySelector('main.content');
+const col = main.clientWidth;
+const height = document.documentElement.scrollHeight;
+document.querySelectorAll('details').forEach(d => d.open = true);  // folded API entries must fit too, once open
+const shown = e => e.getClientRects().length > 0;
+const label = e => {
+  const c = e.closest('.cell');
+  return (c ? '#' + c.id + ' ' : '') + e.tagName.toLowerCase() + ' ' + Math.round(e.scrollWidth) + ' px: '
+         + (e.textContent || e.getAttribute('src') || '').trim().replace(/\s+/g, ' ').slice(0, 60);
+};
+const scroller = e => {  // the nearest box that scrolls sideways, or main
+  for (let b = e.parentElement; b && b !== main; b = b.parentElement)
+    if (['auto', 'scroll'].includes(getComputedStyle(b).overflowX)) return b;
+  return main;
+};
+const wide = Array.from(main.querySelectorAll('table')).filter(shown).filter(t => t.getBoundingClientRect().width > col + 2);
+return {
+  col, height,
+  page: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+  pres: Array.from(main.querySelectorAll('pre')).filter(shown).filter(e => e.scrollWidth > e.clientWidth + 2).map(label),
+  boxed: wide.filter(t => t.closest('.cell-output') && scroller(t) !== main && scroller(t).getBoundingClientRect().width <= col + 2).map(label),
+  loose: wide.filter(t => !t.closest('.cell-output') || scroller(t) === main || scroller(t).getBoundingClientRect().width > col + 2).map(label),
+  images: Array.from(main.querySelectorAll('img, .cell-output svg')).filter(shown).filter(i => i.getBoundingClientRect().width > col + 1).map(label),
+};
+"""
+
+
+def test_pages_are_readable(site, browser):
+    """At 1400, 1920 and 1024 px: a wide text column; no code block or output cut at its edge (long lines wrap);
+    tables fit, except the few wide computed ones, which scroll in their own box; pictures no wider than the
+    column; the page never scrolls sideways; at 1400 px no page is longer than MAX_HEIGHT."""
+    driver, base = browser
+    shots = Path(os.environ.get('KDA_DOCS_SCREENSHOTS') or site.parent / 'screenshots')
+    shots.mkdir(parents=True, exist_ok=True)
+    pages = sorted(p.name for p in site.glob('*.html'))
+    problems, heights = [], {}
+    try:
+        for width in COLUMN:
+            driver.set_window_size(width, 1000)
+            for page in pages:
+                driver.get(base + page)
+                driver.execute_script('return document.fonts.ready')
+                got = driver.execute_script(READ_LAYOUT)
+                where = f'{page} at {width} px:'
+                if width == 1400: heights[page] = got['height']
+                if got['col'] < COLUMN[width]: problems.append(f'{where} the text column is {got["col"]} px, narrower than {COLUMN[width]}')
+                if got['page'] > 0: problems.append(f'{where} the page scrolls sideways by {got["page"]} px')
+                if got['pres']: problems.append(f'{where} {len(got["pres"])} code blocks or outputs cut at the edge: {got["pres"][:4]}')
+                if got['loose']: problems.append(f'{where} tables wider than the column outside a box of their own: {got["loose"][:4]}')
+                if width == 1400 and len(got['boxed']) > WIDE_TABLES.get(page, 0):
+                    problems.append(f'{where} {len(got["boxed"])} tables scroll sideways (at most {WIDE_TABLES.get(page, 0)}): {got["boxed"]}')
+                if got['images']: problems.append(f'{where} pictures wider than the column: {got["images"][:4]}')
+    finally:
+        driver.set_window_size(1400, 1000)
+    (shots / 'heights.json').write_text(json.dumps(heights, indent=1))
+    print('page heights at 1400 px: ' + ', '.join(f'{p} {h}' for p, h in sorted(heights.items(), key=lambda x: -x[1])))
+    long = {p: h for p, h in heights.items() if h > MAX_HEIGHT}
+    if long: problems.append(f'pages longer than {MAX_HEIGHT} px at 1400 px: {long}')
     assert not problems, '\n'.join(problems)

@@ -7,18 +7,27 @@ the same site from the same Quarto project where Quarto is not available (CI, mo
    settings.ini, the module index, then nbdev's notebook processors (front matter from the title
    cell, `show_doc` for every exported function, hidden and exported cells dropped) into `_proc/`.
    `_proc/` is what Quarto would render. nbdev's `nbdev_proc_nbs` is not called because it first
-   installs Quarto.
+   installs Quarto. One difference: nbdev's `exec_show_docs` also re-runs every cell that contains an
+   import and replaces its saved outputs with the build machine's (a CPU benchmark, temporary paths,
+   a minute of timing loops); here only what `show_doc` needs runs (exported cells, cells of imports
+   only, show_doc cells) and every output on the site is the one saved in the notebook.
 2. smalldocs renders `_proc/` from its `_quarto.yml` (the top-level one, through the symlink
    `nbs/_quarto.yml`) into `_docs/`: pages, sidebar, search, the outputs saved in the notebooks.
+   Each show_doc entry is then folded: its name and docstring stay in the text, its signature and
+   parameters open on a click (`<details>`); links nbdev made to private names that have no entry
+   become plain code.
 3. KaTeX, which smalldocs loads from a CDN, and the theme's web font, which it imports from Google
    Fonts, are put into `_docs/site_libs/` from the npm registry (cached after the first build), so
    the site, maths included, works with no network.
 
-A notebook listed in `nbs/sidebar.yml` that does not exist yet is left out of the sidebar, with a
-warning; without `nbs/index.ipynb` a stand-in home page is written. A notebook whose `show_doc`
-cells fail to run is still rendered, without its API reference, and the build exits 1.
+The build prints one line (pages, API entries, time); `--verbose` says what each step does and shows
+the warnings that are expected. Errors are always printed, and make it exit 1: a notebook whose
+`show_doc` cells fail to run (it is still rendered, without its API reference), a broken link, an
+asset loaded from the network. A notebook listed in `nbs/sidebar.yml` that does not exist yet is left
+out of the sidebar, with a warning; without `nbs/index.ipynb` a stand-in home page is written.
 """
 import argparse
+import atexit
 import os
 import re
 import shutil
@@ -26,6 +35,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import warnings
 from pathlib import Path
 from urllib.parse import unquote
@@ -36,22 +46,78 @@ ROOT = Path(__file__).resolve().parents[1]
 KATEX_FILES = ('katex.min.js', 'katex.min.css', 'contrib/auto-render.min.js', 'fonts')
 
 
+VERBOSE = False  # --verbose: say what each step does, and show nbdev's and smalldocs's expected warnings too
+
+
 def say(msg): print(f'build_docs: {msg}', file=sys.stderr, flush=True)
+
+
+def note(msg):
+    "Progress and expected warnings: shown with --verbose only."
+    if VERBOSE: say(msg)
+
+
+def _short(msg) -> str:
+    "A warning on one line."
+    lines = [l for l in str(msg).splitlines() if l.strip() and l.strip() != '---']
+    return lines[0] if lines else str(msg)
 
 
 # ---------------------------------------------------------------- 1. nbdev's notebook processing
 
-HINT = ('\n  hint: to render the docs nbdev runs every cell that is exported, calls show_doc, or contains an import'
-        ' (here with no GPU); move the imports of GPU-only or data-dependent cells into a cell of imports only')
+HINT = ('\n  hint: to render the API reference the build runs the notebook\'s exported cells, its cells of imports only'
+        ' and its show_doc cells (here with no GPU); the failing cell must run on a machine without one')
+
+# The cells the API reference needs: nbdev's show_doc entries document what the exported cells define.
+EXEC_DIRECTIVES = {'export', 'exports', 'exporti', 'exec_doc'}
 
 
-def _short(msg) -> str:
-    "nbdev's warning about a cell that mixes imports and code, on one line."
-    text = str(msg)
-    if text.startswith('Found cells containing imports and other code'):
-        code = [l for l in text.split('---')[1].strip().splitlines() if l.strip()]
-        return f'a cell mixes imports and other code, so nbdev runs it to render the docs: {code[0]!r}...'
-    return text.splitlines()[0]
+def _needed_for_docs(cell) -> bool:
+    "Whether `show_doc` needs this cell run: an exported (or `#| exec_doc`) cell, a cell of imports only, or a show_doc cell."
+    import ast
+    from nbdev.processors import _show_docs
+    if cell.cell_type != 'code' or not cell.source or 'nbdev_export' + '()' in cell.source: return False
+    if cell.directives_.get('eval:', [''])[0].lower() == 'false': return False
+    if cell.directives_.keys() & EXEC_DIRECTIVES: return True
+    trees = cell.parsed_()  # the cell's top-level statements; None for magics and shell escapes
+    if not trees: return False
+    return all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in trees) or bool(_show_docs(trees))
+
+
+def _stored_output_procs():
+    """nbdev's processors with `exec_show_docs` narrowed to what the API reference needs.
+
+    nbdev's own `exec_show_docs` runs, besides the exported and show_doc cells, every cell that contains an
+    import, and replaces its saved outputs with what it prints on the build machine: a CPU benchmark instead
+    of the H200's, temporary paths, a minute of timing loops. Here only the cells `show_doc` needs run, and
+    every cell but the show_doc ones keeps the outputs saved in the notebook.
+    """
+    from fastcore.basics import str2bool
+    from nbdev.processors import FilterDefaults, _is_showdoc, exec_show_docs
+
+    class exec_show_docs_only(exec_show_docs):
+        def __call__(self, cell):
+            if not self.nb.has_docs_ or not hasattr(self, 'k'): return
+            fm = getattr(self.nb, 'frontmatter_', {})
+            if str2bool(fm.get('skip_showdoc', False)) or not _needed_for_docs(cell): return
+            stored = cell.get('outputs')
+            self.k.cell(cell)
+            if not _is_showdoc(cell):  # the API entry is generated; any other output is the one the notebook saved
+                if stored is None: cell.pop('outputs', None)
+                else: cell['outputs'] = stored
+            if self.k.exc:
+                lines = cell.source.strip().splitlines()
+                first = lines[0] + (f'  (and {len(lines) - 1} more lines)' if len(lines) > 1 else '')
+                raise Exception(f"cell {cell.idx_} failed to run: {first}") from self.k.exc
+
+        def end(self):
+            super().end()
+            # IPython cleans every shell up at exit, a full garbage collection each: seconds with torch loaded
+            if hasattr(self, 'k'): atexit.unregister(self.k.atexit_operations)
+
+    class StoredOutputs(FilterDefaults):
+        def base_procs(self): return [exec_show_docs_only if p is exec_show_docs else p for p in super().base_procs()]
+    return StoredOutputs
 
 
 def _no_exec_procs():
@@ -63,8 +129,8 @@ def _no_exec_procs():
     return NoExec
 
 
-def process_notebooks(root: Path) -> tuple[Path, list[str]]:
-    "Run nbdev's pre-Quarto steps into `root/_proc`; return it and the notebooks that failed."
+def process_notebooks(root: Path) -> tuple[Path, list[str], list[str]]:
+    "Run nbdev's pre-Quarto steps into `root/_proc`; return it, the notebooks that failed, and nbdev's warnings."
     os.chdir(root)  # nbdev finds settings.ini from the working directory
     import nbdev.doclinks
     import nbdev.serve_drv
@@ -86,21 +152,24 @@ def process_notebooks(root: Path) -> tuple[Path, list[str]]:
     for extra in ('_quarto.yml', '_brand.yml'):
         if (nbs / extra).exists(): files.append(nbs / extra)
     jobs = [j for j in (_proc_file(f, cache=cache, path=nbs) for f in files) if j]
-    failed = []
+    failed, warned = [], []
     for src, dst, procs in jobs:
-        say(f'processing {src.relative_to(root)}')
+        if src.suffix == '.ipynb': procs = _stored_output_procs()
+        note(f'processing {src.relative_to(root)}')
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter('always')
                 nbdev.serve_drv.main((src, dst, procs))
-            for w in caught: say(f'  nbdev: {_short(w.message)}')
+            for w in caught:
+                warned.append(f'{src.name}: {_short(w.message)}')
+                note(f'  nbdev: {_short(w.message)}')
         except Exception as e:
             cause = e.__cause__ or e.__context__
             failed.append(f'{src.name}: {e}' + (f'\n  caused by {type(cause).__name__}: {cause}' if cause else '') + HINT)
             say(f'ERROR {src.name}: its show_doc cells failed to run; rendering it without its API reference')
             os.environ.pop('IN_TEST', None)
             nbdev.serve_drv.main((src, dst, _no_exec_procs()))
-    return cache, failed
+    return cache, failed, warned
 
 
 # ---------------------------------------------------------------- sidebar and home page
@@ -193,11 +262,66 @@ def render(cache: Path, out: Path) -> list[str]:
     site = nbdev_site(load(cache))
     site.build()
     for w in site.warnings:
-        if not EXPECTED.search(w): say(f'smalldocs: {w}')
+        (note if EXPECTED.search(w) else say)(f'smalldocs: {w}')
     built = site.out
     if out.exists(): shutil.rmtree(out)
     shutil.move(str(built), str(out))
     return [f'{page}: {href}' for page, href in site.broken]
+
+
+# ---------------------------------------------------------------- the API reference, folded
+
+# A show_doc entry as smalldocs renders nbdev's Markdown: a rule, the source link, the name as a heading, the
+# signature as a code block, the docstring in italics, then the rest (parameters table, longer text).
+SHOW_DOC = re.compile(r'<div class="cell-output cell-output-display cell-output-markdown">\n<hr />\n')
+ENTRY = re.compile(
+    r'(?P<src><p><a [^>]*>source</a></p>\n)?'
+    r'(?P<head><h(?P<level>[3-6])\b[^>]*>.*?</h(?P=level)>)\n'
+    r'(?P<sig><div class="code-copy-outer-scaffold"><div class="sourceCode".*?</pre></div>.*?</div>|<div class="sourceCode".*?</pre></div>)\n?'
+    r'(?P<doc><p><em>(?:(?!</p>).)*</p>\n?)?'  # the paragraph that opens with the docstring's first line, in italics
+    r'(?P<rest>.*)', re.S)
+
+DIV_TAG = re.compile(r'<div\b|</div>')
+
+
+def _div_end(text: str, start: int) -> int:
+    "The index just past the `</div>` that closes the `<div` at `start`."
+    depth = 0
+    for m in DIV_TAG.finditer(text, start):
+        depth += 1 if m.group(0) == '<div' else -1
+        if depth == 0: return m.end()
+    return len(text)
+
+
+def fold_api_reference(html: str) -> tuple[str, int]:
+    """Fold each show_doc entry: its name (the heading, an anchor and a line of the table of contents) and its
+    docstring stay in the text; the signature, the parameters and any longer text open on a click."""
+    out, pos, n = [], 0, 0
+    for m in SHOW_DOC.finditer(html):
+        if m.start() < pos: continue
+        end = _div_end(html, m.start())
+        inner = html[m.end():end - len('</div>')]
+        e = ENTRY.fullmatch(inner)
+        if not e: continue
+        rest = e['rest'].strip()
+        what = 'signature, parameters' if '<table' in rest else 'signature, details' if rest else 'signature'
+        out += [html[pos:m.start()],
+                '<div class="cell-output cell-output-display cell-output-markdown api-entry">\n',
+                e['head'], '\n', e['doc'] or '', (e['src'] or '').replace('<p>', '<p class="api-source">', 1),
+                f'<details class="api-details"><summary>{what}</summary>\n', e['sig'], '\n', rest, '\n</details>\n</div>']
+        pos, n = end, n + 1
+    return ''.join(out) + html[pos:], n
+
+
+def fold_api_pages(out: Path) -> int:
+    "Fold the API reference of every page; return how many entries were folded."
+    total = 0
+    for p in out.glob('*.html'):
+        text = p.read_text(encoding='utf-8')
+        new, n = fold_api_reference(text)
+        if n: p.write_text(new, encoding='utf-8')
+        total += n
+    return total
 
 
 # ---------------------------------------------------------------- 3. KaTeX and the theme's web font, offline
@@ -288,6 +412,29 @@ def localize_links(out: Path, site_url: str):
         if new != text: p.write_text(new, encoding='utf-8')
 
 
+PRIVATE_LINK = re.compile(r'<a href="(?P<page>[^"#:]+\.html)#(?P<frag>_[^"]*)"><code>(?P<name>[^<]*)</code></a>')
+
+
+def unlink_private_names(out: Path) -> int:
+    """nbdev links every `name` its module index knows, private helpers too (`_forward`), but writes API entries
+    for public names only: a private name with no entry on its page stays code, not a link to an anchor that
+    is not there. (A public name without its entry is still a broken link, which the tests report.)"""
+    ids, n = {}, 0
+    for p in out.rglob('*.html'):
+        text = p.read_text(encoding='utf-8')
+
+        def plain(m):
+            nonlocal n
+            target = (p.parent / m['page']).resolve()
+            if target not in ids: ids[target] = set(re.findall(r'\bid="([^"]+)"', target.read_text(encoding='utf-8'))) if target.exists() else set()
+            if m['frag'] in ids[target]: return m.group(0)
+            n += 1
+            return f'<code>{m["name"]}</code>'
+        new = PRIVATE_LINK.sub(plain, text)
+        if new != text: p.write_text(new, encoding='utf-8')
+    return n
+
+
 def external_assets(out: Path) -> list[str]:
     "Scripts, stylesheets and CSS imports that the site still loads from the network."
     tag = re.compile(r'<(?:script|link)\b[^>]*?\b(?:src|href)="((?:https?:)?//[^"]+)"[^>]*>')
@@ -304,14 +451,18 @@ def external_assets(out: Path) -> list[str]:
 # ---------------------------------------------------------------- the command
 
 def main(argv=None) -> int:
+    global VERBOSE
     ap = argparse.ArgumentParser(description='Build the docs site into _docs/ without Quarto (nbdev processors + smalldocs + KaTeX).')
     ap.add_argument('--out', default=None, help='the output folder (default: doc_path of settings.ini, _docs)')
     ap.add_argument('--keep-proc', action='store_true', help='keep _proc/ (the processed notebooks) after the build')
+    ap.add_argument('--verbose', '-v', action='store_true', help="say what each step does, with nbdev's and smalldocs's expected warnings")
     args = ap.parse_args(argv)
+    VERBOSE = args.verbose
+    start = time.monotonic()
     out = Path(args.out).resolve() if args.out else None  # before process_notebooks changes directory
     sys.path.insert(0, str(ROOT))
 
-    cache, failed = process_notebooks(ROOT)
+    cache, failed, warned = process_notebooks(ROOT)
     from nbdev.config import get_config
     cfg = get_config()
     out = out or cfg.doc_path
@@ -321,20 +472,27 @@ def main(argv=None) -> int:
     missing = fix_sidebar(cache, has_index)
     for m in missing: say(f'WARNING nbs/sidebar.yml lists {m}, which does not exist yet: left out of the sidebar')
     if not has_index: write_standin_index(cache)
+    note('rendering _proc/ with smalldocs')
     broken = render(cache, out)
+    folded = fold_api_pages(out)
+    note(f'folded {folded} API entries')
     vendor_katex(out)
     vendor_web_fonts(out)
     base = cfg.doc_baseurl.strip('/')
     localize_links(out, cfg.doc_host.rstrip('/') + '/' + (base + '/' if base else ''))  # https://kda-nb.github.io/kda_nb/
+    note(f'{unlink_private_names(out)} links to private names without an API entry made plain code')
     if not args.keep_proc: shutil.rmtree(cache, ignore_errors=True)
     ext = external_assets(out)
 
     for b in broken: say(f'ERROR broken link {b}')
     for e in ext: say(f'ERROR loads from the network: {e}')
     for f in failed: say(f'ERROR {f}')
+    bad = broken or ext or failed
     n = len(list(out.glob('*.html')))
-    say(f'wrote {n} pages to {os.path.relpath(out, ROOT)}/' + (' with errors' if broken or ext or failed else ''))
-    return 1 if broken or ext or failed else 0
+    more = f', {len(warned)} warnings from nbdev (--verbose shows them)' if warned and not VERBOSE else ''
+    say(f'{n} pages, {folded} API entries, in {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}/ in {time.monotonic() - start:.0f} s{more}'
+        + (f'; FAILED: {len(broken)} broken links, {len(ext)} assets from the network, {len(failed)} notebooks without API reference' if bad else ''))
+    return 1 if bad else 0
 
 
 if __name__ == '__main__':
