@@ -67,6 +67,7 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
         TORCH_CHECK(B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", B);
     }
     const int64_t N = varlen ? cu_seqlens->numel() - 1 : B;
+    TORCH_CHECK(varlen || T >= 1, "q must have T >= 1 tokens per row");
     TORCH_CHECK(N <= INT32_MAX && H <= INT32_MAX, "too many sequences or heads");
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
     const char* names[] = {"q", "k", "v", "g", "out"};
@@ -127,18 +128,21 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     const cudaStream_t stream = static_cast<cudaStream_t>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
     // the layout tables [offsets N+1 | chunk offsets N+1 | order, N int32], filled by the layout kernel
-    // from cu_seqlens, or from T for a fixed-length batch
+    // from cu_seqlens, or by K1 for a fixed-length batch
     const torch::Tensor tables = torch::empty({2 * (N + 1) + (N + 1) / 2}, q.options().dtype(at::kLong));
     int64_t* t = tables.data_ptr<int64_t>();
     int* order = varlen && N > 1 ? reinterpret_cast<int*>(t + 2 * (N + 1)) : nullptr;
     a.cu_seqlens = t; a.cu_chunks = t + (N + 1); a.seq_order = order;
     // sum of ceil(len / 16) over N lengths that add up to at most B * T
     a.max_chunks = varlen ? (T + 15 * N) / 16 : B * ((T + 15) / 16);
-    torch::Tensor cu;
-    if (varlen) cu = cu_seqlens->to(q.device()).contiguous();
-    cudaError_t err = kda::launch_layout(varlen ? cu.data_ptr<int64_t>() : nullptr, T, a.n_seq, B * T, t, t + (N + 1),
-                                         order, o.data_ptr(), H * 128 * 2, stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
+    cudaError_t err = cudaSuccess;
+    a.seq_len = varlen ? 0 : T;                        // fixed length: K1 writes the two tables itself
+    if (varlen) {
+        const torch::Tensor cu = cu_seqlens->to(q.device()).contiguous();
+        err = kda::launch_layout(cu.data_ptr<int64_t>(), 0, a.n_seq, B * T, t, t + (N + 1), order, o.data_ptr(),
+                                 H * 128 * 2, stream);
+        TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
+    }
     const int64_t ws_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
     const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
     a.workspace = ws.data_ptr();

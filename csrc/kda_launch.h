@@ -25,14 +25,16 @@ struct FwdArgs {
     const int64_t* state_slot;  // [N]: the pool slot sequence n reads and writes, or null (slot n); a slot
                               // outside [0, n_slots) marks a padding sequence (no state, zero outputs)
     int64_t n_slots;          // states in the pool (N without state_slot)
-    // The batch layout, on the device, as launch_layout builds it: from the caller's cu_seqlens, its
+    // The batch layout, on the device, as launch_layout builds it from the caller's cu_seqlens, its
     // token offsets made non-decreasing and clamped to [0, total tokens] (so that no value, however
-    // wrong, sends a kernel outside its tensors), or n * T for a fixed-length batch.
+    // wrong, sends a kernel outside its tensors); for a fixed-length batch, n * T, written by K1.
     const int64_t* cu_seqlens;  // [N + 1] token offsets of the sequences
     const int64_t* cu_chunks;   // [N + 1] chunk offsets: cu_chunks[n+1] - cu_chunks[n] = ceil(len_n / 16)
     const int* seq_order;     // [N] int32: K2 visits the sequences in this order (longest first), or null
     int n_seq;                // N
     int H;
+    int64_t seq_len;          // a fixed-length batch: tokens per sequence (K1 finds chunks by division and writes
+                              // the two offset tables for K2); 0: the tables come from launch_layout
     int64_t max_chunks;       // an upper bound on cu_chunks[N], known on the host without reading the device:
                               // it sizes K1's grid and the workspace; K1 reads the count itself
     float scale;

@@ -41,15 +41,23 @@ struct Item {
     int64_t t0;
 };
 
-// §locate: item = chunk * H + head. Which sequence the chunk belongs to (binary search in cu_chunks),
-// where the chunk starts, and how many of its 16 tokens are real.
+// §locate: item = chunk * H + head. Which sequence the chunk belongs to (a division for a fixed-length
+// batch, a binary search in cu_chunks otherwise), where the chunk starts, and how many of its 16 tokens
+// are real.
 __device__ __forceinline__ Item locate(const FwdArgs& p, int64_t item) {
     Item it;
     it.chunk = item / p.H;
     it.h = static_cast<int>(item - it.chunk * p.H);
-    const int n = find_sequence(p.cu_chunks, p.n_seq, it.chunk);
-    it.t0 = p.cu_seqlens[n] + (it.chunk - p.cu_chunks[n]) * C;
-    const int64_t left = p.cu_seqlens[n + 1] - it.t0;
+    int64_t left;
+    if (p.seq_len > 0) {
+        const int64_t per = (p.seq_len + C - 1) / C, n = it.chunk / per;
+        it.t0 = n * p.seq_len + (it.chunk - n * per) * C;
+        left = (n + 1) * p.seq_len - it.t0;
+    } else {
+        const int n = find_sequence(p.cu_chunks, p.n_seq, it.chunk);
+        it.t0 = p.cu_seqlens[n] + (it.chunk - p.cu_chunks[n]) * C;
+        left = p.cu_seqlens[n + 1] - it.t0;
+    }
     it.len = static_cast<int>(left < C ? left : C);
     return it;
 }
@@ -81,7 +89,17 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     K1Warp& sm = reinterpret_cast<K1Warp*>(smem_raw)[warp];
     const int H = p.H;
-    const int64_t HD = static_cast<int64_t>(H) * D, n_items = p.cu_chunks[p.n_seq] * H;   // <= max_chunks * H
+    const int64_t HD = static_cast<int64_t>(H) * D;
+    const int64_t per_seq = p.seq_len > 0 ? (p.seq_len + C - 1) / C : 0;
+    const int64_t n_items = (p.seq_len > 0 ? p.n_seq * per_seq : p.cu_chunks[p.n_seq]) * H;   // <= max_chunks * H
+    if (p.seq_len > 0 && blockIdx.x == 0) {     // fixed length: the tables K2 reads, written here (no layout launch)
+        int64_t* cu_seqlens = const_cast<int64_t*>(p.cu_seqlens);
+        int64_t* cu_chunks = const_cast<int64_t*>(p.cu_chunks);
+        for (int64_t i = threadIdx.x; i <= p.n_seq; i += K1_THREADS) {
+            cu_seqlens[i] = i * p.seq_len;
+            cu_chunks[i] = i * per_seq;
+        }
+    }
     const int64_t stride = static_cast<int64_t>(gridDim.x) * K1_WARPS;
 
     // §load: the gate rows and betas into registers, and q and k rows g and g + 8 into the scratch by
