@@ -13,6 +13,7 @@ licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache S
 statuses = ['Planning', 'Pre-Alpha', 'Alpha', 'Beta', 'Production/Stable', 'Mature', 'Inactive']
 lic_name, lic_classifier = licenses[cfg['license']]
 min_python = cfg['min_python']
+plot_requirements = cfg.get('plot_requirements', '').split()
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -37,7 +38,8 @@ setuptools.setup(
     include_package_data=True,
     package_data={cfg['lib_name']: [f'csrc/*.{x}' for x in ('cu', 'cuh', 'h', 'cpp')]},  # kda_nb/csrc -> ../csrc: the current kernels (earlier ones live in git history)
     install_requires=cfg.get('requirements', '').split(),
-    extras_require={'dev': cfg.get('dev_requirements', '').split()},
+    # plots: the figures and the report tables (matplotlib, pandas), which the library itself does not import
+    extras_require={'plots': plot_requirements, 'dev': plot_requirements + cfg.get('dev_requirements', '').split()},
     entry_points={
         'console_scripts': cfg.get('console_scripts', '').split(),
         'nbdev': [f"{cfg['lib_name']}={cfg['lib_name']}._modidx:d"],

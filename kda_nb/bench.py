@@ -32,14 +32,14 @@ import torch
 
 from .api import fwd
 from .chunked import kda_chunked
-from .kernels import CSRC_FILES, KERNEL_VERSION, KERNEL_VERSIONS, VARLEN_SIX, csrc_dir, fwd_cuda, kernels_unavailable_reason, load_kernels
-from .layout import rel_rms
+from .kernels import CSRC_FILES, KERNEL_VERSION, KERNEL_VERSIONS, csrc_dir, fwd_cuda, kernels_unavailable_reason, load_kernels
+from .layout import ANCHOR_HEADS, ANCHOR_T, VARLEN_SIX, anchor_workloads, rel_rms, scaled_six
 from .peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 
 # %% auto #0
 __all__ = ['STATES', 'DTYPE_BYTES', 'GROUPS', 'L2_BYTES_H200', 'IMPLS', 'LABELS', 'PENDING', 'ENV_KEYS', 'REQUIRED',
-           'GROUP_TITLES', 'COLORS', 'DONE', 'Case', 'scaled_six', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep',
-           'small_cases', 'forward_bytes', 'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend',
+           'GROUP_TITLES', 'COLORS', 'DONE', 'Case', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep', 'small_cases',
+           'forward_bytes', 'make_inputs', 'n_input_sets', 'Backend', 'kernels_ready', 'fwd_backend',
            'kernels_version_backend', 'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend', 'flash_kda_backend',
            'default_backends', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle', 'oracle_errors', 'rel_rms_big',
            'time_calls', 'time_e2e', 'copy_bandwidth', 'run_case', 'add_speedups', 'case_line', 'device_name',
@@ -72,19 +72,12 @@ class Case:
     def __str__(self): return f"{self.group} {self.name}, H={self.H}, T={self.T}, N={self.N}, {self.state} state"
 
 # %% ../nbs/07_bench.ipynb #0c0c4632
-def scaled_six(T: int = 8192) -> list[int]:
-    "The anchors' six uneven lengths, scaled to `T` tokens in all."
-    ls = [max(1, round(n * T / sum(VARLEN_SIX))) for n in VARLEN_SIX]
-    ls[-1] += T - sum(ls)
-    return ls
-
-def anchor_cases(T: int = 8192, Hs=(96, 64), states=('bf16', 'fp32'), D: int = 128) -> list[Case]:
-    "The anchors' cases: one sequence, six uneven sequences, eight equal ones; every H and state dtype."
+def anchor_cases(T: int = ANCHOR_T, Hs=ANCHOR_HEADS, states=('bf16', 'fp32'), D: int = 128) -> list[Case]:
+    "The anchors' cases (`anchor_workloads`: one sequence, six uneven sequences, eight equal ones); every H and state dtype."
     cases = []
     for H in Hs:
-        for name, lens, varlen in (('fixed', [T], False), ('varlen six', scaled_six(T), True),
-                                   (f'varlen {T // 8} x 8', [T // 8] * 8, True)):
-            cases += [Case('anchor', name, H, lens, st, varlen, D, D) for st in states]
+        for name, lens in anchor_workloads(T).items():
+            cases += [Case('anchor', name, H, lens or [T], st, lens is not None, D, D) for st in states]
     return cases
 
 def powers_of(base: int, lo: int, hi: int) -> list[int]:
@@ -1040,7 +1033,7 @@ def plot_cases(records: list[dict]):
     if not recs: return None
     keys = list(dict.fromkeys((r['H'], r['case'], r['state']) for r in recs))
     impls = _impls(recs)
-    fig, ax = plt.subplots(figsize=(max(8, 1.1 * len(keys)), 4.5))
+    fig, ax = plt.subplots(figsize=(min(10.5, max(8, 0.85 * len(keys))), 4.5))
     w = 0.8 / len(impls)
     for j, impl in enumerate(impls):
         by = {(r['H'], r['case'], r['state']): r for r in recs if r['impl'] == impl and r['median_ms']}
@@ -1050,7 +1043,8 @@ def plot_cases(records: list[dict]):
         med = [r['median_ms'] for r in rs]
         err = [[m - r['min_ms'] for m, r in zip(med, rs)], [r['max_ms'] - m for m, r in zip(med, rs)]]
         ax.bar(xs, med, w, yerr=err, capsize=2, label=LABELS.get(impl, impl), color=COLORS.get(impl))
-    ax.set_xticks(range(len(keys)), [f"H={h}\n{c}\n{s} state" for h, c, s in keys], fontsize=8)
+    labels = ['\n'.join([f"H={h}", *([c] if len(c) <= 10 else c.split(' ', 1)), f"{s} state"]) for h, c, s in keys]
+    ax.set_xticks(range(len(keys)), labels, fontsize=8)   # a long case name on two lines: the bars are narrow
     ax.set_yscale('log')
     ax.set_ylabel('median time per forward (ms)')
     ax.set_title(f"KDA forward, T = {recs[0]['T']}, K = V = 128 ({recs[0].get('gpu', '')})")
@@ -1063,7 +1057,7 @@ def plot_sweeps(records: list[dict]):
     import matplotlib.pyplot as plt
     groups = [g for g in ('T', 'N') if any(r['group'] == g for r in records)]
     if not groups: return None
-    fig, axes = plt.subplots(2, len(groups), figsize=(6.5 * len(groups), 7.5), squeeze=False, sharex='col')
+    fig, axes = plt.subplots(2, len(groups), figsize=(5.2 * len(groups), 6.5), squeeze=False, sharex='col')
     copy = next((r.get('copy_gbps') for r in records if r.get('copy_gbps')), None)
     for col, g in enumerate(groups):
         recs = [r for r in records if r['group'] == g]
@@ -1107,7 +1101,7 @@ def build_cases(groups, cpu: bool, quick: bool, *, anchor_T=None, Hs=None, state
         d = dict(anchor_T=256, Hs=(2,), min_T=64, max_T=256 if quick else 1024, sweep_H=2, seq_total=256,
                  max_seqs=16 if quick else 64, small_H=2, small_Ns=(1, 4, 16), small_Ts=(16, 64))
     else:
-        d = dict(anchor_T=8192, Hs=(96, 64), min_T=1024, max_T=32768 if quick else 262144, sweep_H=64,
+        d = dict(anchor_T=ANCHOR_T, Hs=ANCHOR_HEADS, min_T=1024, max_T=32768 if quick else 262144, sweep_H=64,
                  seq_total=16384 if quick else 65536, max_seqs=1024 if quick else 4096, small_H=32,
                  small_Ns=(1, 64, 256), small_Ts=(16, 64, 256))
     v = lambda name, x: d[name] if x is None else x

@@ -14,6 +14,7 @@ import time
 import torch
 
 from .api import fwd, kernel_support, check_inputs
+from .bench import time_calls
 from .layout import random_inputs, rel_rms
 from .recurrence import kda_recurrent
 
@@ -22,16 +23,8 @@ __all__ = ['device_problem', 'demo', 'main']
 
 # %% ../nbs/09_demo.ipynb #9a917099
 def _time(f, device, repeats: int) -> float:
-    "Median wall time of `f()` in ms, after one warm-up call."
-    f()
-    ts = []
-    for _ in range(repeats):
-        if device.type == 'cuda': torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        f()
-        if device.type == 'cuda': torch.cuda.synchronize(device)
-        ts.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(ts)
+    "Median ms of `repeats` calls of `f`, timed by the benchmark's timer (`time_calls`: CUDA events on a GPU), after a warm-up."
+    return statistics.median(time_calls([f], device, warmup=1, max_calls=repeats, min_calls=repeats))
 
 def device_problem(device) -> str | None:
     "Why the demo cannot run on `device` (None if it can): it takes the CPU or a CUDA device torch can see."

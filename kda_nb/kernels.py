@@ -18,10 +18,10 @@ import torch
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION',
-           'RECORD_BYTES', 'VARLEN_SIX', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
-           'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage',
-           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels',
-           'gate_sweep', 'plot_sweep', 'sanitize']
+           'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes', 'KernelVersionUnavailable',
+           'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles',
+           'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels', 'gate_sweep', 'plot_sweep',
+           'sanitize']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
@@ -286,9 +286,9 @@ def run_kernels(inp: dict, state_out: str | None = 'fp32'):
     return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs)
 
 # %% ../nbs/04_kernels.ipynb #68ac6c0d
-VARLEN_SIX = [1300, 547, 2048, 963, 271, 3063]      # the anchors' variable-length batch (8192 tokens)
+from .layout import ANCHOR_T, VARLEN_SIX        # the anchors' workloads (kept importable from here)
 
-def gate_sweep(T: int = 8192, seqlens: list[int] | None = None, seed: int = 0, peers: bool = True) -> list[dict]:
+def gate_sweep(T: int = ANCHOR_T, seqlens: list[int] | None = None, seed: int = 0, peers: bool = True) -> list[dict]:
     "Relative RMS errors against the fp64 recurrence of the kernels (and fla, if installed) on the gate sweep."
     from kda_nb.layout import GATE_CASES, random_inputs, rel_rms
     from kda_nb.recurrence import kda_recurrent
@@ -308,7 +308,7 @@ def gate_sweep(T: int = 8192, seqlens: list[int] | None = None, seed: int = 0, p
 def plot_sweep(fixed: list[dict], varlen: list[dict]):
     "Bar chart of the sweep's errors per case: kda_nb beside fla, outputs and final states, fixed and varlen."
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 2, figsize=(13, 6.5), sharex=True)
+    fig, axes = plt.subplots(2, 2, figsize=(10, 5.5), sharex=True)
     for col, (title, rows) in enumerate([('fixed length, T = 8192', fixed), ('varlen, six sequences', varlen)]):
         for row_i, what in enumerate(('out', 'state')):
             ax = axes[row_i, col]
@@ -322,7 +322,7 @@ def plot_sweep(fixed: list[dict], varlen: list[dict]):
             ax.set_ylabel(f'rel. RMS error, {"outputs" if what == "out" else "final state"}')
             ax.set_title(title if row_i == 0 else '')
             ax.set_xticks(x, [r['case'] for r in rows], rotation=40, ha='right')
-            ax.legend(fontsize=8)
+            ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -10,8 +10,9 @@ import math
 import torch
 
 # %% auto #0
-__all__ = ['CHUNK_TOKENS', 'GATE_CASES', 'safe_cu_seqlens', 'chunk_offsets', 'longest_first', 'seq_bounds', 'to_padded',
-           'from_padded', 'random_inputs', 'rel_rms']
+__all__ = ['CHUNK_TOKENS', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'safe_cu_seqlens',
+           'chunk_offsets', 'longest_first', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs', 'scaled_six',
+           'anchor_workloads', 'rel_rms']
 
 # %% ../nbs/00_layout.ipynb #c52ad9e1
 CHUNK_TOKENS = 16    # tokens per chunk of the chunked form and the kernels
@@ -111,6 +112,22 @@ def random_inputs(B: int = 1, T: int = 64, H: int = 2, K: int = 128, V: int | No
     if seqlens is not None:
         inp['cu_seqlens'] = torch.tensor([0] + list(seqlens), dtype=torch.long).cumsum(0).to(device)
     return inp
+
+# %% ../nbs/00_layout.ipynb #9c730914
+ANCHOR_T = 8192                                    # tokens of every anchor problem
+ANCHOR_HEADS = (96, 64)                            # heads of the anchor problems, the first the main one
+VARLEN_SIX = [1300, 547, 2048, 963, 271, 3063]     # the anchors' six uneven sequences (8192 tokens)
+EVEN_SEQS = 8                                      # the anchors' batch of equal sequences: 8 x 1024 at T = 8192
+
+def scaled_six(T: int = ANCHOR_T) -> list[int]:
+    "The anchors' six uneven lengths, scaled to `T` tokens in all (`VARLEN_SIX` itself at 8192)."
+    ls = [max(1, round(n * T / sum(VARLEN_SIX))) for n in VARLEN_SIX]
+    ls[-1] += T - sum(ls)
+    return ls
+
+def anchor_workloads(T: int = ANCHOR_T) -> dict[str, list[int] | None]:
+    "The anchors' three batches of `T` tokens, by name: sequence lengths, None for one fixed-length row."
+    return {'fixed': None, 'varlen six': scaled_six(T), f'varlen {T // EVEN_SEQS} x {EVEN_SEQS}': [T // EVEN_SEQS] * EVEN_SEQS}
 
 # %% ../nbs/00_layout.ipynb #018082e9
 def rel_rms(x: torch.Tensor, ref: torch.Tensor) -> float:

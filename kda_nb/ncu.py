@@ -19,32 +19,32 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .kernels import CSRC_FILES, KERNEL_NAMES, VARLEN_SIX, csrc_dir, kernels_unavailable_reason
+from .kernels import CSRC_FILES, KERNEL_NAMES, csrc_dir, kernels_unavailable_reason
+from .layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
 __all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'SUMMARY_METRICS',
            'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'ROLES', 'SHOW', 'MEMORY_SHOW',
-           'STALL_MEANING', 'NOT_STALLS', 'LINE_COLUMNS', 'DESIGN_NOTES', 'COMPARE', 'HIGHER_IS_BETTER',
-           'workload_seqlens', 'workload', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir',
-           'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture', 'main',
-           'StubMetric', 'StubAction', 'metric', 'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters',
-           'kernel_label', 'Profile', 'parse_actions', 'read_report', 'report_file_problem', 'metrics_like',
-           'missing_metrics', 'check_sources', 'check_sections', 'check_clocks', 'check_metrics', 'check_profile',
-           'committed_reports', 'capture_record', 'reports_unavailable_reason', 'load_committed', 'command_of',
-           'used_metrics', 'kernel_table', 'plot_time_share', 'stall_color', 'stall_table', 'top_stalls', 'plot_stalls',
-           'tail_table', 'line_table', 'hot_lines', 'plot_hot_lines', 'source_sections', 'phase_table', 'plot_phases',
-           'advice', 'summarize', 'print_summary', 'tail_summary', 'compare_reports', 'plot_compare']
+           'STALL_MEANING', 'NOT_STALLS', 'LINE_COLUMNS', 'ADVICE', 'COMPARE', 'HIGHER_IS_BETTER', 'workload_seqlens',
+           'workload', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'capture_plan',
+           'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture', 'main', 'metric',
+           'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile', 'parse_actions',
+           'read_report', 'report_file_problem', 'metrics_like', 'missing_metrics', 'check_sources', 'check_sections',
+           'check_clocks', 'check_metrics', 'check_profile', 'committed_reports', 'capture_record',
+           'reports_unavailable_reason', 'load_committed', 'command_of', 'used_metrics', 'kernel_table',
+           'plot_time_share', 'stall_color', 'stall_table', 'top_stalls', 'plot_stalls', 'tail_table', 'line_table',
+           'hot_lines', 'plot_hot_lines', 'source_sections', 'phase_table', 'plot_phases', 'advice', 'summarize',
+           'print_summary', 'tail_summary', 'compare_reports', 'plot_compare']
 
 # %% ../nbs/08_ncu.ipynb #6f5d2384
-T_DEFAULT, H_DEFAULT, D = 8192, 96, 128
+T_DEFAULT, H_DEFAULT, D = ANCHOR_T, ANCHOR_HEADS[0], 128     # the anchors' main problem (kda_nb.layout)
 MODES = ('fixed', 'varlen')
 
 def workload_seqlens(mode: str, T: int = T_DEFAULT) -> list[int] | None:
     "Sequence lengths of the profiled batch: None for `fixed` (one sequence of `T`), the anchors' six for `varlen`."
     if mode == 'fixed': return None
     if mode != 'varlen': raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if T == sum(VARLEN_SIX): return list(VARLEN_SIX)
-    return [max(1, round(n * T / sum(VARLEN_SIX))) for n in VARLEN_SIX]   # the same proportions, scaled to T
+    return scaled_six(T)                             # the anchors' six lengths, scaled to T
 
 # %% ../nbs/08_ncu.ipynb #a9085ad7
 def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int = T_DEFAULT, H: int = H_DEFAULT,
@@ -306,45 +306,6 @@ def _main(a):
     elif a.cmd == 'compare':
         with pd.option_context('display.width', 200, 'display.max_rows', 200):
             print(compare_reports(a.before, a.after))
-
-# %% ../nbs/08_ncu.ipynb #b28d6e0e
-class StubMetric:
-    "A stand-in for `ncu_report.IMetric`: one value, or one value per correlation id (`instances`: {id: value})."
-    def __init__(self, name: str, value=None, unit: str = '', instances: dict | None = None):
-        self._name, self._value, self._unit = name, value, unit
-        self._ids, self._vals = list((instances or {}).keys()), list((instances or {}).values())
-    def name(self): return self._name
-    def unit(self): return self._unit
-    def num_instances(self): return len(self._vals)
-    def has_correlation_ids(self): return bool(self._ids)
-    def correlation_ids(self): return StubMetric(self._name + ':ids', instances=dict(zip(self._ids, self._ids)))
-    def value(self, idx=None):
-        if idx is not None: return self._vals[idx]
-        return sum(self._vals) if self._value is None and self._vals else self._value
-    def as_uint64(self, idx=None): return int(self.value(idx))
-
-class _StubSource:
-    def __init__(self, file, line): self._file, self._line = file, line
-    def file_name(self): return self._file
-    def line(self): return self._line
-
-class StubAction:
-    "A stand-in for `ncu_report.IAction`: metrics {name: value | (value, unit) | {pc: value}}, pc -> (file, line), pc -> SASS."
-    def __init__(self, name: str, metrics: dict, lines: dict | None = None, sass: dict | None = None,
-                 files: dict | None = None, demangled: str | None = None):
-        self._name, self._demangled = name, demangled or name
-        self._metrics = {}
-        for k, v in metrics.items():
-            if isinstance(v, dict): self._metrics[k] = StubMetric(k, instances=v)
-            elif isinstance(v, tuple): self._metrics[k] = StubMetric(k, v[0], v[1])
-            else: self._metrics[k] = StubMetric(k, v)
-        self._lines, self._sass, self._files = lines or {}, sass or {}, files or {}
-    def name(self, base=None): return self._name if base is None else self._demangled
-    def metric_names(self): return tuple(self._metrics)
-    def metric_by_name(self, name): return self._metrics.get(name)
-    def source_info(self, pc): return _StubSource(*self._lines[pc]) if pc in self._lines else None
-    def source_files(self): return dict(self._files)
-    def sass_by_pc(self, pc): return self._sass.get(pc, '')
 
 # %% ../nbs/08_ncu.ipynb #a0e090b4
 SUMMARY_METRICS = {      # column: candidate metric names, the first one present wins
@@ -859,7 +820,7 @@ def plot_stalls(profiles: dict, n: int = 8, issue: bool = False):
     import matplotlib.pyplot as plt
     tables = {label: stall_table(p) for label, p in profiles.items()}
     kernels = _order(k for t in tables.values() for k in t.columns)
-    fig, axes = plt.subplots(1, max(len(kernels), 1), figsize=(6.5 * max(len(kernels), 1), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, max(len(kernels), 1), figsize=(4.8 * max(len(kernels), 1), 4.5), squeeze=False)
     for ax, k in zip(axes[0], kernels):
         both = pd.DataFrame({label: t[k] for label, t in tables.items() if k in t}).fillna(0.0)
         cpi = both.sum()
@@ -870,7 +831,7 @@ def plot_stalls(profiles: dict, n: int = 8, issue: bool = False):
         for j, label in enumerate(both.columns):
             y = [i - (j - (len(both.columns) - 1) / 2) * h for i in range(len(both))]     # the first workload on top
             ax.barh(y, both[label], h, label=f"{label} (all reasons: {cpi[label]:.1f} cycles)", color=f'C{j}')
-            for yi, v in zip(y, both[label]): ax.text(v, yi, f' {v:.2f}', va='center', fontsize=7)
+            for yi, v in zip(y, both[label]): ax.text(v, yi, f' {v:.2f}', va='center', fontsize=8)
         ax.set_yticks(range(len(both)), [r.replace('_', ' ') for r in both.index])
         ax.set_xlim(0, both.values.max() * 1.15 if both.size else 1)
         ax.set_xlabel('cycles per issued instruction')
@@ -940,7 +901,7 @@ def plot_hot_lines(p: Profile, kernel: str, n: int = 12, csrc_only: bool = True,
     t = line_table(p, kernel)
     if csrc_only and not t.empty: t = t[t.index.get_level_values('file').isin(CSRC_FILES)]
     t = t.head(n)
-    fig, ax = plt.subplots(figsize=(12, 1.8 + 0.36 * max(len(t), 1)))
+    fig, ax = plt.subplots(figsize=(9.5, 1.8 + 0.36 * max(len(t), 1)))
     if t.empty:
         ax.text(0.5, 0.5, f'no line-level samples for {kernel}', ha='center', transform=ax.transAxes)
         return fig
@@ -965,7 +926,7 @@ def plot_hot_lines(p: Profile, kernel: str, n: int = 12, csrc_only: bool = True,
     ax.set_title(f"{ROLES.get(kernel, kernel)}: hottest source lines")
     handles, labels = ax.get_legend_handles_labels()
     height = fig.get_size_inches()[1]
-    fig.legend(handles, labels, loc='lower center', ncol=5, fontsize=7, frameon=False)
+    fig.legend(handles, labels, loc='lower center', ncol=5, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, (0.15 + 0.2 * -(-len(labels) // 5)) / height, 1, 1))
     return fig
 
@@ -1019,7 +980,7 @@ def phase_table(p: Profile, kernel: str) -> pd.DataFrame:
 def plot_phases(p: Profile, kernels=KERNEL_NAMES, n: int = 8):
     "Per kernel, its `n` busiest source sections: share of samples, of instructions, of shared-memory wavefronts."
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(kernels), figsize=(6.5 * len(kernels), 0.9 + 0.45 * n), squeeze=False)
+    fig, axes = plt.subplots(1, len(kernels), figsize=(4.8 * len(kernels), 0.9 + 0.45 * n), squeeze=False)
     what = {'samples_share': 'stall samples (time)', 'inst_share': 'instructions executed',
             'smem_share': 'shared-memory wavefronts'}
     for ax, k in zip(axes[0], kernels):
@@ -1036,39 +997,36 @@ def plot_phases(p: Profile, kernels=KERNEL_NAMES, n: int = 8):
     return fig
 
 # %% ../nbs/08_ncu.ipynb #42298ffa
-DESIGN_NOTES = {
-    ('kda_fwd_prepare', 'barrier'): "K1's warps meet at a barrier: a phase that keeps only part of the block busy "
-        "(v3 has none: each warp owns its item)",
-    ('kda_fwd_prepare', 'wait'): "K1's threads wait on fixed-latency chains: the mma accumulators and the "
-        "arithmetic between a scratch read and its use; more independent work per warp (two items interleaved) "
-        "or more warps per SM",
-    ('kda_fwd_prepare', 'long_scoreboard'): "K1 waits for global memory: the next item's cp.async copy has not "
-        "landed, or a plain load (beta, the offsets) is used right after it is issued",
-    ('kda_fwd_prepare', 'short_scoreboard'): "K1 waits for the multi-function unit (exponentials, reciprocals) "
-        "and for scratch reads (the cumulative gate, the q/k rows, L's rows): with 3 warps per scheduler, each "
-        "of these latencies shows; more warps per SM (a smaller scratch) or more independent work per warp",
-    ('kda_fwd_prepare', 'mio_throttle'): "K1 issues shared-memory instructions faster than the pipe drains them: "
-        "fewer, conflict-free, wider accesses",
-    ('kda_fwd_prepare', 'lg_throttle'): "K1 has many global accesses in flight: wider (16-byte) loads and stores",
-    ('kda_fwd_recurrence', 'wait'): "K2's warps wait on fixed-latency dependencies with one or two warps per "
-        "scheduler to switch to: every instruction on a warp's path costs its latency, so fewer instructions per "
-        "chunk (the section table says where they go) or more independent work per warp",
-    ('kda_fwd_recurrence', 'long_scoreboard'): "K2 waits for global memory: the state load at the start, or a "
-        "stage (bulk copy of the record, cp.async of the values) that lands after the arithmetic needs it (a deeper "
-        "pipeline, or an earlier issue)",
-    ('kda_fwd_recurrence', 'short_scoreboard'): "K2 waits for shared-memory reads of the chunk's stage (ldmatrix, "
-        "the decay vector, the value tile): issue them earlier, before the results are needed",
-    ('kda_fwd_recurrence', 'barrier'): "K2's warps meet at __syncthreads every chunk: the fastest waits for the "
-        "slowest; per-warp release of a stage (an mbarrier the warps arrive on) would let them drift",
-    ('kda_fwd_recurrence', 'mio_throttle'): "K2 issues shared-memory instructions faster than they drain: fewer, "
-        "wider ldmatrix, the output tile written once",
-    ('kda_fwd_recurrence', 'math_pipe_throttle'): "K2 keeps the tensor pipe busy: the recurrence is compute-bound "
-        "where it runs; more SMs busy (parallelism over the sequence) is the lever left",
+ADVICE = {   # (kernel, dominant stall): the lever it points to; the reasoning is in the list above
+    ('kda_fwd_prepare', 'barrier'):
+        "K1's warps meet at a barrier (v3 has none): find the phase that keeps part of the block idle",
+    ('kda_fwd_prepare', 'wait'):
+        'K1 waits on fixed-latency chains: more independent work per warp or more warps per SM',
+    ('kda_fwd_prepare', 'long_scoreboard'):
+        "K1 waits for global memory: issue the next item's copy, and plain loads, earlier",
+    ('kda_fwd_prepare', 'short_scoreboard'):
+        'K1 waits for the MUFU unit and scratch reads: more warps per SM or more independent work per warp',
+    ('kda_fwd_prepare', 'mio_throttle'):
+        'K1 issues shared-memory instructions faster than they drain: fewer, wider, conflict-free accesses',
+    ('kda_fwd_prepare', 'lg_throttle'):
+        'K1 has many global accesses in flight: wider (16-byte) loads and stores',
+    ('kda_fwd_recurrence', 'wait'):
+        'K2 waits on fixed-latency dependencies: fewer instructions per chunk or more independent work per warp',
+    ('kda_fwd_recurrence', 'long_scoreboard'):
+        'K2 waits for global memory: a deeper pipeline or an earlier issue',
+    ('kda_fwd_recurrence', 'short_scoreboard'):
+        'K2 waits for shared-memory reads of the stage: issue them earlier',
+    ('kda_fwd_recurrence', 'barrier'):
+        "K2's warps wait for each other at the per-chunk __syncthreads: release a stage per warp",
+    ('kda_fwd_recurrence', 'mio_throttle'):
+        'K2 issues shared-memory instructions faster than they drain: fewer, wider ldmatrix',
+    ('kda_fwd_recurrence', 'math_pipe_throttle'):
+        'K2 keeps the tensor pipe busy: more SMs busy (parallelism over the sequence)',
 }
 
 def advice(kernel: str, reason: str) -> str:
     "What a dominant stall `reason` of `kernel` suggests for kda_nb's design."
-    return DESIGN_NOTES.get((kernel, reason), f"{reason.replace('_', ' ')}: {STALL_MEANING.get(reason, 'see the ncu docs')}")
+    return ADVICE.get((kernel, reason), f"{reason.replace('_', ' ')}: {STALL_MEANING.get(reason, 'see the ncu docs')}")
 
 def _fmt_kernel(k, r) -> str:
     limit = f", {r.block_limit:.0f} blocks/SM (limited by {r.limited_by})" if pd.notna(r.get('block_limit')) else ''
@@ -1157,7 +1115,7 @@ def plot_compare(table: pd.DataFrame, metrics=('duration_us', 'sm_pct', 'occ_ach
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, NullLocator
     kernels = list(dict.fromkeys(table.index.get_level_values(0)))
-    fig, axes = plt.subplots(1, max(len(kernels), 1), figsize=(6.5 * max(len(kernels), 1), 4.5), squeeze=False)
+    fig, axes = plt.subplots(1, max(len(kernels), 1), figsize=(4.8 * max(len(kernels), 1), 4.5), squeeze=False)
     for ax, k in zip(axes[0], kernels):
         t = table.loc[k]
         stalls = t[t.index.str.startswith('stall: ') & (t.iloc[:, :2].max(axis=1) >= min_cycles)]
@@ -1167,15 +1125,17 @@ def plot_compare(table: pd.DataFrame, metrics=('duration_us', 'sm_pct', 'occ_ach
         lr = np.log2(rows.clip(lower=1 / 64, upper=64))          # a stall that vanished (x0) or appeared (inf): at x1/64, x64
         ax.barh(range(len(rows)), lr, color=['C2' if b else 'C3' for b in better])
         for i, (v, x) in enumerate(zip(rows, lr)):
-            label = ' gone ' if v == 0 else ' new ' if not np.isfinite(v) else f" x{v:.2f} "
+            label = (' gone ' if v == 0 else ' new ' if not np.isfinite(v) else ' >x64 ' if v > 64 else ' <x1/64 ' if v < 1 / 64
+                     else f" x{v:.2f} ")
             ax.text(x, i, label, va='center', fontsize=8, ha='left' if v >= 1 else 'right')
         ax.axvline(0, color='k', lw=0.8)
         lim = max(0.25, float(np.abs(lr).max()) * 1.35) if len(rows) else 1
         ax.set_xlim(-lim, lim)
-        cands = (1 / 8, 1 / 4, 1 / 2, 0.8, 1, 1.25, 2, 4, 8) if lim > 0.6 else (0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25)
+        cands = ((1 / 64, 1 / 8, 1, 8, 64) if lim > 4 else (1 / 8, 1 / 4, 1 / 2, 1, 2, 4, 8) if lim > 1.5 else
+                 (1 / 4, 1 / 2, 0.8, 1, 1.25, 2, 4) if lim > 0.6 else (0.8, 0.9, 1, 1.1, 1.25))   # labels that never touch
         ticks = [x for x in cands if abs(np.log2(x)) <= lim]
         ax.xaxis.set_major_locator(FixedLocator(np.log2(ticks))); ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([f"{x:g}" for x in ticks])
+        ax.set_xticklabels([f"{x:g}" if x >= 0.1 else f"1/{1 / x:g}" for x in ticks])
         ax.set_yticks(range(len(rows)), [m.replace('_', ' ') for m in rows.index])
         ax.invert_yaxis()
         ax.set_xlabel(f"{table.columns[1]} / {table.columns[0]} (log scale; green: better, red: worse)")

@@ -329,3 +329,24 @@ def test_state_pool_graph_replay():
         fwd(**dict(a, initial_state=expect_pool, final_state=expect_pool, out=expect_out), state_indices=idx.clone())
         graph.replay()
         assert torch.equal(pool, expect_pool) and torch.equal(out, expect_out), new
+
+
+import subprocess, sys
+
+def test_library_without_plot_packages():
+    "`import kda_nb` and `kda_nb.kda` on the CPU with matplotlib and pandas made unimportable."
+    code = '\n'.join([
+        "import importlib.machinery, sys",
+        "class Block:",
+        "    def find_spec(self, name, path=None, target=None):   # found, with no loader: importing it fails",
+        "        if name.split('.')[0] in ('matplotlib', 'pandas'): return importlib.machinery.ModuleSpec(name, None)",
+        "sys.meta_path.insert(0, Block())",
+        "import torch, kda_nb, kda_nb.demo   # the library and the README's first command",
+        "q, k, v, g = (torch.rand(1, 20, 2, 128).bfloat16() for _ in range(4))",
+        "out, state = kda_nb.kda(q, k, v, g, torch.randn(1, 20, 2).bfloat16(), torch.zeros(2), torch.zeros(2, 128))",
+        "assert out.shape == (1, 20, 2, 128) and state.shape == (1, 2, 128, 128)",
+        "assert not any(m.split('.')[0] in ('matplotlib', 'pandas') for m in sys.modules)",
+        "try: import pandas",
+        "except ImportError: print('ok')"])
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == 'ok', r.stderr[-2000:]

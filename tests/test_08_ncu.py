@@ -4,6 +4,45 @@ import pytest
 from kda_nb.ncu import *
 
 
+class StubMetric:
+    "A stand-in for `ncu_report.IMetric`: one value, or one value per correlation id (`instances`: {id: value})."
+    def __init__(self, name: str, value=None, unit: str = '', instances: dict | None = None):
+        self._name, self._value, self._unit = name, value, unit
+        self._ids, self._vals = list((instances or {}).keys()), list((instances or {}).values())
+    def name(self): return self._name
+    def unit(self): return self._unit
+    def num_instances(self): return len(self._vals)
+    def has_correlation_ids(self): return bool(self._ids)
+    def correlation_ids(self): return StubMetric(self._name + ':ids', instances=dict(zip(self._ids, self._ids)))
+    def value(self, idx=None):
+        if idx is not None: return self._vals[idx]
+        return sum(self._vals) if self._value is None and self._vals else self._value
+    def as_uint64(self, idx=None): return int(self.value(idx))
+
+class _StubSource:
+    def __init__(self, file, line): self._file, self._line = file, line
+    def file_name(self): return self._file
+    def line(self): return self._line
+
+class StubAction:
+    "A stand-in for `ncu_report.IAction`: metrics {name: value | (value, unit) | {pc: value}}, pc -> (file, line), pc -> SASS."
+    def __init__(self, name: str, metrics: dict, lines: dict | None = None, sass: dict | None = None,
+                 files: dict | None = None, demangled: str | None = None):
+        self._name, self._demangled = name, demangled or name
+        self._metrics = {}
+        for k, v in metrics.items():
+            if isinstance(v, dict): self._metrics[k] = StubMetric(k, instances=v)
+            elif isinstance(v, tuple): self._metrics[k] = StubMetric(k, v[0], v[1])
+            else: self._metrics[k] = StubMetric(k, v)
+        self._lines, self._sass, self._files = lines or {}, sass or {}, files or {}
+    def name(self, base=None): return self._name if base is None else self._demangled
+    def metric_names(self): return tuple(self._metrics)
+    def metric_by_name(self, name): return self._metrics.get(name)
+    def source_info(self, pc): return _StubSource(*self._lines[pc]) if pc in self._lines else None
+    def source_files(self): return dict(self._files)
+    def sass_by_pc(self, pc): return self._sass.get(pc, '')
+
+
 import re
 import sys
 import pytest

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${KDA_NB_PYTHON:-python3}"
 MODE="${KDA_NB_SETUP:-dev}"
-if [ "$MODE" = lib ] && [ ! -x .venv/bin/python ] && "$PY" -c "import torch, numpy, matplotlib, pandas" 2>/dev/null; then
+if [ "$MODE" = lib ] && [ ! -x .venv/bin/python ] && "$PY" -c "import torch, numpy" 2>/dev/null; then
   # The library needs nothing this Python lacks (a GPU image, or an environment the user prepared):
   # use it as it is, with kda_nb from this checkout. No install, no network.
   echo "== using $("$PY" -c 'import sys; print(sys.executable)') with kda_nb from $PWD"

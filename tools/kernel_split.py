@@ -2,17 +2,14 @@
 # several K2 widths (KDA_NB_K2_WARPS), K1 and K2 alone under the torch profiler, and (--versions v2,v1) earlier
 # kernels in the same process. It is not the benchmark (no input rotation, no peers): `python -m kda_nb.bench` is.
 #     python tools/kernel_split.py [--versions v2,v1] [--widths 4] [--fla]
-import os, sys, torch, time
-from kda_nb.layout import random_inputs, rel_rms
+import os, statistics, sys, torch
+from kda_nb.bench import time_calls
+from kda_nb.layout import ANCHOR_HEADS, ANCHOR_T, anchor_workloads, random_inputs, rel_rms
 from kda_nb.kernels import fwd_cuda, load_kernels
 from kda_nb.peers import fla_forward, fla_unavailable_reason
 def bench(f, n=30):
-    for _ in range(3): f()
-    torch.cuda.synchronize(); ts = []
-    for _ in range(n):
-        a = torch.cuda.Event(True); b = torch.cuda.Event(True)
-        a.record(); f(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
-    ts.sort(); return ts[len(ts)//2]
+    "Median ms of `n` calls of `f` (CUDA events), by the benchmark's timer."
+    return statistics.median(time_calls([f], 'cuda', warmup=3, max_calls=n, min_calls=n))
 def kernel_split(f):
     from torch.profiler import profile, ProfilerActivity
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -28,12 +25,12 @@ old = [v for v in arg('--versions', '').split(',') if v]
 widths = arg('--widths', '2,4,8,').split(',')
 for v in old: load_kernels(version=v)
 rows = []
-for H in (96, 64):
-    for name, seqlens in (('fixed', None), ('varlen6', [1300, 547, 2048, 963, 271, 3063]), ('1024x8', [1024]*8)):
-        inp = random_inputs(1, 8192, H, 128, seqlens=seqlens, device='cuda', state='bf16', seed=1)
+for H in ANCHOR_HEADS:
+    for name, seqlens in anchor_workloads().items():
+        inp = random_inputs(1, ANCHOR_T, H, 128, seqlens=seqlens, device='cuda', state='bf16', seed=1)
         args = {k: x for k, x in inp.items() if k != 'initial_state'}
         out = torch.empty_like(inp['v']); fs = torch.empty_like(inp['initial_state'])
-        line = f"H={H} {name:>8}:"
+        line = f"H={H} {name:>15}:"
         for w in widths:
             os.environ['KDA_NB_K2_WARPS'] = w
             f = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=out, final_state=fs, seqlens=seqlens)
@@ -49,4 +46,4 @@ for H in (96, 64):
 if fla_unavailable_reason() is None and '--fla' in sys.argv:
     for H, name, inp, seqlens in rows:
         tf = bench(lambda: fla_forward(**inp), n=20)
-        print(f"H={H} {name:>8}: fla {tf:.3f}", flush=True)
+        print(f"H={H} {name:>15}: fla {tf:.3f}", flush=True)
