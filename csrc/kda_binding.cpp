@@ -1,6 +1,6 @@
 // kda_binding.cpp: the torch side of the kernels. Checks what the kernels assume (devices, dtypes,
 // shapes), makes misaligned or strided tensors safe to hand over, builds the batch layout on the device,
-// fills kda::FwdArgs and launches the layout kernel, K1 and K2 on torch's current stream of the inputs'
+// fills kda::FwdArgs (or DecodeArgs) and launches the layout kernel, K1 and K2 (or K3 alone) on torch's current stream of the inputs'
 // device. It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a
 // CPU build of torch (CI does).
 // kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it gets here;
@@ -16,6 +16,14 @@
 
 namespace {
 
+// "[2, 3, 4]": a tensor's shape for error messages. (Streaming sizes() into TORCH_CHECK's message
+// crashed the process in the lent build, seen on the H200 with torch 2.13: formatted here instead.)
+std::string shape_of(const torch::Tensor& t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+    return s + "]";
+}
+
 void check_tensor(const torch::Tensor& t, const char* name, at::ScalarType dtype, const torch::Tensor& like) {
     TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
     TORCH_CHECK(t.device() == like.device(), name, " must be on ", like.device(), ", got ", t.device());
@@ -30,9 +38,18 @@ int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const to
                 " must be float32 or bfloat16, got ", t.scalar_type());
     check_tensor(t, name, t.scalar_type(), like);
     TORCH_CHECK(t.dim() == 4 && t.size(0) == N && t.size(1) == H && t.size(2) == 128 && t.size(3) == 128,
-                name, " must have shape [", N, ", ", H, ", 128, 128], got ", t.sizes());
+                name, " must have shape [", N, ", ", H, ", 128, 128], got ", shape_of(t).c_str());
     return t.scalar_type() == at::kFloat ? kda::STATE_FP32 : kda::STATE_BF16;
 }
+
+// Do the bytes of a and b overlap? (kda_nb.api checks the same, with the same words.)
+bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
+    const auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()), pb = reinterpret_cast<uintptr_t>(b.data_ptr());
+    return a.device() == b.device() && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// A float32 tensor: `t` itself if it is one (no dispatch), else a converted copy.
+torch::Tensor as_float(const torch::Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }
 
 // 16-byte aligned and contiguous, as the kernels' vector loads need: `t` itself, or a copy of it. A view
 // at an odd offset (flat[1:].view(...)) gets a copy here instead of a misaligned-address fault.
@@ -44,115 +61,200 @@ torch::Tensor kernel_ready(const torch::Tensor& t) {
     return t.is_contiguous() ? t.clone() : t.contiguous();     // fresh allocations are aligned
 }
 
-}  // namespace
 
-// q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias [H, 128] fp32;
-// states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N] (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length
-// batch (N = B). Everything the launch needs is derived here on the device from shapes and cu_seqlens,
-// with no copy to the host, so the call can be captured in a CUDA graph; it runs on torch's current
-// stream of q's device. Inputs that are misaligned or not contiguous are copied; outputs that are get a
-// temporary, copied back.
-void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-             double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
-             c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
-             c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
-    TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", q.sizes());
+// The checked, kernel-ready form of a call's tensors, shared by the chunked path (kda_fwd) and the decode
+// path (kda_decode). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
+// [H, 128] fp32; states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
+// (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
+// Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
+// `s_out`), which `finish` copies back.
+struct Call {
+    torch::Tensor qc, kc, vc, gc, bc, Ac, dc, o, slots, cu;
+    c10::optional<torch::Tensor> s_in, s_out;
+    int64_t B = 0, T = 0, H = 0, N = 0, P = 0;
+    bool varlen = false, pooled = false;
+    int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
+    cudaStream_t stream = nullptr;
+};
+
+Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+             const torch::Tensor& beta, const torch::Tensor& out, const torch::Tensor& A_log,
+             const torch::Tensor& dt_bias, const c10::optional<torch::Tensor>& initial_state,
+             const c10::optional<torch::Tensor>& final_state, const c10::optional<torch::Tensor>& cu_seqlens,
+             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64) {
+    Call c;
+    TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    const c10::DeviceGuard guard(q.device());
-    const int64_t B = q.size(0), T = q.size(1), H = q.size(2);
-    const bool varlen = cu_seqlens.has_value();
-    if (varlen) {
+    c.B = q.size(0); c.T = q.size(1); c.H = q.size(2);
+    c.varlen = cu_seqlens.has_value();
+    if (c.varlen) {
         TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
         TORCH_CHECK(cu_seqlens->scalar_type() == at::kLong, "cu_seqlens must be int64, got ", cu_seqlens->scalar_type());
-        TORCH_CHECK(B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", B);
+        TORCH_CHECK(c.B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", c.B);
+        const torch::Tensor& cu = *cu_seqlens;
+        c.cu = cu.device() == q.device() && cu.is_contiguous() ? cu : cu.to(q.device()).contiguous();
     }
-    const int64_t N = varlen ? cu_seqlens->numel() - 1 : B;
-    TORCH_CHECK(varlen || T >= 1, "q must have T >= 1 tokens per row");
-    TORCH_CHECK(N <= INT32_MAX && H <= INT32_MAX, "too many sequences or heads");
+    c.N = c.varlen ? cu_seqlens->numel() - 1 : c.B;
+    TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
+    TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
     const char* names[] = {"q", "k", "v", "g", "out"};
     for (int i = 0; i < 5; ++i) {
         check_tensor(*same_shape[i], names[i], at::kBFloat16, q);
-        TORCH_CHECK(same_shape[i]->sizes() == q.sizes(), names[i], " must have the shape of q ", q.sizes(),
-                    ", got ", same_shape[i]->sizes());
+        TORCH_CHECK(same_shape[i]->sizes() == q.sizes(), names[i], " must have the shape of q ", shape_of(q).c_str(),
+                    ", got ", shape_of(*same_shape[i]).c_str());
     }
     check_tensor(beta, "beta", at::kBFloat16, q);
-    TORCH_CHECK(beta.dim() == 3 && beta.size(0) == B && beta.size(1) == T && beta.size(2) == H,
-                "beta must be [B, T, H], got ", beta.sizes());
-    TORCH_CHECK(A_log.numel() == H && A_log.device() == q.device(), "A_log must be [H] on ", q.device());
-    TORCH_CHECK(dt_bias.numel() == H * 128 && dt_bias.device() == q.device(), "dt_bias must be [H, 128] on ", q.device());
+    TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
+                "beta must be [B, T, H], got ", shape_of(beta).c_str());
+    for (const auto* t : {&A_log, &dt_bias}) {
+        const char* name = t == &A_log ? "A_log" : "dt_bias";
+        TORCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
+                    " must be float32 or float64, got ", t->scalar_type());
+        TORCH_CHECK(t->device() == q.device(), name, " must be on ", q.device(), ", got ", t->device());
+    }
+    TORCH_CHECK(A_log.dim() == 1 && A_log.size(0) == c.H, "A_log must be [H] = [", c.H, "], got ", shape_of(A_log).c_str());
+    TORCH_CHECK(dt_bias.dim() == 2 && dt_bias.size(0) == c.H && dt_bias.size(1) == 128, "dt_bias must be [H, 128] = [",
+                c.H, ", 128], got ", shape_of(dt_bias).c_str());
+    {   // fwd leaves its inputs untouched: out and final_state must not share memory with them
+        const torch::Tensor* ins[] = {&q, &k, &v, &g, &beta, &A_log, &dt_bias};
+        const char* in_names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias"};
+        for (int i = 0; i < 7; ++i)
+            TORCH_CHECK(!overlap(out, *ins[i]), "out must not share memory with ", in_names[i],
+                        ": fwd leaves its inputs untouched");
+        if (initial_state.has_value())
+            TORCH_CHECK(!overlap(out, *initial_state), "out must not share memory with initial_state: fwd leaves its inputs untouched");
+        if (final_state.has_value()) {
+            for (int i = 0; i < 5; ++i)
+                TORCH_CHECK(!overlap(*final_state, *ins[i]), "final_state must not share memory with ", in_names[i]);
+            TORCH_CHECK(!overlap(*final_state, out), "final_state must not share memory with out");
+        }
+    }
 
-    const torch::Tensor qc = kernel_ready(q), kc = kernel_ready(k), vc = kernel_ready(v), gc = kernel_ready(g);
-    const torch::Tensor bc = kernel_ready(beta);
-    const torch::Tensor Ac = kernel_ready(A_log.to(at::kFloat)), dc = kernel_ready(dt_bias.to(at::kFloat));
-    torch::Tensor o = usable_as_is(out) ? out : torch::empty_like(out, at::MemoryFormat::Contiguous);
+    c.qc = kernel_ready(q); c.kc = kernel_ready(k); c.vc = kernel_ready(v); c.gc = kernel_ready(g);
+    c.bc = kernel_ready(beta);
+    c.Ac = kernel_ready(as_float(A_log)); c.dc = kernel_ready(as_float(dt_bias));
+    c.o = usable_as_is(out) ? out : torch::empty_like(out, at::MemoryFormat::Contiguous);
     // States: one per sequence ([N, H, 128, 128]), or pools of P slots with state_indices [N] naming the
     // slot each sequence reads and writes (-1: a padding sequence); the two may be one tensor.
-    const bool pooled = state_indices.has_value();
-    int64_t P = N;
-    torch::Tensor slots;
-    if (pooled) {
-        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == N, "state_indices must be [N = ", N,
-                    "], got ", state_indices->sizes());
+    c.pooled = state_indices.has_value();
+    c.P = c.N;
+    if (c.pooled) {
+        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == c.N, "state_indices must be [N = ", c.N,
+                    "], got ", shape_of(*state_indices).c_str());
         TORCH_CHECK(state_indices->scalar_type() == at::kLong || state_indices->scalar_type() == at::kInt,
                     "state_indices must be int32 or int64, got ", state_indices->scalar_type());
-        slots = state_indices->to(q.device(), at::kLong).contiguous();
-        P = initial_state.has_value() ? initial_state->size(0) : final_state.has_value() ? final_state->size(0) : INT64_MAX;
+        TORCH_CHECK(state_indices->device() == q.device(), "state_indices must be on ", q.device(), ", got ",
+                    state_indices->device());
+        const torch::Tensor& idx = *state_indices;
+        c.slots = slots_as_int64 && idx.scalar_type() != at::kLong ? idx.to(at::kLong).contiguous() : idx.contiguous();
+        c.P = initial_state.has_value() ? initial_state->size(0) : final_state.has_value() ? final_state->size(0) : INT64_MAX;
         TORCH_CHECK(!(initial_state.has_value() && final_state.has_value()) || initial_state->size(0) == final_state->size(0),
                     "initial_state and final_state must be pools of the same size");
     }
-    c10::optional<torch::Tensor> s_in, s_out;
     if (initial_state.has_value()) {
-        state_kind(initial_state, "initial_state", q, P, H);
-        s_in = kernel_ready(*initial_state);
+        state_kind(initial_state, "initial_state", q, c.P, c.H);
+        c.s_in = kernel_ready(*initial_state);
     }
     if (final_state.has_value()) {
-        state_kind(final_state, "final_state", q, P, H);
-        if (usable_as_is(*final_state)) s_out = *final_state;
-        else if (pooled) s_out = final_state->contiguous().clone();       // slots no sequence names keep their values
-        else s_out = torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
+        state_kind(final_state, "final_state", q, c.P, c.H);
+        if (usable_as_is(*final_state)) c.s_out = *final_state;
+        else if (c.pooled) c.s_out = final_state->contiguous().clone();      // slots no sequence names keep their values
+        else c.s_out = torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
     }
+    c.in_kind = state_kind(c.s_in, "initial_state", q, c.P, c.H);
+    c.out_kind = state_kind(c.s_out, "final_state", q, c.P, c.H);
+    c.stream = static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
+    return c;
+}
 
+void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
+    if (!c.o.is_same(out)) out.copy_(c.o);
+    if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
+}
+
+}  // namespace
+
+// The chunked path: the layout kernel (variable lengths only), K1 and K2, on torch's current stream of q's
+// device. Everything the launch needs is derived here on the device from shapes and cu_seqlens, with no
+// copy to the host, so the call can be captured in a CUDA graph.
+void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
+             double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
+             c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
+             c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    const Call c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens,
+                           state_indices, true);
+    const int64_t B = c.B, T = c.T, H = c.H, N = c.N;
     kda::FwdArgs a{};
-    a.q = qc.data_ptr(); a.k = kc.data_ptr(); a.v = vc.data_ptr(); a.g = gc.data_ptr(); a.beta = bc.data_ptr();
-    a.A_log = Ac.data_ptr<float>(); a.dt_bias = dc.data_ptr<float>(); a.out = o.data_ptr();
-    a.state_in_kind = state_kind(s_in, "initial_state", q, P, H);
-    a.state_out_kind = state_kind(s_out, "final_state", q, P, H);
-    a.state_slot = pooled ? slots.data_ptr<int64_t>() : nullptr;
-    a.n_slots = P;
-    a.state_in = s_in.has_value() ? s_in->data_ptr() : nullptr;
-    a.state_out = s_out.has_value() ? s_out->data_ptr() : nullptr;
+    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
+    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
+    a.state_in_kind = c.in_kind;
+    a.state_out_kind = c.out_kind;
+    a.state_slot = c.pooled ? c.slots.data_ptr<int64_t>() : nullptr;
+    a.n_slots = c.P;
+    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
+    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
     a.n_seq = static_cast<int>(N); a.H = static_cast<int>(H);
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
 
-    const cudaStream_t stream = static_cast<cudaStream_t>(
-        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
     // the layout tables [offsets N+1 | chunk offsets N+1 | order, N int32], filled by the layout kernel
     // from cu_seqlens, or by K1 for a fixed-length batch
     const torch::Tensor tables = torch::empty({2 * (N + 1) + (N + 1) / 2}, q.options().dtype(at::kLong));
     int64_t* t = tables.data_ptr<int64_t>();
-    int* order = varlen && N > 1 ? reinterpret_cast<int*>(t + 2 * (N + 1)) : nullptr;
+    int* order = c.varlen && N > 1 ? reinterpret_cast<int*>(t + 2 * (N + 1)) : nullptr;
     a.cu_seqlens = t; a.cu_chunks = t + (N + 1); a.seq_order = order;
     // sum of ceil(len / 16) over N lengths that add up to at most B * T
-    a.max_chunks = varlen ? (T + 15 * N) / 16 : B * ((T + 15) / 16);
+    a.max_chunks = c.varlen ? (T + 15 * N) / 16 : B * ((T + 15) / 16);
     cudaError_t err = cudaSuccess;
-    a.seq_len = varlen ? 0 : T;                        // fixed length: K1 writes the two tables itself
-    if (varlen) {
-        const torch::Tensor cu = cu_seqlens->to(q.device()).contiguous();
-        err = kda::launch_layout(cu.data_ptr<int64_t>(), 0, a.n_seq, B * T, t, t + (N + 1), order, o.data_ptr(),
-                                 H * 128 * 2, stream);
+    a.seq_len = c.varlen ? 0 : T;                      // fixed length: K1 writes the two tables itself
+    if (c.varlen) {
+        err = kda::launch_layout(c.cu.data_ptr<int64_t>(), 0, a.n_seq, B * T, t, t + (N + 1), order, c.o.data_ptr(),
+                                 H * 128 * 2, c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
     const int64_t ws_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
     const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
     a.workspace = ws.data_ptr();
 
-    err = kda::launch_prepare(a, stream);
+    err = kda::launch_prepare(a, c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_fwd_prepare launch failed: ", cudaGetErrorString(err));
-    err = kda::launch_recurrence(a, stream);
+    err = kda::launch_recurrence(a, c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_fwd_recurrence launch failed: ", cudaGetErrorString(err));
-    if (!o.is_same(out)) out.copy_(o);
-    if (final_state.has_value() && !s_out->is_same(*final_state)) final_state->copy_(*s_out);
+    finish(c, out, final_state);
+}
+
+// The decode path: K3 alone, one launch, the token recurrence on each state (kda_decode.cu). Same
+// arguments and results as kda_fwd; fast for sequences of a few tokens, slow for long ones (the caller,
+// kda_nb.api, picks the path by the shapes).
+void kda_decode(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
+                double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
+                c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
+                c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    const Call c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens,
+                           state_indices, false);
+    kda::DecodeArgs a{};
+    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
+    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
+    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
+    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
+    a.state_in_kind = c.in_kind;
+    a.state_out_kind = c.out_kind;
+    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;
+    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
+    a.n_slots = c.P;
+    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
+    a.seq_len = c.varlen ? 0 : c.T;
+    a.total = c.B * c.T;
+    a.n_seq = static_cast<int>(c.N); a.H = static_cast<int>(c.H);
+    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
+    const cudaError_t err = kda::launch_decode(a, c.stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
+    finish(c, out, final_state);
 }
 
 // The layout kernel alone, for the tests: (safe offsets [N+1], chunk offsets [N+1], order [N] int32,

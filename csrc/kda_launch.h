@@ -42,6 +42,34 @@ struct FwdArgs {
     void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2
 };
 
+// K3 "decode": the token recurrence, one block per (sequence, head, 32 state rows), for short sequences.
+// It reads the caller's cu_seqlens itself (made safe by the layout rules inside the kernel), so it needs
+// no layout launch and no workspace.
+struct DecodeArgs {
+    const void* q;            // [total, H, 128] bf16, as in FwdArgs
+    const void* k;
+    const void* v;
+    const void* g;
+    const void* beta;         // [total, H] bf16
+    const float* A_log;       // [H]
+    const float* dt_bias;     // [H, 128]
+    void* out;                // [total, H, 128] bf16
+    const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
+    void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
+    int state_in_kind;
+    int state_out_kind;
+    const void* state_slot;   // [N] int32 (slot_int32) or int64: the pool slot of sequence n, or null (slot n)
+    int slot_int32;
+    int64_t n_slots;
+    const int64_t* cu_seqlens;  // [N + 1] the caller's offsets (any values), or null: N sequences of seq_len
+    int64_t seq_len;
+    int64_t total;            // tokens in q
+    int n_seq;
+    int H;
+    float scale;
+    float lower_bound;
+};
+
 size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)
 // The layout tables of FwdArgs, in one launch: from the caller's cu_seqlens [N + 1] (any values), or,
 // with cu_in null, for N sequences of seq_len tokens each. seq_order may be null (not wanted). Rows of
@@ -50,5 +78,6 @@ cudaError_t launch_layout(const int64_t* cu_in, int64_t seq_len, int n_seq, int6
                           int64_t* cu_chunks, int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream);
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream);     // K1
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream);  // K2
+cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream);    // K3
 
 }  // namespace kda

@@ -16,7 +16,8 @@ from torch import Tensor
 
 from .chunked import kda_chunked
 from .recurrence import kda_recurrent
-from .kernels import fwd_cuda, kernels_unavailable_reason
+from .kernels import fwd_cuda, kernels_unavailable_reason, load_kernels
+from .decode import decode_cuda, use_decode
 from .layout import safe_cu_seqlens
 
 # %% auto #0
@@ -217,8 +218,9 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     if use == 'cuda':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
-        fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-                 state_indices=state_indices)
+        run = decode_cuda if use_decode(p.T, p.N, cu_seqlens is not None, p.seqlens) else fwd_cuda
+        run(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+            state_indices=state_indices)
         return use
     if capturing and (cu_seqlens is not None or state_indices is not None):
         raise RuntimeError("kda_nb: the reference cannot be captured in a CUDA graph with cu_seqlens or state_indices "
@@ -275,6 +277,58 @@ def _backend_for(backend: str, device: torch.device, dtype: torch.dtype, K: int,
 
 _warned_grad = []
 
+def _warn_if_grad(*xs):
+    if any(torch.is_tensor(x) and x.requires_grad for x in xs):
+        _warned_grad.append(True)
+        warnings.warn("kda_nb.fwd writes into out and records no gradient (as FlashKDA's fwd); "
+                      "use kda_nb.kda to differentiate", stacklevel=3)
+
+_kinds: dict = {}      # (device, dtype, K, V, state dtypes) -> whether the kernels take calls of that kind
+
+def _kernels_take(q, v, initial_state, final_state) -> bool:
+    key = (q.device, q.dtype, q.shape[-1], v.shape[-1], None if initial_state is None else initial_state.dtype,
+           None if final_state is None else final_state.dtype)
+    ok = _kinds.get(key)
+    if ok is None:
+        ok = _kinds[key] = _choose('auto', q.device, q.dtype, q.shape[-1], v.shape[-1],
+                                   _state_dtypes(initial_state, final_state), warn=False) == 'cuda'
+    return ok
+
+def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+                  check_seqlens, state_indices) -> bool:
+    """The kernels with the least host work, for a call that looks right: the binding checks shapes, dtypes,
+    devices and overlapping memory in C++; the values of cu_seqlens and state_indices are checked here,
+    once per tensor version. False: not taken (`_forward` then runs, and raises the clear error if any)."""
+    if not (type(scale) is float and type(lower_bound) is float and -5.0 <= lower_bound < 0.0 and math.isfinite(scale)
+            and q.is_cuda and q.dim() == 4 and torch.is_tensor(v) and v.dim() == 4): return False
+    if not _kernels_take(q, v, initial_state, final_state): return False
+    capturing = torch.cuda.is_current_stream_capturing()
+    check = check_seqlens and not capturing
+    B, T = q.shape[0], q.shape[1]
+    N, seqlens = B, None
+    if cu_seqlens is not None:
+        if not (torch.is_tensor(cu_seqlens) and cu_seqlens.is_cuda and cu_seqlens.dtype == torch.int64
+                and cu_seqlens.dim() == 1 and cu_seqlens.numel() >= 2 and B == 1): return False
+        N = cu_seqlens.numel() - 1
+        if check: seqlens = _checked_seqlens(cu_seqlens, T)
+    if state_indices is not None:
+        pool = initial_state if initial_state is not None else final_state
+        if not (torch.is_tensor(state_indices) and state_indices.dim() == 1 and state_indices.numel() == N
+                and pool is not None and pool.dim() == 4 and pool.shape[0] >= 1): return False
+        if check:
+            P = pool.shape[0]
+            _check_once(state_indices, ('state_indices', P), lambda idx: _slots_ok(idx, P))
+    ext = load_kernels()
+    run = ext.kda_decode if use_decode(T, N, cu_seqlens is not None, seqlens) else ext.kda_fwd
+    try:
+        run(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+            state_indices)
+    except (RuntimeError, TypeError):       # the binding refused: say why in the words of check_inputs
+        check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+                     cu_seqlens, state_indices=state_indices, check_seqlens=check)
+        raise
+    return True
+
 def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
         cu_seqlens=None, *, backend: str = 'auto', check_seqlens: bool = True, state_indices=None) -> str:
     """KDA forward, FlashKDA-compatible: writes `out` and `final_state` in place; returns the backend used.
@@ -298,11 +352,16 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
                              final_state, cu_seqlens, backend, check_seqlens, state_indices)
         return _backend_for(backend, q.device, q.dtype, q.shape[-1], v.shape[-1],
                             _state_dtypes(initial_state, final_state))
-    if not _warned_grad and torch.is_grad_enabled() and any(
-            torch.is_tensor(x) and x.requires_grad for x in (q, k, v, g, beta, A_log, dt_bias, initial_state)):
-        _warned_grad.append(True)
-        warnings.warn("kda_nb.fwd writes into out and records no gradient (as FlashKDA's fwd); "
-                      "use kda_nb.kda to differentiate", stacklevel=2)
+    if backend != 'reference' and torch.is_tensor(q) and _fast_forward(
+            q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+            check_seqlens, state_indices):
+        if not _warned_grad and torch.is_grad_enabled() and (   # (tensors all, the binding took them)
+                q.requires_grad or k.requires_grad or v.requires_grad or g.requires_grad or beta.requires_grad
+                or A_log.requires_grad or dt_bias.requires_grad
+                or (initial_state is not None and initial_state.requires_grad)):
+            _warn_if_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)
+        return 'cuda'
+    if not _warned_grad and torch.is_grad_enabled(): _warn_if_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)
     return _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                     cu_seqlens, backend, check_seqlens, state_indices)
 

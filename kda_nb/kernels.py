@@ -17,17 +17,18 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION',
-           'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes', 'KernelVersionUnavailable',
-           'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles',
-           'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels', 'gate_sweep', 'plot_sweep',
-           'sanitize']
+__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS',
+           'KERNEL_VERSION', 'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
+           'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage',
+           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels',
+           'gate_sweep', 'plot_sweep', 'sanitize']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
-              'kda_binding.cpp')
+              'kda_decode.cu', 'kda_binding.cpp')
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
+DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v3': None,                             # version -> the commit of main whose csrc/ it is
@@ -139,7 +140,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> 
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
     rows = []
     folder = version_sources(version)                     # an earlier version: from git history
-    for src in [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu') if (folder / f).exists()]:
+    for src in [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_decode.cu') if (folder / f).exists()]:
         cmd = [str(nvcc), '-std=c++17', '-O3', '-lineinfo', f'-gencode=arch=compute_{arch[3:]},code={arch}',
                '-Xptxas', '-v', '-c', str(folder / src), '-o', os.devnull]
         res = subprocess.run(cmd, capture_output=True, text=True)
@@ -148,7 +149,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> 
             block = res.stderr[m.start():m.end()]
             spill = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', block)
             smem = re.search(r'(\d+) bytes smem', m.group(3))
-            name = next((k for k in (*KERNEL_NAMES, LAYOUT_KERNEL) if k in m.group(1)), m.group(1))
+            name = next((k for k in (*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL) if k in m.group(1)), m.group(1))
             rows.append(dict(kernel=name, file=src, registers=int(m.group(2)),
                              spill_stores=int(spill.group(1)), spill_loads=int(spill.group(2)),
                              static_smem=int(smem.group(1)) if smem else 0))
@@ -215,7 +216,7 @@ def _build(version: str, verbose: bool):
     from torch.utils.cpp_extension import load_inline
     src = version_sources(version)                        # an earlier version: from git history
     files = [f for f in CSRC_FILES if (src / f).exists()]           # v1 and v2 had no layout kernel
-    kernels = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu') if f in files]
+    kernels = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_decode.cu') if f in files]
     digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in files)
                             + ' '.join(CUDA_FLAGS + [ARCH]).encode()).hexdigest()[:12]
     saved = os.environ.get('TORCH_CUDA_ARCH_LIST')
@@ -226,7 +227,8 @@ def _build(version: str, verbose: bool):
     try:
         return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[(src / 'kda_binding.cpp').read_text()],
                            cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
-                           functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else []),
+                           functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else [])
+                                     + (['kda_decode'] if 'kda_decode.cu' in files else []),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
                            verbose=verbose)
     finally:
@@ -361,6 +363,22 @@ for name in ('dt_bias', 'q'):
     flat[1:] = x.reshape(-1)
     inp[name] = flat[1:].view(x.shape)
 run_kernels(inp)
+torch.cuda.synchronize()
+# K3 (decode, 04a_decode): adversarial offsets with a bf16 pool, an int32 padding index and one outside the pool
+from kda_nb.decode import decode_cuda
+for cu in ([0, 1, 2, 3], [0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=5)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    pool = torch.randn(3, 2, 128, 128, device='cuda').bfloat16()
+    idx = torch.tensor([2, -1, 7][:len(cu) - 1], device='cuda', dtype=torch.int32)
+    out = torch.empty_like(inp['v'])
+    decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool, final_state=pool,
+                state_indices=idx)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+inp = random_inputs(3, 2, 2, 128, device='cuda', seed=6)          # fixed length, fp32 states in and out
+decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+            initial_state=inp['initial_state'], final_state=torch.empty_like(inp['initial_state']))
 torch.cuda.synchronize()
 print('sanitizer cases ran')
 '''

@@ -28,7 +28,7 @@ def test_earlier_version_from_git_history(version, tmp_path, monkeypatch):
     if reason: pytest.skip(reason)
     src, commit = version_sources(version), KERNEL_VERSIONS[version]
     assert src == tmp_path / 'kda_nb' / 'csrc' / f'{version}-{commit[:12]}'
-    files = set(CSRC_FILES) - {'kda_layout.cu'}                       # v1 and v2 had no layout kernel
+    files = set(CSRC_FILES) - {'kda_layout.cu', 'kda_decode.cu'}      # v1 and v2 had no layout or decode kernel
     assert {p.name for p in src.iterdir()} == files
     top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=csrc_dir(), capture_output=True, text=True).stdout.strip()
     show = lambda f: subprocess.run(['git', '-C', top, 'show', f'{commit}:csrc/{f}'], capture_output=True, check=True).stdout
@@ -76,8 +76,8 @@ def test_kernels_compile_without_spills(version):
     reason = version_unavailable_reason(version)              # an earlier version needs the git history
     if reason: pytest.skip(reason)
     usage = nvcc_resource_usage(version=version)
-    layout = {LAYOUT_KERNEL} if version == KERNEL_VERSION else set()      # v1 and v2 had none
-    assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | layout
+    extra = {LAYOUT_KERNEL, DECODE_KERNEL} if version == KERNEL_VERSION else set()   # v1 and v2 had neither
+    assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | extra
     for r in usage:
         print(r)
         assert r['spill_stores'] == 0 and r['spill_loads'] == 0, r

@@ -1,0 +1,316 @@
+// kda_decode.cu: K3 "decode", the token recurrence itself, for batches of short sequences (serving: one
+// token per sequence, or a few with speculative decoding). Each state is read once, updated token by
+// token in registers, and written once, so the call costs about the state's bytes and one launch:
+// no layout kernel, no workspace, no record.
+//
+// One block per (sequence, head, slice of DEC_VB = 32 state rows), 4 warps. The slice is 32 contiguous
+// rows of the state (16 KB in fp32), so one bulk copy brings it to shared memory: a block keeps no
+// registers busy waiting for it, and many blocks per SM keep many bytes in flight, which is what a
+// memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
+// channel c of q, k, g and computes, once per block, the normalised query and key (sums of squares
+// across the block) and the decay exp(a_c) of the safe gate; beta and the slice's values come along.
+// Then a state row (one value channel, 128 key channels) is held in registers by 8 neighbouring lanes,
+// 16 channels each as four pieces of 4 (lane j: channels 32 m + 4 j .. + 3, m = 0..3), two rows per
+// thread, and per token, with b = sigmoid(beta):
+//   S <- S diag(exp a);  e = v - S k^;  S <- S + b e k^T;  o = scale S q^     (all in fp32)
+// The row sums (S k^ and S q^) are shuffles across the 8 lanes.
+#include "kda_common.cuh"
+#include "kda_launch.h"
+
+namespace kda {
+
+constexpr int DEC_WARPS = 4;
+constexpr int DEC_THREADS = 32 * DEC_WARPS;                   // = D: thread c stages channel c
+constexpr int DEC_LANES = 8;                                  // lanes per state row
+#ifndef DEC_ROWS_PER_THREAD
+#define DEC_ROWS_PER_THREAD 2
+#endif
+#ifndef DEC_TILE_TOKENS
+#define DEC_TILE_TOKENS 8
+#endif
+constexpr int DEC_ROWS = DEC_ROWS_PER_THREAD;                 // rows per thread
+constexpr int DEC_VB = DEC_WARPS * (32 / DEC_LANES) * DEC_ROWS;   // 32 rows per block
+constexpr int DEC_SPLIT = D / DEC_VB;                         // 4 blocks per (sequence, head)
+constexpr int DEC_PIECES = D / (4 * DEC_LANES);               // 4 pieces of 4 channels per lane and row
+constexpr int DEC_TILE = DEC_TILE_TOKENS;                     // tokens staged at a time
+#ifndef DEC_MIN_BLOCKS
+#define DEC_MIN_BLOCKS 4                                      // resident blocks per SM the registers must allow (more: spills)
+#endif
+static_assert(DEC_THREADS == D, "one staging thread per channel");
+static_assert(DEC_ROWS == 1 || DEC_ROWS == 2, "4 or 8 rows per warp: one 8- or 16-byte store of outputs");
+
+struct DecodeSmem {
+    float state[DEC_VB * D];                  // the slice as the bulk copy left it (bf16 states use half)
+    float qh[DEC_TILE][D], kh[DEC_TILE][D], decay[DEC_TILE][D];
+    float v[DEC_TILE][DEC_VB];
+    float b[DEC_TILE];
+    float sums[DEC_TILE][DEC_WARPS][2];
+    float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
+    int64_t red[DEC_WARPS];
+    uint64_t bar;
+};
+
+__device__ __forceinline__ float4 bf16x4(uint2 u) {
+    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
+                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
+}
+__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+__device__ __forceinline__ float4 lds4f(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// §bounds: the sequence's tokens [t0, t1) by the layout rules (kda_layout.cu): with the caller's
+// offsets cu, t0 = min(total, max(0, cu[0..n])) and t1 = min(total, max(0, cu[0..n+1])); a fixed-length
+// batch has n * T. The running maximum is a block-wide reduction over cu[0..n], so no value of cu,
+// however wrong, sends a read or write outside the tensors.
+__device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_t& t0, int64_t& t1,
+                                              int64_t* red) {
+    if (!p.cu_seqlens) {
+        t0 = n * p.seq_len;
+        t1 = t0 + p.seq_len;
+        return;
+    }
+    int64_t m = 0;
+#pragma unroll 4
+    for (int j = threadIdx.x; j <= n; j += DEC_THREADS) m = max(m, __ldg(p.cu_seqlens + j));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < DEC_WARPS; ++w) m = max(m, red[w]);
+    t0 = min(p.total, m);
+    t1 = min(p.total, max(m, __ldg(p.cu_seqlens + n + 1)));
+}
+
+// Zero rows [a, b) of this block's slice of `out` (head h): padding sequences and tokens no sequence covers.
+__device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase, int64_t a, int64_t b) {
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    for (int64_t i = threadIdx.x; i < (b - a) * (DEC_VB / 8); i += DEC_THREADS) {
+        const int64_t tok = a + i / (DEC_VB / 8);
+        *reinterpret_cast<uint4*>(out + (tok * p.H + h) * D + vbase + 8 * (i % (DEC_VB / 8))) = make_uint4(0, 0, 0, 0);
+    }
+}
+
+// §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
+// q and k go to shared memory first and are scaled in place once the block has their norms, so that no
+// thread holds a tile of tokens in registers.
+__device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
+                                             int nt, float A, float dtb) {
+    const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
+    const int64_t e0 = (tb * p.H + h) * D + c;                      // token tb; the next ones H * D further
+    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + e0;
+    const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + e0;
+    const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + e0;
+    const int stride = p.H * D;
+#pragma unroll
+    for (int i = 0; i < DEC_TILE; ++i) {
+        if (i >= nt) break;
+        const float q = __bfloat162float(qp[i * stride]), k = __bfloat162float(kp[i * stride]),
+                    g = __bfloat162float(gp[i * stride]);
+        sm.qh[i][c] = q;
+        sm.kh[i][c] = k;
+        sm.decay[i][c] = fast_exp2(LOG2E * p.lower_bound * sigmoid(A * (g + dtb)));
+        float sq = q * q, sk = k * k;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            sk += __shfl_xor_sync(0xffffffffu, sk, o);
+        }
+        if (lane == 0) { sm.sums[i][warp][0] = sq; sm.sums[i][warp][1] = sk; }
+    }
+    if (c < DEC_VB)
+        for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
+    if (c < nt) sm.b[c] = sigmoid(bf16_at(p.beta, (tb + c) * p.H + h));
+    __syncthreads();
+    for (int i = 0; i < nt; ++i) {
+        float sq = 0.f, sk = 0.f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; ++w) { sq += sm.sums[i][w][0]; sk += sm.sums[i][w][1]; }
+        sm.qh[i][c] *= rsqrtf(sq + 1e-6f);
+        sm.kh[i][c] *= rsqrtf(sk + 1e-6f);
+    }
+    __syncthreads();
+}
+
+// One unit of K3's work: (sequence n, head h, slice vs), and the state it reads and writes.
+struct DecodeItem {
+    int n, h, vs;
+    bool has_slot, reads;
+    int64_t sbase;            // the slice's first element in the state tensors
+};
+
+// §slot: the state a sequence reads and writes: its own (n), or a pool slot; a slot outside the pool
+// (-1 marks padding) means no state is read or written, and zero outputs.
+__device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t it) {
+    DecodeItem x;
+    x.vs = static_cast<int>(it % DEC_SPLIT);
+    it /= DEC_SPLIT;
+    x.h = static_cast<int>(it % p.H);
+    x.n = static_cast<int>(it / p.H);
+    int64_t slot = x.n;
+    if (p.state_slot) slot = p.slot_int32 ? static_cast<const int*>(p.state_slot)[x.n]
+                                          : static_cast<const int64_t*>(p.state_slot)[x.n];
+    x.has_slot = slot >= 0 && slot < p.n_slots;
+    x.reads = x.has_slot && p.state_in_kind != STATE_NONE;
+    x.sbase = ((slot * p.H + x.h) * D + x.vs * DEC_VB) * D;
+    return x;
+}
+
+// §state_in: one bulk copy of the slice (16 KB in fp32) into shared memory, completing sm.bar's phase;
+// a block keeps no registers waiting for it
+__device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& x) {
+    if (!x.reads) return;
+    const int bytes = p.state_in_kind == STATE_FP32 ? 4 : 2;
+    mbar_arrive_expect_tx(&sm.bar, DEC_VB * D * bytes);
+    bulk_copy_g2s(sm.state, static_cast<const uint8_t*>(p.state_in) + x.sbase * bytes, DEC_VB * D * bytes, &sm.bar);
+}
+
+__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+    extern __shared__ __align__(128) uint8_t dec_smem[];
+    DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane & (DEC_LANES - 1), r = lane / DEC_LANES;
+    // local rows of this thread: 4 DEC_ROWS warp + r + 4 i, i < DEC_ROWS (a warp's rows are contiguous)
+    auto row_of = [&](int i) { return 4 * DEC_ROWS * warp + r + 4 * i; };
+    const DecodeItem cur = decode_item(p, blockIdx.x);
+    if (threadIdx.x == 0) {                                         // the slice is asked for before anything else
+        mbar_init(&sm.bar, 1);
+        mbar_init_fence();
+        issue_state(p, sm, cur);
+    }
+    __syncthreads();
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    {
+        const int n = cur.n, h = cur.h, vbase = cur.vs * DEC_VB;
+        int64_t t0, t1;
+        decode_bounds(p, n, t0, t1, sm.red);
+        if (n == 0) zero_rows(p, h, vbase, 0, t0);                  // before the first sequence
+        if (n == p.n_seq - 1) zero_rows(p, h, vbase, t1, p.total);  // after the last
+        if (!cur.has_slot) {                                        // padding: no copy was issued for it
+            zero_rows(p, h, vbase, t0, t1);
+            return;
+        }
+
+        const float A = __expf(__ldg(p.A_log + h));
+        const float dtb = __ldg(p.dt_bias + h * D + threadIdx.x);
+
+        float S[DEC_ROWS][4 * DEC_PIECES];
+        // the slice, from shared memory to registers
+        auto load_state = [&]() {
+            if (cur.reads) mbar_wait(&sm.bar, 0);
+#pragma unroll
+            for (int i = 0; i < DEC_ROWS; ++i)
+#pragma unroll
+                for (int m = 0; m < DEC_PIECES; ++m) {
+                    float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
+                    const int e = row_of(i) * D + 32 * m + 4 * j;
+                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4f(sm.state + e);
+                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state) + e));
+                    S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
+                }
+        };
+
+        bool loaded = false;
+#pragma unroll 1
+        const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
+        for (int done = 0; done < len; done += DEC_TILE) {
+            const int64_t tb = t0 + done;
+            const int nt = min(DEC_TILE, len - done);
+            if (loaded) __syncthreads();                            // the previous tile is read
+            stage_tokens(p, sm, h, vbase, tb, nt, A, dtb);
+            if (!loaded) { load_state(); loaded = true; }
+#pragma unroll 1
+            for (int i = 0; i < nt; ++i) {
+            // §update: forget and S k^ (both rows per piece, so each piece of decay and k^ is read once),
+            // the delta-rule correction, then S q^
+            float dot[DEC_ROWS], rd[DEC_ROWS], o[DEC_ROWS];
+#pragma unroll
+            for (int ii = 0; ii < DEC_ROWS; ++ii) dot[ii] = rd[ii] = 0.f;
+#pragma unroll
+            for (int m = 0; m < DEC_PIECES; ++m) {
+                const float4 d = lds4f(&sm.decay[i][32 * m + 4 * j]), k = lds4f(&sm.kh[i][32 * m + 4 * j]);
+#pragma unroll
+                for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                    float* s = &S[ii][4 * m];
+                    s[0] *= d.x; s[1] *= d.y; s[2] *= d.z; s[3] *= d.w;
+                    dot[ii] = fmaf(s[0], k.x, dot[ii]); dot[ii] = fmaf(s[1], k.y, dot[ii]);
+                    dot[ii] = fmaf(s[2], k.z, dot[ii]); dot[ii] = fmaf(s[3], k.w, dot[ii]);
+                }
+            }
+            float be[DEC_ROWS];
+#pragma unroll
+            for (int ii = 0; ii < DEC_ROWS; ++ii) {
+#pragma unroll
+                for (int w = 1; w < DEC_LANES; w <<= 1) dot[ii] += __shfl_xor_sync(0xffffffffu, dot[ii], w);
+                be[ii] = sm.b[i] * (sm.v[i][row_of(ii)] - dot[ii]);
+            }
+#pragma unroll
+            for (int m = 0; m < DEC_PIECES; ++m) {
+                const float4 k = lds4f(&sm.kh[i][32 * m + 4 * j]), q = lds4f(&sm.qh[i][32 * m + 4 * j]);
+#pragma unroll
+                for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                    float* s = &S[ii][4 * m];
+                    s[0] = fmaf(be[ii], k.x, s[0]); s[1] = fmaf(be[ii], k.y, s[1]);
+                    s[2] = fmaf(be[ii], k.z, s[2]); s[3] = fmaf(be[ii], k.w, s[3]);
+                    rd[ii] = fmaf(s[0], q.x, rd[ii]); rd[ii] = fmaf(s[1], q.y, rd[ii]);
+                    rd[ii] = fmaf(s[2], q.z, rd[ii]); rd[ii] = fmaf(s[3], q.w, rd[ii]);
+                }
+            }
+#pragma unroll
+            for (int ii = 0; ii < DEC_ROWS; ++ii) {
+#pragma unroll
+                for (int w = 1; w < DEC_LANES; w <<= 1) rd[ii] += __shfl_xor_sync(0xffffffffu, rd[ii], w);
+                o[ii] = p.scale * rd[ii];
+            }
+            // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
+            // lane 0 writes the warp's 4 DEC_ROWS contiguous rows as one 8- or 16-byte store
+            if (j == 0) {
+#pragma unroll
+                for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
+            }
+            __syncwarp();
+            if (lane == 0) {
+                const float* w = sm.o + 4 * DEC_ROWS * warp;
+                __nv_bfloat16* dst = out + ((tb + i) * p.H + h) * D + vbase + 4 * DEC_ROWS * warp;
+                if constexpr (DEC_ROWS == 2)
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]),
+                                                                pack_bf16(w[4], w[5]), pack_bf16(w[6], w[7]));
+                else
+                    *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]));
+            }
+            __syncwarp();
+        }
+        }
+        if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
+        // §state_out: straight from registers, 128 contiguous bytes per row and piece across the 8 lanes
+        if (p.state_out_kind == STATE_FP32) {
+            float* base = static_cast<float*>(p.state_out) + cur.sbase;
+#pragma unroll
+            for (int i = 0; i < DEC_ROWS; ++i)
+#pragma unroll
+                for (int m = 0; m < DEC_PIECES; ++m)
+                    *reinterpret_cast<float4*>(base + row_of(i) * D + 32 * m + 4 * j) =
+                        make_float4(S[i][4 * m], S[i][4 * m + 1], S[i][4 * m + 2], S[i][4 * m + 3]);
+        } else if (p.state_out_kind == STATE_BF16) {
+            __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + cur.sbase;
+#pragma unroll
+            for (int i = 0; i < DEC_ROWS; ++i)
+#pragma unroll
+                for (int m = 0; m < DEC_PIECES; ++m)
+                    *reinterpret_cast<uint2*>(base + row_of(i) * D + 32 * m + 4 * j) =
+                        make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
+        }
+    }
+}
+
+cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
+    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * DEC_SPLIT;   // one per (sequence, head, slice)
+    if (blocks == 0) return cudaSuccess;
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    constexpr int smem = sizeof(DecodeSmem);
+    static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
+    kda_decode<<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace kda
