@@ -26,6 +26,7 @@ __all__ = ['FLOATS', 'STATE_DTYPES', 'BACKENDS', 'NO_KERNEL_BACKWARD', 'Problem'
 
 # %% ../nbs/05_api.ipynb #20f358aa
 FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
+
 STATE_DTYPES = (torch.bfloat16, torch.float32, torch.float64)
 
 @dataclass
@@ -52,6 +53,7 @@ def _expect(name, x, shape, dtypes, device):
 
 _checked_values: dict = {}
 
+# %% ../nbs/05_api.ipynb #d34a0900
 def _check_once(x: torch.Tensor, key, check):
     "`check(x.tolist())` on the host, once per tensor, version and `key`: later calls with the same, unmodified tensor copy nothing."
     # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
@@ -82,6 +84,7 @@ def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
     "Sequence lengths from `cu_seqlens`, its values checked; reused while the same tensor is unchanged."
     return _check_once(cu_seqlens, ('cu_seqlens', T), lambda cu: _seqlens_of(cu, T))
 
+# %% ../nbs/05_api.ipynb #715dfd0e
 def _slots_ok(idx: list[int], P: int) -> bool:
     bad = next((i for i, s in enumerate(idx) if not -1 <= s < P), None)
     if bad is not None:
@@ -98,6 +101,7 @@ def _same_memory(a, b) -> bool:
     pa, pb = a.data_ptr(), b.data_ptr()
     return a.device == b.device and pa < pb + b.nbytes and pb < pa + a.nbytes
 
+# %% ../nbs/05_api.ipynb #d8c87274
 def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
                  final_state=None, cu_seqlens=None, *, state_indices=None, check_seqlens: bool = True,
                  values: bool = True) -> Problem:
@@ -204,6 +208,7 @@ def _choose(backend: str, device, dtype, K: int, V: int, state_dtypes=(), warn: 
         warnings.warn(f"kda_nb: using the PyTorch reference, not the CUDA kernels: {reason}", stacklevel=4)
     return 'reference'
 
+# %% ../nbs/05_api.ipynb #4f85ce28
 def _pick_backend(backend, q, v, problem, initial_state, final_state) -> str:
     return _choose(backend, q.device, q.dtype, q.shape[-1], v.shape[-1], _state_dtypes(initial_state, final_state))
 
@@ -294,6 +299,7 @@ def _kernels_take(q, v, initial_state, final_state) -> bool:
                                    _state_dtypes(initial_state, final_state), warn=False) == 'cuda'
     return ok
 
+# %% ../nbs/05_api.ipynb #95be21bb
 def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
                   check_seqlens, state_indices) -> bool:
     """The kernels with the least host work, for a call that looks right: the binding checks shapes, dtypes,
@@ -329,6 +335,7 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
         raise
     return True
 
+# %% ../nbs/05_api.ipynb #aecb49ec
 def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
         cu_seqlens=None, *, backend: str = 'auto', check_seqlens: bool = True, state_indices=None) -> str:
     """KDA forward, FlashKDA-compatible: writes `out` and `final_state` in place; returns the backend used.

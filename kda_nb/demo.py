@@ -39,6 +39,7 @@ def device_problem(device) -> str | None:
     if dev.index is not None and dev.index >= n: return f"torch sees {n} CUDA device{'s' * (n != 1)} (cuda:0 to cuda:{n - 1})"
     return None
 
+# %% ../nbs/09_demo.ipynb #8219b041
 def demo(T: int | None = None, H: int | None = None, device: str | None = None, repeats: int = 5,
          seed: int = 0) -> list[dict]:
     "Run every available backend on a default problem; print each one's error and time as it finishes, and return them."

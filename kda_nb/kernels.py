@@ -91,6 +91,7 @@ def _repository(version: str, commit: str) -> Path:
                                           else clone))
     return top
 
+# %% ../nbs/04_kernels.ipynb #1bb34924
 def _cache_root() -> Path:
     "Where earlier versions' sources are written: ~/.cache/kda_nb/csrc (a temporary folder if that cannot be made)."
     root = Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'kda_nb' / 'csrc'
@@ -126,12 +127,12 @@ def version_sources(version: str = KERNEL_VERSION) -> Path:
         if p.is_file() and not p.name.startswith('.') and p.name not in blobs: p.unlink()
     return dest
 
+# %% ../nbs/04_kernels.ipynb #b8433a9f
 def version_unavailable_reason(version: str) -> str | None:
     "Why the sources of `version` cannot be had here (None if they can)."
     try: version_sources(version)
     except KernelVersionUnavailable as e: return str(e)
     return None
-
 
 # %% ../nbs/04_kernels.ipynb #4bc6c527
 def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
@@ -195,8 +196,10 @@ def _unavailable_reason(device) -> str | None:
     return None
 
 _loaded: dict = {}              # version -> the loaded extension
+
 _build_failures: dict = {}      # version -> why its build failed (not retried in this process)
 
+# %% ../nbs/04_kernels.ipynb #9fa4cd89
 def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
     "Build (first call; cached by torch afterwards) and load the kernels' extension; `version` picks an earlier one (from git history)."
     if version in _loaded: return _loaded[version]
@@ -383,6 +386,7 @@ torch.cuda.synchronize()
 print('sanitizer cases ran')
 '''
 
+# %% ../nbs/04_kernels.ipynb #01fe377c
 def sanitize(tool: str = 'memcheck') -> tuple[int, str]:
     "Run the small kernel cases under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`."
     import sys

@@ -51,19 +51,24 @@ def flash_kda_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, init
 
 # %% ../nbs/06_peers.ipynb #93abdde7
 import inspect
+
 import math
+
 import os
 
 from .kernels import kernels_unavailable_reason, load_kernels
 
 FLA_BACKEND_ENV = 'KDA_NB_FLA_BACKEND'    # set it to 0 and kda_nb's fla backend refuses every call
+
 FLA_BACKEND_TYPE = 'kda_nb'               # the name fla's registry knows the backend by
+
 FLA_BACKEND_PRIORITY = 2                  # fla asks lower numbers first; FlashKDA's backend has 3
 
 def _dtype_name(x) -> str: return str(x.dtype).replace('torch.', '')
 
 def _is_number(x) -> bool: return isinstance(x, (int, float)) and not isinstance(x, bool)
 
+# %% ../nbs/06_peers.ipynb #0c1bf80f
 def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                      use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                      allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
@@ -127,6 +132,7 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
             return f"initial_state must have shape {[N, H, K, V]}, got {list(initial_state.shape)}"
     return None
 
+# %% ../nbs/06_peers.ipynb #d513b42c
 _build_failure: list = []           # the error of a failed kernel build, kept so that it is not retried per call
 
 def fla_backend_refusal(*args, **kwargs) -> str | None:
@@ -194,6 +200,7 @@ def _fla_registry():
 
 _backend_class = None
 
+# %% ../nbs/06_peers.ipynb #93b3cfbc
 def _fla_backend_class(BaseBackend, chunk_kda):
     "The backend class, made once on fla's `BaseBackend`."
     global _backend_class
@@ -232,6 +239,7 @@ def _fla_backend_class(BaseBackend, chunk_kda):
     _backend_class = KdaNbBackend
     return KdaNbBackend
 
+# %% ../nbs/06_peers.ipynb #cdcd0a4c
 def register_fla_backend(priority: int = FLA_BACKEND_PRIORITY):
     """Opt in: fla's `chunk_kda` runs kda_nb's kernels on the calls `fla_backend_refusal` accepts, and its
     own code on the others. Returns the backend class (`calls` counts the calls kda_nb ran)."""

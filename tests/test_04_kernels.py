@@ -5,9 +5,13 @@ from kda_nb.kernels import *
 
 
 import re
+
 import shutil
+
 import subprocess
+
 from pathlib import Path
+
 import pytest
 
 EARLIER = [v for v in KERNEL_VERSIONS if v != KERNEL_VERSION]
@@ -37,6 +41,7 @@ def test_earlier_version_from_git_history(version, tmp_path, monkeypatch):
     (src / 'stray.cu').write_text('')
     assert version_sources(version) == src and (src / 'kda_prepare.cu').read_bytes() == show('kda_prepare.cu')
     assert not (src / 'stray.cu').exists()
+
 
 def test_earlier_version_without_history_says_why(tmp_path, monkeypatch):
     "No repository, a repository without the commit, no git: a clear reason, never a subprocess traceback; nothing built."
@@ -106,11 +111,15 @@ def test_failed_build_fails_once(monkeypatch):
 
 
 import pytest
+
 import torch
+
 from kda_nb.layout import GATE_CASES, random_inputs, rel_rms
+
 from kda_nb.chunked import kda_chunked
 
 REASON = kernels_unavailable_reason()
+
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
 def check_against_fp64(inp, state_out='fp32', tol=6e-3):
@@ -139,6 +148,7 @@ def test_kernels_thousands_of_short_sequences():
     gen = torch.Generator().manual_seed(0)
     seqlens = torch.randint(1, 40, (3000,), generator=gen).tolist()
     check_against_fp64(random_inputs(1, 0, 2, 128, seqlens=seqlens, device='cuda', seed=3))
+
 
 @needs_kernels
 @pytest.mark.parametrize('state_in', [None, 'bf16', 'fp32'])
@@ -211,6 +221,7 @@ def test_layout_kernel_many_sequences():
     cu = torch.cat([torch.zeros(1, dtype=torch.long), lens.cumsum(0)]).cuda()
     check_layout(cu, int(cu[-1]))
     check_layout(cu.flip(0), int(cu[-1]))                      # decreasing everywhere
+
 
 @needs_kernels
 @pytest.mark.parametrize('cu', ADVERSARIAL)

@@ -122,6 +122,7 @@ def test_decode_deterministic_and_inputs_untouched():
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     assert all(torch.equal(inp[k], x) for k, x in copies.items())
 
+
 @needs_kernels
 def test_decode_cuda_graph_replays_new_lengths():
     "A captured K3 call reads cu_seqlens on the device: new lengths written into it are honoured on replay."

@@ -5,8 +5,11 @@ from kda_nb.api import *
 
 
 import pytest
+
 from kda_nb.kernels import kernels_unavailable_reason
+
 from kda_nb.layout import random_inputs, rel_rms
+
 from kda_nb.recurrence import kda_recurrent
 
 def _args(device='cpu', **over):
@@ -38,6 +41,7 @@ def test_bad_input_raises(name, make, exc):
     with pytest.raises(exc, match=name):
         fwd(**a)
 
+
 def test_varlen_with_batch_rows_raises():
     inp = random_inputs(2, 10, 1, 8)
     with pytest.raises(ValueError, match='B = 1'):
@@ -65,6 +69,7 @@ def test_inference_mode_inputs():
         a['cu_seqlens'][1] = 45
         with pytest.raises(ValueError, match='cu_seqlens'):
             fwd(**a)
+
 
 def test_inference_mode_gpu_cu_seqlens_checked_once():
     "Under inference mode a GPU cu_seqlens is checked the first time only: later calls wait for nothing."
@@ -102,6 +107,7 @@ def test_fwd_bf16_matches_fp64(backend, device):
         assert torch.isfinite(out).all() and rel_rms(out, o64) < 6e-3
         assert rel_rms(fs, s64) < 6e-3
 
+
 def test_cuda_backend_refuses_unsupported():
     with pytest.raises(RuntimeError, match="backend='cuda' cannot run"):
         fwd(**_args(), backend='cuda')          # K = 8 (and on a CPU machine, no GPU)
@@ -136,6 +142,7 @@ def test_operators_pass_opcheck_cpu():
     torch.library.opcheck(torch.ops.kda_nb.fwd.default, (*(inp[n] for n in ('q', 'k', 'v', 'g', 'beta')), 0.25, out,
                           inp['A_log'], inp['dt_bias'], -5.0, inp['initial_state'], fs, inp['cu_seqlens'], 'auto', True))
 
+
 def test_tiny_model_compiles_fullgraph_cpu():
     torch.manual_seed(0)
     layer = TinyKDALayer()
@@ -168,11 +175,13 @@ def test_fwd_warns_it_records_no_gradient():
     with pytest.warns(UserWarning, match='records no gradient'): fwd(**a)
 
 REASON = kernels_unavailable_reason()
+
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
 def _cuda_problem(seqlens=(100, 37, 300), seed=0):
     inp = random_inputs(1, 0, 4, 128, seqlens=list(seqlens), device='cuda', seed=seed)
     return inp, torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+
 
 @needs_kernels
 def test_operators_pass_opcheck_cuda():
@@ -213,6 +222,7 @@ def test_no_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode(0)
 
+
 @needs_kernels
 @pytest.mark.parametrize('varlen', [True, False])
 def test_cuda_graph_replays_new_lengths(varlen):
@@ -250,6 +260,7 @@ def test_cu_seqlens_changed_behind_the_version_counter():
         fwd(**a)                                                     # the version did not move: no check
         o64, s64 = kda_chunked(**{k: x for k, x in a.items() if k not in ('out', 'final_state')})
         assert rel_rms(a['out'], o64) < 6e-3 and rel_rms(a['final_state'], s64) < 6e-3, new
+
 
 @needs_kernels
 def test_kernel_path_backward_says_why():
@@ -290,6 +301,7 @@ def test_state_pools_reference(state, itype, in_place):
     check_pool('cpu', state, itype, in_place)
     check_pool('cpu', state, itype, in_place, varlen=False)
 
+
 def test_state_pool_errors():
     a = _args()
     pool = torch.zeros(3, 2, 8, 8)
@@ -309,6 +321,7 @@ def test_state_pool_errors():
 def test_state_pools_kernels(state, itype, in_place):
     check_pool('cuda', state, itype, in_place, K=128)
     check_pool('cuda', state, itype, in_place, varlen=False, K=128)
+
 
 @needs_kernels
 def test_state_pool_graph_replay():

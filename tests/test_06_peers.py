@@ -5,7 +5,9 @@ from kda_nb.peers import *
 
 
 import os
+
 import torch
+
 from kda_nb.layout import random_inputs
 
 def fla_call(**change) -> dict:
@@ -16,6 +18,7 @@ def fla_call(**change) -> dict:
                 use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0,
                 state_v_first=True, cu_seqlens=inp['cu_seqlens'], A_log=inp['A_log'], dt_bias=inp['dt_bias'])
     return {**call, **change}
+
 
 def test_fla_verifier_decisions():
     ok = fla_call()
@@ -74,8 +77,11 @@ def test_fla_verifier_decisions():
 
 
 import importlib.util
+
 import inspect
+
 import sys
+
 import pytest
 
 def test_register_fla_backend_needs_fla_registry():
@@ -99,6 +105,7 @@ def _fla_import_failure() -> str | None:
 
 FLA_IMPORT_FAILURE = _fla_import_failure()
 
+
 @pytest.mark.skipif(FLA_IMPORT_FAILURE is not None, reason=f"needs fla 0.6: {FLA_IMPORT_FAILURE}")
 def test_register_and_unregister_fla_backend():
     import fla.backends as fb
@@ -120,6 +127,7 @@ def test_register_and_unregister_fla_backend():
 
 
 from kda_nb.kernels import kernels_unavailable_reason
+
 from kda_nb.layout import rel_rms
 
 def _fla_backend_gpu_reason() -> str | None:
@@ -129,6 +137,7 @@ def _fla_backend_gpu_reason() -> str | None:
     return None if reason is None else f"kda_nb's kernels cannot run: {reason}"
 
 FLA_GPU_REASON = _fla_backend_gpu_reason()
+
 
 @pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")
 def test_fla_chunk_kda_runs_kda_nb():

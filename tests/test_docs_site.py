@@ -42,7 +42,7 @@ def _site_url() -> str:
 
 
 SITE_URL = _site_url()
-SCREENSHOTS = ('index.html', 'chunked.html', 'kernels.html', 'api.html', 'bench.html', 'ncu.html')
+SCREENSHOTS = ('index.html', 'chunked.html', 'kernels.html', 'api.html', 'bench.html', 'reports/profile_h200.html')
 
 # Readability, checked in a window of each width (px): the text column is at least COLUMN[width] wide.
 # At 1400 px the sidebar (260 px, with the page's table of contents) leaves ~1050 px; from ~1550 px the
@@ -51,11 +51,12 @@ COLUMN = {1400: 1000, 1920: 1150, 1024: 640}
 # Tables that may be wider than the column at 1400 px, scrolling in their own box: the profile's metric
 # tables of 11 to 17 columns (launches, kernel_table, occupancy limits, memory, version comparison) and the
 # hot-line tables whose `code` column holds unbreakable source. Everything else fits.
-WIDE_TABLES = {'ncu.html': 9}
+WIDE_TABLES = {'reports/profile_h200.html': 7, 'ncu_analysis.html': 1, 'ncu_reports.html': 1}
 # The longest page may be 60 screens of a 1000 px window at 1400 px. Before the wide column and the folded
 # API reference, 08_ncu was 67,400 px, 07_bench 44,700, 04_kernels 31,900; after, 57,000, 34,000 and
-# 31,500: most of what is left is the notebooks' own code, tables and test cells. A page that outgrows the
-# bound should be split into two notebooks, or its test cells folded (`#| code-fold: true`).
+# 31,500: most of what is left is the notebooks' own code, tables and test cells. Split into a report
+# (reports/profile_h200, 32,700 px) and a page per module (at most 10,600), the profile is much shorter. A
+# page that outgrows the bound should be split into two notebooks, or its test cells folded (`#| code-fold: true`).
 MAX_HEIGHT = 60_000
 # What a page must never show: paths of the machine a notebook ran on (/tmp/..., /root/..., /home/..., the
 # checkout in /work/...; not inside a URL), and the log of a benchmark run on a CPU (re-run at build time, as
@@ -65,12 +66,19 @@ FORBIDDEN = {'a machine path': re.compile(r'(?<![\w.:/-])/(?:tmp|root|home|work)
 
 
 def page_of(nb: Path) -> str:
-    "The page nbdev (and Quarto) writes a notebook to: `03_chunked.ipynb` -> `chunked.html`."
-    return re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower()).removesuffix('.ipynb') + '.html'
+    "The page nbdev (and Quarto) writes a notebook to: `03_chunked.ipynb` -> `chunked.html`, `reports/x.ipynb` -> `reports/x.html`."
+    folder = 'reports/' if nb.parent.name == 'reports' else ''
+    return folder + re.sub(r'^\d+[a-zA-Z0-9]*_', '', nb.name.lower()).removesuffix('.ipynb') + '.html'
 
 
 def notebooks():
-    return sorted(p for p in NBS.glob('*.ipynb') if not p.name.startswith(('_', '.')))
+    "The notebooks of nbs/ and of nbs/reports/ (reports: notebooks that export nothing)."
+    return sorted(p for p in [*NBS.glob('*.ipynb'), *NBS.glob('reports/*.ipynb')] if not p.name.startswith(('_', '.')))
+
+
+def site_pages(site: Path) -> list[str]:
+    "The pages of the built site, relative to it: one per notebook, the reports in `reports/`."
+    return sorted(p.relative_to(site).as_posix() for p in [*site.glob('*.html'), *site.glob('reports/*.html')])
 
 
 def sidebar_files():
@@ -140,24 +148,24 @@ def test_outputs_are_the_notebooks_own(site):
     "Every output on the site is the one saved in the notebook (where it was measured), never re-run on the build machine."
     changed = []
     for nb in notebooks():
-        proc = ROOT / '_proc' / nb.name
+        proc = ROOT / '_proc' / nb.relative_to(NBS)
         if not proc.exists(): continue
         saved = {}
         for src, c in _code_cells(nb): saved.setdefault(src, []).append(_outputs(c))
         for src, c in _code_cells(proc):
             if src.startswith('show_doc(') or src not in saved: continue  # the API reference is generated
-            if _outputs(c) not in saved[src]: changed.append(f'{nb.name}: {src.splitlines()[0][:70]!r}')
+            if _outputs(c) not in saved[src]: changed.append(f'{nb.relative_to(NBS)}: {src.splitlines()[0][:70]!r}')
     assert not changed, f'outputs that the build re-ran instead of showing the saved ones: {changed}'
 
 
 def test_no_machine_paths_or_rerun_output(site):
     "No page shows where a notebook ran (/tmp/..., /root/..., /work/...) or a benchmark log from a CPU run."
     found = []
-    for p in sorted(site.glob('*.html')):
-        text = p.read_text(encoding='utf-8')
+    for page in site_pages(site):
+        text = (site / page).read_text(encoding='utf-8')
         for what, pat in FORBIDDEN.items():
             hits = [m.group(0) for m in pat.finditer(text)]
-            if hits: found.append(f'{p.name}: {len(hits)} x {what}: {sorted(set(hits))[:4]}')
+            if hits: found.append(f'{page}: {len(hits)} x {what}: {sorted(set(hits))[:4]}')
     assert not found, 'pages show what the saved outputs should not contain (fix the cells in the notebooks):\n' + '\n'.join(found)
 
 
@@ -183,7 +191,7 @@ def test_api_reference_is_folded():
 def test_sidebar_lists_every_notebook_in_reading_order():
     listed = sidebar_files()
     assert listed[0] == 'index.ipynb', 'the home page comes first'
-    missing = [nb.name for nb in notebooks() if nb.name not in listed]
+    missing = [nb.relative_to(NBS).as_posix() for nb in notebooks() if nb.relative_to(NBS).as_posix() not in listed]
     assert not missing, f'add these notebooks to nbs/sidebar.yml, in reading order: {missing}'
     numbered = [f for f in listed if re.match(r'\d', f)]
     assert numbered == sorted(numbered), 'nbs/sidebar.yml follows the notebooks\' numbers'
@@ -219,7 +227,7 @@ def test_every_public_function_has_an_api_entry(site):
 def test_no_asset_from_the_network(site):
     "Every script and stylesheet is in the site: KaTeX too, so that the maths renders offline."
     pat = re.compile(r'<(?:script|link)\b[^>]*\b(?:src|href)="(?:https?:)?//[^"]+"[^>]*>')
-    found = {f'{p.name}: {m.group(0)}' for p in site.glob('*.html') for m in pat.finditer(p.read_text(encoding='utf-8'))
+    found = {f'{p}: {m.group(0)}' for p in site_pages(site) for m in pat.finditer((site / p).read_text(encoding='utf-8'))
              if not re.search(r'rel="(?:canonical|alternate)"', m.group(0))}
     assert not found, sorted(found)
     assert (site / 'site_libs' / 'katex' / 'katex.min.js').exists()
@@ -285,7 +293,7 @@ return {
 
 def _expected_outputs(page: str) -> tuple[int, int]:
     "Pictures and tables among the saved outputs of the processed notebook behind `page`."
-    nbs = [p for p in (ROOT / '_proc').glob('*.ipynb') if page_of(p) == page]
+    nbs = [p for p in [*(ROOT / '_proc').glob('*.ipynb'), *(ROOT / '_proc').glob('reports/*.ipynb')] if page_of(p) == page]
     if not nbs: return 0, 0
     pics = tables = 0
     for cell in json.loads(nbs[0].read_text(encoding='utf-8'))['cells']:
@@ -306,7 +314,7 @@ def test_pages_in_a_browser(site, browser):
     driver, base = browser
     shots = Path(os.environ.get('KDA_DOCS_SCREENSHOTS') or site.parent / 'screenshots')
     shots.mkdir(parents=True, exist_ok=True)
-    pages = sorted(p.name for p in site.glob('*.html'))
+    pages = site_pages(site)
     problems, ids = [], {}
     for page in pages:
         driver.get(base + page)
@@ -334,7 +342,7 @@ def test_pages_in_a_browser(site, browser):
                 if unquote(u.fragment) not in ids[target]: problems.append(f'{where} link to a missing anchor: {href}')
         logs = [e['message'] for e in driver.get_log('browser') if e['level'] == 'SEVERE' and 'favicon.ico' not in e['message']]
         if logs: problems.append(f'{where} console errors: {logs[:3]}')
-        if page in SCREENSHOTS: driver.save_screenshot(str(shots / page.replace('.html', '.png')))
+        if page in SCREENSHOTS: driver.save_screenshot(str(shots / page.replace('/', '_').replace('.html', '.png')))
         if page == 'index.html':
             want = [page_of(NBS / f) if f.endswith('.ipynb') else f for f in sidebar_files() if (NBS / f).exists() or f == 'index.ipynb']
             shown = list(dict.fromkeys(h.split('#')[0].removeprefix('./') or 'index.html' for h in got['sidebar']))
@@ -378,7 +386,7 @@ def test_pages_are_readable(site, browser):
     driver, base = browser
     shots = Path(os.environ.get('KDA_DOCS_SCREENSHOTS') or site.parent / 'screenshots')
     shots.mkdir(parents=True, exist_ok=True)
-    pages = sorted(p.name for p in site.glob('*.html'))
+    pages = site_pages(site)
     problems, heights = [], {}
     try:
         for width in COLUMN:

@@ -1,4 +1,4 @@
-"""Jupyter's Run All on every notebook in nbs/, on this machine, the way a reader would run it.
+"""Jupyter's Run All on every notebook in nbs/ and nbs/reports/, on this machine, the way a reader would run it.
 
 nbdev_test honours the `#| gpu`, `#| slow` and `#| eval: false` directives; Jupyter honours none of them. So
 each notebook runs here through nbclient (a fresh kernel of the `python3` kernelspec, the notebook's folder
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted((ROOT / 'nbs').glob('*.ipynb'))
+NOTEBOOKS = sorted((ROOT / 'nbs').glob('*.ipynb')) + sorted((ROOT / 'nbs' / 'reports').glob('*.ipynb'))  # the reports too
 MODE = os.environ.get('KDA_NB_RUN_ALL', 'cpu')
 
 
@@ -48,6 +48,6 @@ def test_run_all(path):
 
 def test_no_directive_in_the_modules():
     "nbdev strips `#| export`, not the directives after it: a `#| eval: false` in an exported cell ends up in the module."
-    leaks = [f"{p.name}:{i}: {line.strip()}" for p in sorted((ROOT / 'kda_nb').glob('*.py'))
+    leaks = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in sorted((ROOT / 'kda_nb').rglob('*.py'))
              for i, line in enumerate(p.read_text().splitlines(), 1) if re.match(r'\s*#\|', line)]
     assert not leaks, leaks

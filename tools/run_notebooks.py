@@ -8,7 +8,7 @@ re-rendering the CPU-side cells (tables and plots read from committed H200 resul
 without a GPU.
 
     python tools/run_notebooks.py nbs/04_kernels.ipynb nbs/05_api.ipynb
-    python tools/run_notebooks.py --skip-gpu nbs/07_bench.ipynb
+    python tools/run_notebooks.py --skip-gpu nbs/reports/bench_h200.ipynb
 
 With `--run-all`, nothing is written: each notebook runs the way Jupyter's Run All runs it (nbclient, a fresh
 kernel of the `python3` kernelspec, every cell in order, no nbdev directive honoured), on a copy in memory,
