@@ -169,6 +169,20 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     return c;
 }
 
+// The fields kda::FwdArgs and kda::DecodeArgs share, from a prepared call.
+template <typename Args>
+void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
+    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
+    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
+    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
+    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
+    a.state_in_kind = c.in_kind;
+    a.state_out_kind = c.out_kind;
+    a.n_slots = c.P;
+    a.n_seq = static_cast<int>(c.N); a.H = static_cast<int>(c.H);
+    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
+}
+
 void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
     if (!c.o.is_same(out)) out.copy_(c.o);
     if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
@@ -189,16 +203,8 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
                            state_indices, true);
     const int64_t B = c.B, T = c.T, H = c.H, N = c.N;
     kda::FwdArgs a{};
-    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
-    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
-    a.state_in_kind = c.in_kind;
-    a.state_out_kind = c.out_kind;
+    fill_common(a, c, scale, lower_bound);
     a.state_slot = c.pooled ? c.slots.data_ptr<int64_t>() : nullptr;
-    a.n_slots = c.P;
-    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
-    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
-    a.n_seq = static_cast<int>(N); a.H = static_cast<int>(H);
-    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
 
     // the layout tables [offsets N+1 | chunk offsets N+1 | order, N int32], filled by the layout kernel
     // from cu_seqlens, or by K1 for a fixed-length batch
@@ -211,7 +217,7 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     cudaError_t err = cudaSuccess;
     a.seq_len = c.varlen ? 0 : T;                      // fixed length: K1 writes the two tables itself
     if (c.varlen) {
-        err = kda::launch_layout(c.cu.data_ptr<int64_t>(), 0, a.n_seq, B * T, t, t + (N + 1), order, c.o.data_ptr(),
+        err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order, c.o.data_ptr(),
                                  H * 128 * 2, c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
@@ -238,20 +244,12 @@ void kda_decode(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor
     const Call c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens,
                            state_indices, false);
     kda::DecodeArgs a{};
-    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
-    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
-    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
-    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
-    a.state_in_kind = c.in_kind;
-    a.state_out_kind = c.out_kind;
-    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;
+    fill_common(a, c, scale, lower_bound);
+    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
     a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
-    a.n_slots = c.P;
     a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
     a.seq_len = c.varlen ? 0 : c.T;
     a.total = c.B * c.T;
-    a.n_seq = static_cast<int>(c.N); a.H = static_cast<int>(c.H);
-    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
     const cudaError_t err = kda::launch_decode(a, c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
@@ -271,7 +269,7 @@ std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
     const torch::Tensor rows = torch::ones({total, 16}, cu.options().dtype(at::kByte));
     const cudaStream_t stream = static_cast<cudaStream_t>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(cu.device()).native_handle());
-    const cudaError_t err = kda::launch_layout(cu.data_ptr<int64_t>(), 0, static_cast<int>(N), total,
+    const cudaError_t err = kda::launch_layout(cu.data_ptr<int64_t>(), static_cast<int>(N), total,
                                                safe.data_ptr<int64_t>(), chunks.data_ptr<int64_t>(),
                                                order.data_ptr<int>(), rows.data_ptr(), 16, stream);
     TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));

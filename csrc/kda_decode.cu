@@ -22,22 +22,14 @@ namespace kda {
 constexpr int DEC_WARPS = 4;
 constexpr int DEC_THREADS = 32 * DEC_WARPS;                   // = D: thread c stages channel c
 constexpr int DEC_LANES = 8;                                  // lanes per state row
-#ifndef DEC_ROWS_PER_THREAD
-#define DEC_ROWS_PER_THREAD 2
-#endif
-#ifndef DEC_TILE_TOKENS
-#define DEC_TILE_TOKENS 8
-#endif
-constexpr int DEC_ROWS = DEC_ROWS_PER_THREAD;                 // rows per thread
+constexpr int DEC_ROWS = 2;                                   // rows per thread
 constexpr int DEC_VB = DEC_WARPS * (32 / DEC_LANES) * DEC_ROWS;   // 32 rows per block
 constexpr int DEC_SPLIT = D / DEC_VB;                         // 4 blocks per (sequence, head)
 constexpr int DEC_PIECES = D / (4 * DEC_LANES);               // 4 pieces of 4 channels per lane and row
-constexpr int DEC_TILE = DEC_TILE_TOKENS;                     // tokens staged at a time
-#ifndef DEC_MIN_BLOCKS
-#define DEC_MIN_BLOCKS 4                                      // resident blocks per SM the registers must allow (more: spills)
-#endif
+constexpr int DEC_TILE = 8;                                   // tokens staged at a time
+constexpr int DEC_MIN_BLOCKS = 4;                             // resident blocks per SM the registers must allow (5: spills)
 static_assert(DEC_THREADS == D, "one staging thread per channel");
-static_assert(DEC_ROWS == 1 || DEC_ROWS == 2, "4 or 8 rows per warp: one 8- or 16-byte store of outputs");
+static_assert(DEC_ROWS == 2, "8 rows per warp: one 16-byte store of a token's outputs");
 
 struct DecodeSmem {
     float state[DEC_VB * D];                  // the slice as the bulk copy left it (bf16 states use half)
@@ -263,7 +255,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 o[ii] = p.scale * rd[ii];
             }
             // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
-            // lane 0 writes the warp's 4 DEC_ROWS contiguous rows as one 8- or 16-byte store
+            // lane 0 writes the warp's 8 contiguous rows as one 16-byte store
             if (j == 0) {
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
@@ -272,11 +264,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             if (lane == 0) {
                 const float* w = sm.o + 4 * DEC_ROWS * warp;
                 __nv_bfloat16* dst = out + ((tb + i) * p.H + h) * D + vbase + 4 * DEC_ROWS * warp;
-                if constexpr (DEC_ROWS == 2)
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]),
-                                                                pack_bf16(w[4], w[5]), pack_bf16(w[6], w[7]));
-                else
-                    *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]));
+                *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]),
+                                                            pack_bf16(w[4], w[5]), pack_bf16(w[6], w[7]));
             }
             __syncwarp();
         }

@@ -71,11 +71,11 @@ struct DecodeArgs {
 };
 
 size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)
-// The layout tables of FwdArgs, in one launch: from the caller's cu_seqlens [N + 1] (any values), or,
-// with cu_in null, for N sequences of seq_len tokens each. seq_order may be null (not wanted). Rows of
-// out (row_bytes each, a multiple of 16) that no sequence covers are zeroed.
-cudaError_t launch_layout(const int64_t* cu_in, int64_t seq_len, int n_seq, int64_t total, int64_t* cu_seqlens,
-                          int64_t* cu_chunks, int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream);
+// The layout tables of FwdArgs for a variable-length batch, in one launch, from the caller's cu_seqlens
+// [N + 1] (any values). seq_order may be null (not wanted). Rows of out (row_bytes each, a multiple of
+// 16) that no sequence covers are zeroed.
+cudaError_t launch_layout(const int64_t* cu_in, int n_seq, int64_t total, int64_t* cu_seqlens, int64_t* cu_chunks,
+                          int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream);
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream);     // K1
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream);  // K2
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream);    // K3

@@ -1,6 +1,6 @@
 // kda_layout.cu: the batch layout, built on the device in one launch, so that a call copies nothing to
 // the host and a CUDA graph that captured it replays correctly after new lengths are written into the
-// same cu_seqlens buffer. For a fixed-length batch the offsets are n * T. One block walks the N + 1
+// same cu_seqlens buffer (fixed-length batches need none: K1 writes their tables). One block walks the N + 1
 // offsets in tiles of LAYOUT_THREADS and writes, for K1 and K2:
 //   cu_seqlens  the offsets made safe: safe[i] = min(total, max(0, cu[0], ..., cu[i])). For a valid
 //               cu_seqlens (0 = cu[0] <= ... <= cu[N] = total) this is cu itself; for any other values
@@ -58,7 +58,7 @@ __device__ int64_t block_scan(int64_t x, int64_t carry, Op op, int64_t* warp_sum
     return x;
 }
 
-__global__ void __launch_bounds__(LAYOUT_THREADS) kda_fwd_layout(const int64_t* cu_in, int64_t seq_len, int n_seq,
+__global__ void __launch_bounds__(LAYOUT_THREADS) kda_fwd_layout(const int64_t* cu_in, int n_seq,
                                                                   int64_t total, int64_t* safe, int64_t* cu_chunks,
                                                                   int* order, uint4* out, int64_t row_pieces) {
     __shared__ int64_t warp_sums[32];
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(LAYOUT_THREADS) kda_fwd_layout(const int64_t* 
     int64_t carry = 0;
     for (int base = 0; base < n_off; base += LAYOUT_THREADS) {
         const int i = base + threadIdx.x;
-        const int64_t given = i >= n_off ? 0 : cu_in ? cu_in[i] : i * seq_len;
+        const int64_t given = i >= n_off ? 0 : cu_in[i];
         const int64_t x = given > 0 ? given : 0;
         int64_t tile;
         const int64_t run = block_scan(x, carry, max_op, warp_sums, tile);
@@ -121,10 +121,10 @@ __global__ void __launch_bounds__(LAYOUT_THREADS) kda_fwd_layout(const int64_t* 
     }
 }
 
-cudaError_t launch_layout(const int64_t* cu_in, int64_t seq_len, int n_seq, int64_t total, int64_t* cu_seqlens,
-                          int64_t* cu_chunks, int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream) {
-    if (n_seq <= 0 || row_bytes % 16 != 0) return cudaErrorInvalidValue;
-    kda_fwd_layout<<<1, LAYOUT_THREADS, 0, stream>>>(cu_in, seq_len, n_seq, total, cu_seqlens, cu_chunks, seq_order,
+cudaError_t launch_layout(const int64_t* cu_in, int n_seq, int64_t total, int64_t* cu_seqlens, int64_t* cu_chunks,
+                           int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream) {
+    if (cu_in == nullptr || n_seq <= 0 || row_bytes % 16 != 0) return cudaErrorInvalidValue;
+    kda_fwd_layout<<<1, LAYOUT_THREADS, 0, stream>>>(cu_in, n_seq, total, cu_seqlens, cu_chunks, seq_order,
                                                      static_cast<uint4*>(out), row_bytes / 16);
     return cudaGetLastError();
 }

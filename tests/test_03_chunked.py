@@ -82,16 +82,13 @@ def test_twin_close_to_fp64():
         assert rel_rms(ot.bfloat16(), o64) < 6e-3 and rel_rms(st_, s64) < 6e-3
 
 
-import time
-
 from kda_nb.recurrence import step_schedule
 
+from kda_nb.bench import time_calls
+
 def best_time(f, inp, n=2):
-    "Shortest of `n` runs of `f(**inp)`, in seconds."
-    ts = []
-    for _ in range(n):
-        t0 = time.perf_counter(); f(**inp); ts.append(time.perf_counter() - t0)
-    return min(ts)
+    "Shortest of `n` timed runs of `f(**inp)` on the CPU, in seconds (the benchmark's timer, `time_calls`)."
+    return min(time_calls([lambda: f(**inp)], 'cpu', warmup=0, max_calls=n, min_calls=n)) / 1e3
 
 def test_chunked_cost_linear_in_tokens():
     seqlens = [4096] + [1] * 1023
