@@ -16,19 +16,20 @@ constexpr float LOG2E = 1.4426950408889634f;
 
 // §record --------------------------------------------------------------------------------------
 // The record K1 writes for every (chunk, head) and K2 reads back. It is laid out exactly as K2 wants
-// it in shared memory (rows padded by 16 bytes so that ldmatrix reads are free of bank conflicts), so
-// K2 fetches it with one bulk copy. In this order (bytes):
-//   kd   [C][ROW] bf16  k_hat * exp(G)                 (decayed keys)
-//   qd   [C][ROW] bf16  q_hat * exp(G)                 (decayed queries, *without* scale)
-//   kr   [C][ROW] fp16  k_hat * exp(G_last - G)        (restored keys, |kr| <= 1)
-//   invb [C][SROW] fp16 (I + L)^-1 diag(beta)          (entries bounded by 2^14)
-//   mqk  [C][SROW] fp16 lower_incl_diag(qd ki^T)       (|entries| <= 1)
+// it in shared memory, so K2 fetches it with one bulk copy. In this order (bytes):
+//   kd   [C][D] bf16    k_hat * exp(G)                 (decayed keys)
+//   qd   [C][D] bf16    q_hat * exp(G)                 (decayed queries, *without* scale)
+//   kr   [C][D] fp16    k_hat * exp(G_last - G)        (restored keys, |kr| <= 1)
+//   invb [C][C] fp16    (I + L)^-1 diag(beta)          (entries bounded by 2^14)
+//   mqk  [C][C] fp16    lower_incl_diag(qd ki^T)       (|entries| <= 1)
 //   decay[D]    fp32    exp(G_last)                    (the chunk's total decay per channel)
 //   norm, pad   fp32 x4 max row sum of |invb|          (K2's bound on |U| / |X|)
-// ROW = D + 8 and SROW = C + 8 elements; the padding is written as zeros.
+// No padding: the 16-byte pieces of each row are swizzled instead, so that the eight rows an ldmatrix
+// reads at once fall in different banks. Piece p of row r of kd, qd, kr sits at p ^ (r % 8)
+// (`swz_row`); piece p (0 or 1) of row r of invb, mqk at p ^ ((r / 4) % 2) (`swz_small`).
 // ---------------------------------------------------------------------------------------------
-constexpr int ROW = D + 8;       // 272-byte rows of kd, qd, kr
-constexpr int SROW = C + 8;      // 48-byte rows of invb, mqk
+constexpr int ROW = D;           // 256-byte rows of kd, qd, kr
+constexpr int SROW = C;          // 32-byte rows of invb, mqk
 constexpr int REC_KD = 0;
 constexpr int REC_QD = REC_KD + C * ROW * 2;
 constexpr int REC_KR = REC_QD + C * ROW * 2;
@@ -36,7 +37,10 @@ constexpr int REC_INVB = REC_KR + C * ROW * 2;
 constexpr int REC_MQK = REC_INVB + C * SROW * 2;
 constexpr int REC_DECAY = REC_MQK + C * SROW * 2;
 constexpr int REC_NORM = REC_DECAY + D * 4;
-constexpr int REC_BYTES = REC_NORM + 16;      // 15120 = 945 x 16 bytes
+constexpr int REC_BYTES = REC_NORM + 16;      // 13840 = 865 x 16 bytes
+// element offset of (row r, first element of 16-byte piece p) in kd, qd, kr, and in invb, mqk
+__host__ __device__ constexpr int swz_row(int r, int p) { return r * ROW + 8 * (p ^ (r & 7)); }
+__host__ __device__ constexpr int swz_small(int r, int p) { return r * SROW + 8 * (p ^ ((r >> 2) & 1)); }
 static_assert(REC_BYTES % 16 == 0, "record must be a whole number of 16-byte pieces");
 
 // §conversions --------------------------------------------------------------------------------
@@ -102,6 +106,12 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+// The inverse of ldmatrix_x4_trans: register i of lane l holds (row l / 4, columns 2 (l % 4), + 1) of
+// matrix i, stored transposed; lane l gives the address of stored row (l % 8) of matrix (l / 8).
+__device__ __forceinline__ void stmatrix_x4_trans(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};"
+                 :: "r"(smem_addr(p)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
 }
 
 // §copies -------------------------------------------------------------------------------------

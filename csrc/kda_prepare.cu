@@ -30,6 +30,7 @@ struct K1Warp {              // one warp's scratch, 16.5 KB
         struct {
             float L[C][LS];      // L, then |INV diag(beta)|, once G is no longer needed
             float beta[C];
+            __half small[2][C][SROW];   // invb and mqk as the record holds them, written out 16 bytes a lane
         };
     };
 };
@@ -219,6 +220,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
             for (int w = 0; w < 4; ++w) {                  // k-step 4 q4 + w: channels 32 q4 + 8 t + 2 w (+1)
                 float kd[2][2], qd[2][2], ki[2][2];        // [row g / g + 8][column t / t + 4]
                 const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[C - 1][32 * q4 + 8 * t + 2 * w]);
+                const float el[2] = {fast_exp2(Gl.x), fast_exp2(Gl.y)};   // the chunk's decay: 2^G_last >= 2^-116
 #pragma unroll
                 for (int hf = 0; hf < 2; ++hf) {
                     const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
@@ -232,7 +234,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
                         kd[hf][c] = kh * e;
                         qd[hf][c] = qh * e;           // unscaled: K2 applies the output scale
                         ki[hf][c] = kh * ei;
-                        kr[c] = kh * fast_exp2((c ? Gl.y : Gl.x) - G);   // <= |k_hat|: fp16 is safe
+                        kr[c] = ki[hf][c] * el[c];     // k_hat 2^(G_last - G) <= |k_hat|: fp16 is safe
                     }
                     okd[hf][w] = pack_bf16(kd[hf][0], kd[hf][1]);
                     oqd[hf][w] = pack_bf16(qd[hf][0], qd[hf][1]);
@@ -260,7 +262,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
             }
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
-                const int at = (g + 8 * hf) * ROW * 2 + 64 * q4 + 16 * t;
+                const int at = 2 * swz_row(g + 8 * hf, 4 * q4 + t);   // bytes
                 *reinterpret_cast<uint4*>(rec + REC_KD + at) = make_uint4(okd[hf][0], okd[hf][1], okd[hf][2], okd[hf][3]);
                 *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
                 *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
@@ -269,16 +271,12 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
         __syncwarp();                                     // every lane is done with q and k: fetch the next item's
         if (next < n_items) fetch_qk(f.it);
 
-        // the record's padding, as zeros: the 17th piece of the 48 rows of kd, qd, kr, the 3rd of the 32 of invb, mqk
-        for (int r = lane; r < 3 * C; r += 32)
-            *reinterpret_cast<uint4*>(rec + REC_KD + r * ROW * 2 + D * 2) = make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(rec + REC_INVB + lane * SROW * 2 + C * 2) = make_uint4(0, 0, 0, 0);
-
-        // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the record.
+        // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the scratch's
+        // copy of the record's small matrices.
         // C fragment of n-tile nt: (row g, cols 8 nt + 2 t, +1) and (row g + 8, same cols).
         __syncwarp();                                     // every lane is done reading G: L and beta take its place
         if (t == 0) { sm.beta[g] = beta[0]; sm.beta[g + 8] = beta[1]; }
-        __half* mqk = reinterpret_cast<__half*>(rec + REC_MQK);
+        __half* mqk = &sm.small[1][0][0];
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -288,7 +286,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
                 const float l1 = Lacc[nt][2 * hf + 1] * beta[hf];
                 *reinterpret_cast<float2*>(&sm.L[i][j]) = make_float2(j < i ? l0 : 0.f, j + 1 < i ? l1 : 0.f);
                 const float m0 = Macc[nt][2 * hf], m1 = Macc[nt][2 * hf + 1];
-                *reinterpret_cast<__half2*>(mqk + i * SROW + j) = __floats2half2_rn(j <= i ? m0 : 0.f, j + 1 <= i ? m1 : 0.f);
+                *reinterpret_cast<__half2*>(mqk + swz_small(i, nt) + 2 * t) = __floats2half2_rn(j <= i ? m0 : 0.f, j + 1 <= i ? m1 : 0.f);
             }
         __syncwarp();
 
@@ -314,12 +312,12 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
         // §invb: fold beta into the inverse's columns, store fp16, and the largest row sum of |INV diag(beta)|
         const float bj = sm.beta[j];
         __syncwarp();                                     // every lane is done reading L
-        __half* invb = reinterpret_cast<__half*>(rec + REC_INVB);
+        __half* invb = &sm.small[0][0][0];
 #pragma unroll
         for (int i = 0; i < C; ++i) {
             const float x = X[i] * bj;
             if (lane < C) {
-                invb[i * SROW + j] = __float2half_rn(x);
+                invb[swz_small(i, j >> 3) + (j & 7)] = __float2half_rn(x);
                 sm.L[i][j] = fabsf(x);
             }
         }
@@ -335,6 +333,11 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
 #pragma unroll
         for (int o = 16; o; o >>= 1) row = fmaxf(row, __shfl_xor_sync(0xffffffffu, row, o));
         if (lane == 0) *reinterpret_cast<float4*>(rec + REC_NORM) = make_float4(row, 0.f, 0.f, 0.f);
+        // invb and mqk, 1 KB contiguous in the record, 16 bytes per lane and store
+        static_assert(REC_MQK == REC_INVB + C * SROW * 2 && sizeof(sm.small) == 2 * C * SROW * 2, "invb, mqk adjacent");
+#pragma unroll
+        for (int i = lane; i < 2 * C * SROW * 2 / 16; i += 32)
+            *reinterpret_cast<uint4*>(rec + REC_INVB + 16 * i) = reinterpret_cast<const uint4*>(&sm.small[0][0][0])[i];
         __syncwarp();                                     // the scratch is free for the next item
     }
     cp_async_wait<0>();

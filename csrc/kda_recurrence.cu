@@ -41,8 +41,12 @@ __device__ __forceinline__ float pow2_normalizer(float m) {
     return __int_as_float((k + 127) << 23);
 }
 
+// Blocks per SM the registers must allow: 3 blocks of 4 warps with 4 stages (shared memory allows no
+// more), 4 with 3 stages (at most 128 registers).
+template <int WARPS, int NSTAGE> constexpr int k2_min_blocks() { return (NSTAGE <= 3 ? 16 : 12) / WARPS; }
+
 template <int WARPS, int NSTAGE>
-__global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(FwdArgs p) {
+__global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
     using Ly = K2Layout<WARPS>;
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s has landed
@@ -162,27 +166,35 @@ __global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(Fwd
             S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
         }
         float W[2][2][4] = {}, P[2][4] = {};
-        const int brow = (lane & 7) + 8 * (lane >> 4), bcol = 8 * ((lane >> 3) & 1);   // ldmatrix, B of 2 n-tiles
+        const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;   // ldmatrix, B of 2 n-tiles
 #pragma unroll
         for (int kb = 0; kb < 8; ++kb) {
             uint32_t bk[4], bq[4];
-            ldmatrix_x4(bk, kd + brow * ROW + 16 * kb + bcol);
-            ldmatrix_x4(bq, qd + brow * ROW + 16 * kb + bcol);
+            ldmatrix_x4(bk, kd + swz_row(brow, 2 * kb + bpiece));
+            ldmatrix_x4(bq, qd + swz_row(brow, 2 * kb + bpiece));
             mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
             mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
             mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
             mma_bf16(P[1], Sa[kb], bq[2], bq[3]);
         }
 
-        // §residual: X^T = V^T - W^T for this warp's rows; element (nt, e) is row g + 8(e/2), token 8nt + 2t + e%2
+        // §residual: X^T = V^T - W^T for this warp's rows; element (nt, e) is row g + 8(e/2), token 8nt + 2t + e%2.
+        // The value tile is [token][row]; ldmatrix.trans hands each lane its (row, two tokens) pairs: matrix m
+        // holds tokens 8 (m / 2) .. + 7 and rows 8 (m % 2) .. + 7 of the warp's 16.
         float X[2][4];
+        {
+            uint32_t vv[4];
+            const int m = lane >> 3;
+            ldmatrix_x4_trans(vv, vt + (8 * (m >> 1) + (lane & 7)) * Ly::VROW + warp * 16 + 8 * (m & 1));
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
+            for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int tok = 8 * nt + 2 * t + (e & 1), row = warp * 16 + g + 8 * (e >> 1);
-                X[nt][e] = __bfloat162float(vt[tok * Ly::VROW + row]) - (W[0][nt][e] + W[1][nt][e]);
-            }
+                for (int hr = 0; hr < 2; ++hr) {
+                    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vv[2 * nt + hr]));
+                    X[nt][2 * hr] = x.x - (W[0][nt][2 * hr] + W[1][nt][2 * hr]);
+                    X[nt][2 * hr + 1] = x.y - (W[0][nt][2 * hr + 1] + W[1][nt][2 * hr + 1]);
+                }
+        }
 
         // §range: fp16 holds X and U exactly enough if |X| is neither tiny nor huge. Per row, the
         // largest |X| (4 lanes share a row) bounds |U| <= norm * max|X|. If any row of the warp is
@@ -214,27 +226,25 @@ __global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(Fwd
         float U[2][4] = {};
         {
             uint32_t b[4];
-            ldmatrix_x4(b, invb + brow * SROW + bcol);
+            ldmatrix_x4(b, invb + swz_small(brow, bpiece));
             mma_f16(U[0], Xa, b[0], b[1]);
             mma_f16(U[1], Xa, b[2], b[3]);
         }
         const uint32_t Ua[4] = {pack_f16(U[0][0], U[0][1]), pack_f16(U[0][2], U[0][3]),
                                 pack_f16(U[1][0], U[1][1]), pack_f16(U[1][2], U[1][3])};
 
-        // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores
+        // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
+        // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row]
         {
             uint32_t b[4];
-            ldmatrix_x4(b, mqk + brow * SROW + bcol);
+            ldmatrix_x4(b, mqk + swz_small(brow, bpiece));
             mma_f16(P[0], Ua, b[0], b[1]);
             mma_f16(P[1], Ua, b[2], b[3]);
             const float o0 = p.scale / sc0, o1 = p.scale / sc1;
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int tok = 8 * nt + 2 * t + (e & 1), row = g + 8 * (e >> 1);
-                    otile[tok * Ly::OROW + row] = __float2bfloat16_rn(P[nt][e] * (e < 2 ? o0 : o1));
-                }
+            const int m = lane >> 3;
+            stmatrix_x4_trans(otile + (8 * (m >> 1) + (lane & 7)) * Ly::OROW + 8 * (m & 1),
+                              pack_bf16(P[0][0] * o0, P[0][1] * o0), pack_bf16(P[0][2] * o1, P[0][3] * o1),
+                              pack_bf16(P[1][0] * o0, P[1][1] * o0), pack_bf16(P[1][2] * o1, P[1][3] * o1));
             __syncwarp();
             const int tok = lane >> 1, part = lane & 1;
             const int64_t gtok = tok0 + static_cast<int64_t>(c) * C + tok;
@@ -248,11 +258,11 @@ __global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(Fwd
 #pragma unroll
             for (int j = 0; j < 16; ++j) { S[j][0] *= sc0; S[j][1] *= sc0; S[j][2] *= sc1; S[j][3] *= sc1; }
         }
-        const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tcol = 8 * (lane >> 4);   // ldmatrix.trans of kr
+        const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tpiece = lane >> 4;   // ldmatrix.trans of kr
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
             uint32_t b[4];
-            ldmatrix_x4_trans(b, kr + trow * ROW + 16 * jj + tcol);
+            ldmatrix_x4_trans(b, kr + swz_row(trow, 2 * jj + tpiece));
             mma_f16(S[2 * jj], Ua, b[0], b[1]);
             mma_f16(S[2 * jj + 1], Ua, b[2], b[3]);
         }
@@ -286,13 +296,11 @@ __global__ void __launch_bounds__(32 * WARPS, 12 / WARPS) kda_fwd_recurrence(Fwd
 // read each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64
 // and 96; fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the
 // library launches 4. KDA_NB_K2_WARPS (2, 4 or 8) picks another, for experiments.
-constexpr int K2_STAGES = 4;
-
-template <int WARPS>
+template <int WARPS, int NSTAGE>
 cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
     using Ly = K2Layout<WARPS>;
-    constexpr int smem = K2_STAGES * Ly::STAGE + Ly::OUT_BYTES;
-    auto kernel = kda_fwd_recurrence<WARPS, K2_STAGES>;
+    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
+    auto kernel = kda_fwd_recurrence<WARPS, NSTAGE>;
     cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
@@ -308,8 +316,11 @@ cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
         const int w = std::atoi(env);
         if (w == 2 || w == 4 || w == 8) warps = w;
     }
-    return warps == 8 ? launch_recurrence_with<8>(a, stream)
-         : warps == 2 ? launch_recurrence_with<2>(a, stream) : launch_recurrence_with<4>(a, stream);
+    int stages = 4;
+    if (const char* env = std::getenv("KDA_NB_K2_STAGES")) stages = std::atoi(env) == 3 ? 3 : 4;
+    if (warps == 4 && stages == 3) return launch_recurrence_with<4, 3>(a, stream);
+    return warps == 8 ? launch_recurrence_with<8, 4>(a, stream)
+         : warps == 2 ? launch_recurrence_with<2, 4>(a, stream) : launch_recurrence_with<4, 4>(a, stream);
 }
 
 }  // namespace kda

@@ -31,7 +31,8 @@ LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel be
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
-KERNEL_VERSIONS = {'v3': None,                             # version -> the commit of main whose csrc/ it is
+KERNEL_VERSIONS = {'v4': None,                             # version -> the commit of main whose csrc/ it is
+                   'v3': '87917b5b2d44a7f2c6518dd9a84631ee3f6d07c1',     # csrc/ before v4
                    'v2': '5dd184af464bea6b50472048e08eb1023c8d4ed3',     # csrc/ before v3 (2e9a8e5)
                    'v1': 'ad8593a82d782fde7bc14d8864fa0a32073ea3ae'}     # csrc/ before v2 (febdf81)
 KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v3'): csrc/ of this tree
@@ -54,7 +55,7 @@ def show_source(file: str, section: str):
     return Markdown(f"`{file}`, lines {start + 1}-{end}:\n\n```cpp\n" + '\n'.join(lines[start:end]) + "\n```")
 
 # %% ../nbs/04_kernels.ipynb #af504cd0
-RECORD_BYTES = 15120            # bytes K1 leaves per (chunk, head); kda_common.cuh: REC_BYTES
+RECORD_BYTES = 13840            # bytes K1 leaves per (chunk, head); kda_common.cuh: REC_BYTES
 
 def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> int:
     "Size of the K1 -> K2 workspace."

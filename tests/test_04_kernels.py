@@ -32,9 +32,11 @@ def test_earlier_version_from_git_history(version, tmp_path, monkeypatch):
     if reason: pytest.skip(reason)
     src, commit = version_sources(version), KERNEL_VERSIONS[version]
     assert src == tmp_path / 'kda_nb' / 'csrc' / f'{version}-{commit[:12]}'
-    files = set(CSRC_FILES) - {'kda_layout.cu', 'kda_decode.cu'}      # v1 and v2 had no layout or decode kernel
-    assert {p.name for p in src.iterdir()} == files
     top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=csrc_dir(), capture_output=True, text=True).stdout.strip()
+    listed = subprocess.run(['git', '-C', top, 'ls-tree', commit, 'csrc/'], capture_output=True, text=True, check=True).stdout
+    files = {Path(l.split('\t')[1]).name for l in listed.splitlines() if l.split()[1] == 'blob'}   # files, not folders
+    assert files <= set(CSRC_FILES) and {'kda_prepare.cu', 'kda_recurrence.cu'} <= files
+    assert {p.name for p in src.iterdir()} == files
     show = lambda f: subprocess.run(['git', '-C', top, 'show', f'{commit}:csrc/{f}'], capture_output=True, check=True).stdout
     for f in files: assert (src / f).read_bytes() == show(f), f
     (src / 'kda_prepare.cu').write_text('// edited')
