@@ -49,7 +49,8 @@ template <int WARPS, int NSTAGE>
 __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
     using Ly = K2Layout<WARPS>;
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s has landed
+    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed
+    __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every warp is done with stage s
     constexpr int VSPLIT = D / Ly::VB;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
@@ -100,10 +101,15 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     }
 
     // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
-    // full[stage]; every thread copies 16-byte pieces of the value rows with cp.async (zeros past the
-    // sequence's end), one commit group per chunk. Many tiny bulk copies would queue on the copy engine.
+    // full[stage]; it first waits on empty[stage] until every warp is done with the chunk that stage held.
+    // Each warp copies its own 16 rows of the values with cp.async (one 16-byte piece per lane; zeros past
+    // the sequence's end), one commit group per chunk. Warps meet only through these two barriers, never
+    // all at once: a warp that is ahead starts the next chunk without waiting for the others.
     if (threadIdx.x == 0) {
-        for (int s = 0; s < NSTAGE; ++s) mbar_init(&full[s], 1);
+        for (int s = 0; s < NSTAGE; ++s) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], WARPS);
+        }
         mbar_init_fence();
     }
     __syncthreads();
@@ -112,17 +118,16 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
         if (c < nch) {
             uint8_t* st = smem + stage * Ly::STAGE;
             if (threadIdx.x == 0) {
+                if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
                 mbar_arrive_expect_tx(&full[stage], REC_BYTES);
                 bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
                               REC_BYTES, &full[stage]);
             }
-            for (int i = threadIdx.x; i < C * (Ly::VB / 8); i += Ly::THREADS) {
-                const int r = i / (Ly::VB / 8), piece = i % (Ly::VB / 8);
-                const int64_t tok = tok0 + static_cast<int64_t>(c) * C + r;
-                const bool inside = tok < tok1;
-                const __nv_bfloat16* src = v + ((inside ? tok : tok0) * H + h) * D + vbase + piece * 8;
-                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
-            }
+            const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
+            const int64_t tok = tok0 + static_cast<int64_t>(c) * C + r;
+            const bool inside = tok < tok1;
+            const __nv_bfloat16* src = v + ((inside ? tok : tok0) * H + h) * D + vbase + piece * 8;
+            cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
         }
         cp_async_commit();
     };
@@ -135,9 +140,9 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 
 #pragma unroll 1
     for (int c = 0; c < nch; ++c) {
-        cp_async_wait<NSTAGE - 2>();         // this thread's value pieces of chunk c have landed
-        __syncthreads();                     // everyone's have, and everyone is done with chunk c-1's stage
-        load_chunk(c + NSTAGE - 1, (c + NSTAGE - 1) % NSTAGE);
+        load_chunk(c + NSTAGE - 1, (c + NSTAGE - 1) % NSTAGE);   // into the stage of chunk c - 1
+        cp_async_wait<NSTAGE - 1>();         // this lane's value piece of chunk c has landed
+        __syncwarp();                        // and the warp's
         mbar_wait(&full[c % NSTAGE], (c / NSTAGE) & 1);   // and the record
         const uint8_t* st = smem + (c % NSTAGE) * Ly::STAGE;
         const __nv_bfloat16* kd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::KD);
@@ -271,6 +276,8 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 #pragma unroll
             for (int j = 0; j < 16; ++j) { S[j][0] *= i0; S[j][1] *= i0; S[j][2] *= i1; S[j][3] *= i1; }
         }
+        __syncwarp();                        // every lane is done reading the stage
+        if (lane == 0) mbar_arrive(&empty[c % NSTAGE]);
     }
     cp_async_wait<0>();
 
@@ -292,10 +299,13 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     }
 }
 
-// The configurations: WARPS warps (16 * WARPS state rows) per block, a 4-stage pipeline. Wider blocks
-// read each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64
-// and 96; fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the
-// library launches 4. KDA_NB_K2_WARPS (2, 4 or 8) picks another, for experiments.
+// The configurations: WARPS warps (16 * WARPS state rows) per block, NSTAGE stages. Wider blocks read
+// each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64 and 96;
+// fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the library
+// launches 4. Four stages (3 blocks per SM) suit a grid that fits on the GPU at once; three stages
+// (4 blocks per SM, fewer chunks in flight each) suit one of more than two such waves, where more
+// resident blocks keep the schedulers busier: kernels notebook, step e. KDA_NB_K2_WARPS (2, 4 or 8) and
+// KDA_NB_K2_STAGES (3 or 4) force a configuration, for experiments.
 template <int WARPS, int NSTAGE>
 cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
     using Ly = K2Layout<WARPS>;
@@ -311,16 +321,28 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
 
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
-    int warps = 4;
+    int warps = 4, stages = 0;
     if (const char* env = std::getenv("KDA_NB_K2_WARPS")) {
         const int w = std::atoi(env);
         if (w == 2 || w == 4 || w == 8) warps = w;
     }
-    int stages = 4;
-    if (const char* env = std::getenv("KDA_NB_K2_STAGES")) stages = std::atoi(env) == 3 ? 3 : 4;
-    if (warps == 4 && stages == 3) return launch_recurrence_with<4, 3>(a, stream);
-    return warps == 8 ? launch_recurrence_with<8, 4>(a, stream)
-         : warps == 2 ? launch_recurrence_with<2, 4>(a, stream) : launch_recurrence_with<4, 4>(a, stream);
+    if (const char* env = std::getenv("KDA_NB_K2_STAGES")) {
+        const int s = std::atoi(env);
+        if (s == 3 || s == 4) stages = s;
+    }
+    if (warps != 4) return warps == 8 ? launch_recurrence_with<8, 4>(a, stream) : launch_recurrence_with<2, 4>(a, stream);
+    if (stages == 0) {                          // by the grid: more than two waves of 3 blocks per SM take 3 stages
+        constexpr int MAX_DEVICES = 64;
+        static int sms[MAX_DEVICES] = {};       // per device, read on its first launch
+        int device = 0;
+        cudaError_t err = cudaGetDevice(&device);
+        if (err != cudaSuccess) return err;
+        if (device >= MAX_DEVICES) return cudaErrorInvalidDevice;
+        if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
+        const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<4>::VB);
+        stages = blocks > 2 * 3 * static_cast<int64_t>(sms[device]) ? 3 : 4;
+    }
+    return stages == 3 ? launch_recurrence_with<4, 3>(a, stream) : launch_recurrence_with<4, 4>(a, stream);
 }
 
 }  // namespace kda
