@@ -305,44 +305,52 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 // launches 4. Four stages (3 blocks per SM) suit a grid that fits on the GPU at once; three stages
 // (4 blocks per SM, fewer chunks in flight each) suit one of more than two such waves, where more
 // resident blocks keep the schedulers busier: kernels notebook, step e. KDA_NB_K2_WARPS (2, 4 or 8) and
-// KDA_NB_K2_STAGES (3 or 4) force a configuration, for experiments.
+// KDA_NB_K2_STAGES (3 or 4) force a configuration, for experiments (read at the first launch).
+constexpr int K2_MAX_DEVICES = 64;
+
 template <int WARPS, int NSTAGE>
-cudaError_t launch_recurrence_with(const FwdArgs& a, cudaStream_t stream) {
+cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
     using Ly = K2Layout<WARPS>;
     constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
     auto kernel = kda_fwd_recurrence<WARPS, NSTAGE>;
-    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
+    static bool ready[K2_MAX_DEVICES] = {};    // the shared-memory attribute, set once per device
+    if (!ready[device]) {
+        cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return err;
+        ready[device] = true;
+    }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     const dim3 grid(a.H * (D / Ly::VB), ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
     kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
+// an experiment's override from the environment, read once (getenv on every launch costs host time
+// that a small call sees): the value if it is one of the allowed two, else 0
+static int env_choice(const char* name, int x, int y) {
+    const char* env = std::getenv(name);
+    const int v = env ? std::atoi(env) : 0;
+    return v == x || v == y ? v : 0;
+}
+
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
-    int warps = 4, stages = 0;
-    if (const char* env = std::getenv("KDA_NB_K2_WARPS")) {
-        const int w = std::atoi(env);
-        if (w == 2 || w == 4 || w == 8) warps = w;
-    }
-    if (const char* env = std::getenv("KDA_NB_K2_STAGES")) {
-        const int s = std::atoi(env);
-        if (s == 3 || s == 4) stages = s;
-    }
-    if (warps != 4) return warps == 8 ? launch_recurrence_with<8, 4>(a, stream) : launch_recurrence_with<2, 4>(a, stream);
+    static const int forced_warps = env_choice("KDA_NB_K2_WARPS", 2, 8);
+    static const int forced_stages = env_choice("KDA_NB_K2_STAGES", 3, 4);
+    static int sms[K2_MAX_DEVICES] = {};       // per device, read on its first launch
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (device >= K2_MAX_DEVICES) return cudaErrorInvalidDevice;
+    if (forced_warps == 8) return launch_recurrence_with<8, 4>(a, device, stream);
+    if (forced_warps == 2) return launch_recurrence_with<2, 4>(a, device, stream);
+    int stages = forced_stages;
     if (stages == 0) {                          // by the grid: more than two waves of 3 blocks per SM take 3 stages
-        constexpr int MAX_DEVICES = 64;
-        static int sms[MAX_DEVICES] = {};       // per device, read on its first launch
-        int device = 0;
-        cudaError_t err = cudaGetDevice(&device);
-        if (err != cudaSuccess) return err;
-        if (device >= MAX_DEVICES) return cudaErrorInvalidDevice;
         if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
         const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<4>::VB);
         stages = blocks > 2 * 3 * static_cast<int64_t>(sms[device]) ? 3 : 4;
     }
-    return stages == 3 ? launch_recurrence_with<4, 3>(a, stream) : launch_recurrence_with<4, 4>(a, stream);
+    return stages == 3 ? launch_recurrence_with<4, 3>(a, device, stream) : launch_recurrence_with<4, 4>(a, device, stream);
 }
 
 }  // namespace kda

@@ -1,7 +1,9 @@
-# Per-kernel split of kda_nb's forward on the anchor cases, for development: medians of 30 calls for
-# several K2 widths (KDA_NB_K2_WARPS), K1 and K2 alone under the torch profiler, and (--versions v2,v1) earlier
-# kernels in the same process. It is not the benchmark (no input rotation, no peers): `python -m kda_nb.bench` is.
-#     python tools/kernel_split.py [--versions v2,v1] [--widths 4] [--fla]
+# Per-kernel split of kda_nb's forward on the anchor cases, for development: medians of 30 calls, K1 and K2
+# alone under the torch profiler, and (--versions v3,v2) earlier kernels in the same process. It is not the
+# benchmark (no input rotation, no peers): `python -m kda_nb.bench` is. K2's configuration can be forced
+# for a whole run with KDA_NB_K2_WARPS (2, 8) or KDA_NB_K2_STAGES (3, 4): the kernels read them at their
+# first launch, so one run times one configuration.
+#     [KDA_NB_K2_STAGES=3] python tools/kernel_split.py [--versions v3,v2] [--fla]
 import os, statistics, sys, torch
 from kda_nb.bench import time_calls
 from kda_nb.layout import ANCHOR_HEADS, ANCHOR_T, anchor_workloads, random_inputs, rel_rms
@@ -22,7 +24,6 @@ def kernel_split(f):
 def arg(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 old = [v for v in arg('--versions', '').split(',') if v]
-widths = arg('--widths', '2,4,8,').split(',')
 for v in old: load_kernels(version=v)
 rows = []
 for H in ANCHOR_HEADS:
@@ -31,10 +32,8 @@ for H in ANCHOR_HEADS:
         args = {k: x for k, x in inp.items() if k != 'initial_state'}
         out = torch.empty_like(inp['v']); fs = torch.empty_like(inp['initial_state'])
         line = f"H={H} {name:>15}:"
-        for w in widths:
-            os.environ['KDA_NB_K2_WARPS'] = w
-            f = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=out, final_state=fs, seqlens=seqlens)
-            t = bench(f); line += f" cur[w={w or 'auto'}] {t:.3f}"
+        f = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=out, final_state=fs, seqlens=seqlens)
+        line += f" cur {bench(f):.3f}"
         split = kernel_split(f)
         line += " | " + " ".join(f"{k} {v:.3f}" for k, v in split.items())
         for v in old:
