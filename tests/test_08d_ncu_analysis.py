@@ -69,7 +69,7 @@ def _launch_shape(mode: str, sms: int = 132) -> dict:
     persistent grid (as many blocks as fit on the GPU, at most one per item), so only its bound is known here."""
     src = {f: (csrc_dir() / f).read_text() for f in ('kda_prepare.cu', 'kda_recurrence.cu')}
     k1 = 32 * int(re.search(r'K1_WARPS = (\d+)', src['kda_prepare.cu']).group(1))            # K1_THREADS = 32 * K1_WARPS
-    warps = int(re.search(r'int warps = (\d+);', src['kda_recurrence.cu']).group(1))   # launch_recurrence's default
+    warps = int(re.findall(r'launch_recurrence_with<(\d+), \d+>\(a, device, stream\)', src['kda_recurrence.cu'])[-1])   # the default: launch_recurrence's last launch
     lens = workload_seqlens(mode) or [T_DEFAULT]
     chunks = sum(-(-n // 16) for n in lens)
     return {'kda_fwd_prepare': (None, k1, chunks * H_DEFAULT),
