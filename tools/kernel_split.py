@@ -4,7 +4,7 @@
 # for a whole run with KDA_NB_K2_WARPS (2, 8) or KDA_NB_K2_STAGES (3, 4): the kernels read them at their
 # first launch, so one run times one configuration.
 #     [KDA_NB_K2_STAGES=3] python tools/kernel_split.py [--versions v3,v2] [--fla]
-import os, statistics, sys, torch
+import statistics, sys, torch
 from kda_nb.bench import time_calls
 from kda_nb.layout import ANCHOR_HEADS, ANCHOR_T, anchor_workloads, random_inputs, rel_rms
 from kda_nb.kernels import fwd_cuda, load_kernels
