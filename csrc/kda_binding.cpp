@@ -10,6 +10,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "kda_launch.h"
@@ -188,11 +189,82 @@ void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor
     if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
 }
 
+// §pipeline: K2 runs each sequence's chunks one after another, so a batch of one long sequence gives it
+// few blocks (192 at H = 96: two per head) and leaves most of the GPU idle while it runs. Such a batch is
+// cut into steps of consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step
+// s on a second stream of higher priority, and the state passes from one step to the next in fp32 (the
+// carry), so the results are bitwise those of one step. Only one sequence: steps of consecutive chunks
+// would run the sequences of a batch one after another instead of side by side, and on the H200 every
+// batch of several sequences tried got slower (kernels notebook, step d), as did sequences of less than
+// STEP_ITEMS * RULE_STEPS (chunk, head) items.
+constexpr int MAX_STEPS = 8;
+constexpr int RULE_STEPS = 4;              // the steps the rule takes
+constexpr int64_t STEP_ITEMS = 8192;       // at least this many (chunk, head) items of K1 per step
+std::atomic<int> forced_steps{0};          // kda_set_pipeline_steps (tests, experiments); 0: by the rule
+
+int64_t pipeline_steps(int64_t n_seq, int64_t max_chunks, int64_t H) {
+    const int forced = forced_steps.load();
+    const int64_t steps = forced > 0 ? forced : n_seq == 1 && max_chunks * H >= RULE_STEPS * STEP_ITEMS ? RULE_STEPS : 1;
+    return std::max<int64_t>(1, std::min<int64_t>({steps, MAX_STEPS, max_chunks}));
+}
+
+struct SideStream {                        // per thread and device: the second stream and the events that join it
+    cudaStream_t stream = nullptr;
+    cudaEvent_t ready[MAX_STEPS + 1] = {};
+};
+
+cudaError_t side_stream(SideStream*& out) {
+    constexpr int MAX_DEVICES = 64;
+    thread_local SideStream sides[MAX_DEVICES];
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (device >= MAX_DEVICES) return cudaErrorInvalidDevice;
+    SideStream& s = sides[device];
+    if (!s.stream) {
+        int least = 0, greatest = 0;
+        err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+        if (err == cudaSuccess) err = cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, greatest);
+        for (auto& e : s.ready)
+            if (err == cudaSuccess) err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+        if (err != cudaSuccess) { s.stream = nullptr; return err; }
+    }
+    out = &s;
+    return cudaSuccess;
+}
+
+// K1 and K2 over the whole batch on `stream`, in `steps` steps as above; `carry` holds two [H, 128, 128]
+// fp32 states when steps > 1 (step s reads the one step s - 1 wrote).
+cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, cudaStream_t stream) {
+    cudaError_t err;
+    if (steps == 1) {
+        if ((err = kda::launch_prepare(a, stream)) != cudaSuccess) return err;
+        return kda::launch_recurrence(a, stream);
+    }
+    SideStream* side = nullptr;
+    if ((err = side_stream(side)) != cudaSuccess) return err;
+    const int64_t per = (a.max_chunks + steps - 1) / steps, carry_floats = static_cast<int64_t>(a.H) * 128 * 128;
+    for (int64_t s = 0; s < steps; ++s) {
+        kda::FwdArgs step = a;
+        step.chunk_lo = s * per;
+        step.chunk_hi = s + 1 == steps ? INT64_MAX : (s + 1) * per;
+        step.carry_in = s > 0 ? carry + ((s - 1) & 1) * carry_floats : nullptr;
+        step.carry_out = s + 1 < steps ? carry + (s & 1) * carry_floats : nullptr;
+        if ((err = kda::launch_prepare(step, stream)) != cudaSuccess) return err;
+        if ((err = cudaEventRecord(side->ready[s], stream)) != cudaSuccess) return err;
+        if ((err = cudaStreamWaitEvent(side->stream, side->ready[s], 0)) != cudaSuccess) return err;
+        if ((err = kda::launch_recurrence(step, side->stream)) != cudaSuccess) return err;
+    }
+    if ((err = cudaEventRecord(side->ready[steps], side->stream)) != cudaSuccess) return err;
+    return cudaStreamWaitEvent(stream, side->ready[steps], 0);     // the caller's stream goes on after the last step
+}
+
 }  // namespace
 
 // The chunked path: the layout kernel (variable lengths only), K1 and K2, on torch's current stream of q's
-// device. Everything the launch needs is derived here on the device from shapes and cu_seqlens, with no
-// copy to the host, so the call can be captured in a CUDA graph.
+// device (K2 on a second stream joined back to it, if the batch runs as a pipeline). Everything the launch
+// needs is derived here on the device from shapes and cu_seqlens, with no copy to the host, so the call
+// can be captured in a CUDA graph.
 void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
              double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
              c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
@@ -221,14 +293,15 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
                                  H * 128 * 2, c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
-    const int64_t ws_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
+    // the workspace: K1's records, then (a pipeline) the two carry states
+    const int64_t steps = pipeline_steps(N, a.max_chunks, H);
+    const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
+    const int64_t ws_bytes = rec_bytes + (steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
     const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
     a.workspace = ws.data_ptr();
 
-    err = kda::launch_prepare(a, c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd_prepare launch failed: ", cudaGetErrorString(err));
-    err = kda::launch_recurrence(a, c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd_recurrence launch failed: ", cudaGetErrorString(err));
+    err = launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes), c.stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_fwd: launching K1 and K2 failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
 }
 
@@ -277,3 +350,10 @@ std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
 }
 
 int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
+
+// The chunked path's steps (§pipeline) for the calls that follow, in this process: 1 to 8, or 0 for the
+// rule. For tests and experiments; returns the setting it replaced.
+int64_t kda_set_pipeline_steps(int64_t steps) {
+    TORCH_CHECK(steps >= 0 && steps <= MAX_STEPS, "steps must be 0 (the rule) to ", MAX_STEPS, ", got ", steps);
+    return forced_steps.exchange(static_cast<int>(steps));
+}

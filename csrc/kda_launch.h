@@ -40,6 +40,13 @@ struct FwdArgs {
     float scale;
     float lower_bound;
     void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2
+    // One step of a pipeline (kda_binding.cpp): K1 and K2 take only the chunks [chunk_lo, chunk_hi) of the
+    // batch. K2 takes the state of a sequence that began before chunk_lo from carry_in, and leaves that of
+    // one that goes on past chunk_hi in carry_out ([H, 128, 128] fp32 each). The whole batch: the defaults.
+    int64_t chunk_lo = 0;
+    int64_t chunk_hi = INT64_MAX;
+    const float* carry_in = nullptr;
+    float* carry_out = nullptr;
 };
 
 // K3 "decode": the token recurrence, one block per (sequence, head, 32 state rows), for short sequences.

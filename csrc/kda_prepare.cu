@@ -20,6 +20,7 @@ namespace kda {
 
 constexpr int K1_WARPS = 4;                 // items per block
 constexpr int K1_THREADS = 32 * K1_WARPS;
+constexpr int K1_STEP_ITEMS = 2;            // items per warp in one step of a pipeline (launch_prepare)
 constexpr int GS = D + 4;    // fp32 row stride of the G scratch: conflict-free 16-byte accesses
 constexpr int LS = C + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
 
@@ -92,8 +93,11 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     const int H = p.H;
     const int64_t HD = static_cast<int64_t>(H) * D;
     const int64_t per_seq = p.seq_len > 0 ? (p.seq_len + C - 1) / C : 0;
-    const int64_t n_items = (p.seq_len > 0 ? p.n_seq * per_seq : p.cu_chunks[p.n_seq]) * H;   // <= max_chunks * H
-    if (p.seq_len > 0 && blockIdx.x == 0) {     // fixed length: the tables K2 reads, written here (no layout launch)
+    const int64_t n_chunks = p.seq_len > 0 ? p.n_seq * per_seq : p.cu_chunks[p.n_seq];    // <= max_chunks
+    // this launch's items: the chunks [chunk_lo, chunk_hi) of the batch, all heads (one step of a pipeline)
+    const int64_t item_end = (p.chunk_hi < n_chunks ? p.chunk_hi : n_chunks) * H;
+    if (p.seq_len > 0 && blockIdx.x == 0 && p.chunk_lo == 0) {   // fixed length: the tables K2 reads, written here
+        // by the launch of the first chunks, which every K2 launch follows (no layout launch)
         int64_t* cu_seqlens = const_cast<int64_t*>(p.cu_seqlens);
         int64_t* cu_chunks = const_cast<int64_t*>(p.cu_chunks);
         for (int64_t i = threadIdx.x; i <= p.n_seq; i += K1_THREADS) {
@@ -137,13 +141,13 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
         cp_async_commit();
     };
 
-    int64_t item = static_cast<int64_t>(blockIdx.x) * K1_WARPS + warp;
-    if (item >= n_items) return;                        // the whole warp: nothing below waits for other warps
+    int64_t item = p.chunk_lo * H + static_cast<int64_t>(blockIdx.x) * K1_WARPS + warp;
+    if (item >= item_end) return;                       // the whole warp: nothing below waits for other warps
     Fetched f;
     fetch(item, f);
     fetch_qk(f.it);
 #pragma unroll 1
-    for (; item < n_items; item += stride) {
+    for (; item < item_end; item += stride) {
         const Item it = f.it;
         const int len = it.len;
         uint8_t* rec = static_cast<uint8_t*>(p.workspace) + item * REC_BYTES;
@@ -173,7 +177,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
                 make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
         }
         const int64_t next = item + stride;
-        if (next < n_items) fetch(next, f);                 // the next item's gate rows, while this one computes
+        if (next < item_end) fetch(next, f);                 // the next item's gate rows, while this one computes
         cp_async_wait<0>();                                 // this item's q and k rows
         __syncwarp();
 
@@ -269,7 +273,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
             }
         }
         __syncwarp();                                     // every lane is done with q and k: fetch the next item's
-        if (next < n_items) fetch_qk(f.it);
+        if (next < item_end) fetch_qk(f.it);
 
         // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the scratch's
         // copy of the record's small matrices.
@@ -362,11 +366,16 @@ cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare, K1_THREADS, smem);
         blocks_per_sm[device] = bps > 0 ? bps : 1;
     }
-    // a persistent grid: as many blocks as fit at once, each warp striding over the (chunk, head) items;
-    // sized by the bound on the chunks, since the count itself is on the device
+    // The whole batch: a persistent grid, as many blocks as fit at once, each warp striding over the
+    // (chunk, head) items. One step of a pipeline: about two items per warp, so that blocks come and go
+    // and K2's blocks of the step before (on their own stream) find room beside them. Either way sized by
+    // the bound on the chunks, since the count itself is on the device.
+    const int64_t hi = a.chunk_hi < a.max_chunks ? a.chunk_hi : a.max_chunks;
+    if (hi <= a.chunk_lo) return cudaSuccess;
+    const bool whole = a.chunk_lo == 0 && hi == a.max_chunks;
     const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms[device];
-    const int64_t needed = (a.max_chunks * a.H + K1_WARPS - 1) / K1_WARPS;
-    const int64_t grid = needed < resident ? needed : resident;
+    const int64_t needed = ((hi - a.chunk_lo) * a.H + K1_WARPS - 1) / K1_WARPS;
+    const int64_t grid = whole ? (needed < resident ? needed : resident) : (needed + K1_STEP_ITEMS - 1) / K1_STEP_ITEMS;
     kda_fwd_prepare<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }

@@ -59,9 +59,16 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     if (rank >= p.n_seq) return;
     const int n = p.seq_order ? p.seq_order[rank] : rank;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int64_t tok0 = p.cu_seqlens[n], tok1 = p.cu_seqlens[n + 1];
-    const int64_t chunk0 = p.cu_chunks[n];
-    const int nch = static_cast<int>(p.cu_chunks[n + 1] - chunk0);
+    // §step: the sequence's chunks inside this launch's range [chunk_lo, chunk_hi) (all of them, unless
+    // the launch is one step of a pipeline). A sequence with no chunk there has nothing to do here; one
+    // with no chunk at all (length 0) belongs to the step whose range holds its place.
+    const int64_t first = p.cu_chunks[n], end = p.cu_chunks[n + 1];
+    const int64_t chunk0 = max(first, p.chunk_lo), chunk1 = min(end, p.chunk_hi);
+    if (!(chunk0 < chunk1 || (first == end && first >= p.chunk_lo && first < p.chunk_hi))) return;
+    const bool from_caller = first >= p.chunk_lo, to_caller = end <= p.chunk_hi;   // else from / to the carry
+    const int nch = static_cast<int>(chunk1 - chunk0);
+    const int64_t tok0 = p.cu_seqlens[n] + (chunk0 - first) * C;
+    const int64_t tok1 = min(p.cu_seqlens[n + 1], tok0 + static_cast<int64_t>(nch) * C);
     const int vbase = vblk * Ly::VB;                    // first state row of the block
     const int vrow = vbase + warp * 16;                 // first state row of this warp
     // §slot: the state this sequence reads and writes: its own (n), or a pool slot. A slot outside the
@@ -81,15 +88,19 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     }
     int64_t state_off = state_offset();
 
-    // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1)
+    // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1);
+    // from the step before, through the carry, if the sequence began before this step's chunks
     float S[16][4];
+    const int64_t carry_off = static_cast<int64_t>(h) * D * D;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
             float2 s = make_float2(0.f, 0.f);
-            if (p.state_in_kind == STATE_FP32) {
+            if (!from_caller) {
+                s = *reinterpret_cast<const float2*>(p.carry_in + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t);
+            } else if (p.state_in_kind == STATE_FP32) {
                 s = *reinterpret_cast<const float2*>(static_cast<const float*>(p.state_in) + off);
             } else if (p.state_in_kind == STATE_BF16) {
                 s = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
@@ -281,8 +292,15 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     }
     cp_async_wait<0>();
 
-    // §state_out
-    if (p.state_out_kind != STATE_NONE) {
+    // §state_out (to the carry if the sequence goes on past this step's chunks)
+    if (!to_caller) {
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+                *reinterpret_cast<float2*>(p.carry_out + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t) =
+                    make_float2(S[j][2 * half], S[j][2 * half + 1]);
+    } else if (p.state_out_kind != STATE_NONE) {
         state_off = state_offset();
 #pragma unroll
         for (int j = 0; j < 16; ++j)
@@ -302,10 +320,11 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 // The configurations: WARPS warps (16 * WARPS state rows) per block, NSTAGE stages. Wider blocks read
 // each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64 and 96;
 // fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the library
-// launches 4. Four stages (3 blocks per SM) suit a grid that fits on the GPU at once; three stages
-// (4 blocks per SM, fewer chunks in flight each) suit one of more than two such waves, where more
-// resident blocks keep the schedulers busier: kernels notebook, step e. KDA_NB_K2_WARPS (2, 4 or 8) and
-// KDA_NB_K2_STAGES (3 or 4) force a configuration, for experiments (read at the first launch).
+// launches 4. Four stages (3 blocks per SM) suit a grid that fits on the GPU at once, and a step of a
+// pipeline (kda_binding.cpp); three stages (4 blocks per SM, fewer chunks in flight each) suit one of
+// more than two such waves, where more resident blocks keep the schedulers busier: kernels notebook.
+// KDA_NB_K2_WARPS (2, 4 or 8) and KDA_NB_K2_STAGES (3 or 4) force a configuration, for experiments (read
+// at the first launch).
 constexpr int K2_MAX_DEVICES = 64;
 
 template <int WARPS, int NSTAGE>
@@ -345,6 +364,8 @@ cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
     if (forced_warps == 8) return launch_recurrence_with<8, 4>(a, device, stream);
     if (forced_warps == 2) return launch_recurrence_with<2, 4>(a, device, stream);
     int stages = forced_stages;
+    const bool step = a.chunk_lo > 0 || a.chunk_hi != INT64_MAX;   // one step of a pipeline: a few sequences at a time
+    if (stages == 0 && step) stages = 4;
     if (stages == 0) {                          // by the grid: more than two waves of 3 blocks per SM take 3 stages
         if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
         const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<4>::VB);

@@ -5,6 +5,7 @@
 # %% ../nbs/04_kernels.ipynb #76f3d95a
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -20,8 +21,8 @@ import torch
 __all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS',
            'KERNEL_VERSION', 'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
            'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage',
-           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'run_kernels',
-           'gate_sweep', 'plot_sweep', 'sanitize']
+           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'pipeline_steps',
+           'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
@@ -229,10 +230,12 @@ def _build(version: str, verbose: bool):
     print(f"kda_nb: loading the CUDA kernels (kda_nb_kernels_{digest}; the first build takes about a minute)",
           flush=True)
     try:
-        return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[(src / 'kda_binding.cpp').read_text()],
+        binding = (src / 'kda_binding.cpp').read_text()
+        return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[binding],
                            cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
                            functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else [])
-                                     + (['kda_decode'] if 'kda_decode.cu' in files else []),
+                                     + (['kda_decode'] if 'kda_decode.cu' in files else [])
+                                     + (['kda_set_pipeline_steps'] if 'kda_set_pipeline_steps' in binding else []),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
                            verbose=verbose)
     finally:
@@ -251,6 +254,16 @@ def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     ext.kda_fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
                 cu_seqlens, state_indices)
     return out, final_state
+
+# %% ../nbs/04_kernels.ipynb #92fd5010
+@contextlib.contextmanager
+def pipeline_steps(steps: int):
+    "Inside the block, the chunked path of this process runs in `steps` pipeline steps (1 to 8; 0: the library's rule). For tests and experiments."
+    ext = load_kernels()
+    if not hasattr(ext, 'kda_set_pipeline_steps'): raise RuntimeError(f"kernels {KERNEL_VERSION} have no pipeline")
+    before = ext.kda_set_pipeline_steps(int(steps))
+    try: yield
+    finally: ext.kda_set_pipeline_steps(before)
 
 # %% ../nbs/04_kernels.ipynb #517a0b10
 def _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -368,6 +381,24 @@ for name in ('dt_bias', 'q'):
     inp[name] = flat[1:].view(x.shape)
 run_kernels(inp)
 torch.cuda.synchronize()
+# the pipeline (K1 and K2 in steps, K2 on a second stream): fixed and varlen, empty sequences on step
+# boundaries, adversarial offsets, a pool with padding
+from kda_nb.kernels import pipeline_steps
+with pipeline_steps(3):
+    for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
+        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=7))
+        torch.cuda.synchronize()
+        assert torch.isfinite(o).all()
+    for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+        inp = random_inputs(1, 40, 2, 128, device='cuda', seed=8)
+        inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+        o, s = run_kernels(inp)
+        torch.cuda.synchronize()
+    inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=9)
+    pool = torch.randn(3, 2, 128, 128, device='cuda')
+    fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+             initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
+    torch.cuda.synchronize()
 # K3 (decode, 04a_decode): adversarial offsets with a bf16 pool, an int32 padding index and one outside the pool
 from kda_nb.decode import decode_cuda
 for cu in ([0, 1, 2, 3], [0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):

@@ -252,6 +252,78 @@ def test_kernels_misaligned_views():
     assert torch.equal(out, o_ref) and torch.equal(fs, s_ref)
 
 
+PIPELINE_CASES = {
+    'one sequence': dict(B=1, T=1000, seqlens=None),
+    'three rows': dict(B=3, T=100, seqlens=None),
+    'empties on boundaries': dict(B=1, T=0, seqlens=[0, 33, 0, 16, 0, 100, 0, 7, 0]),
+    'short and odd': dict(B=1, T=0, seqlens=[1, 15, 16, 17, 0, 33, 300]),
+}
+
+def run_steps(inp, steps, state_out='fp32', state_indices=None, pool=None):
+    "The kernels on `inp` in `steps` pipeline steps: (out, final state); a pool is updated in a copy."
+    with pipeline_steps(steps):
+        if pool is None: return run_kernels(inp, state_out)
+        out, fs = torch.full_like(inp['v'], float('nan')), pool.clone()
+        args = {k: x for k, x in inp.items() if k != 'initial_state'}
+        fwd_cuda(**args, out=out, initial_state=fs, final_state=fs, state_indices=state_indices)
+        return out, fs
+
+@needs_kernels
+@pytest.mark.parametrize('case', list(PIPELINE_CASES))
+@pytest.mark.parametrize('state', ['bf16', 'fp32'])
+def test_pipeline_same_bits(case, state):
+    c = PIPELINE_CASES[case]
+    inp = random_inputs(c['B'], c['T'], 3, 128, seqlens=c['seqlens'], device='cuda', seed=11, state=state)
+    o1, s1 = run_steps(inp, 1, state)
+    for steps in (2, 3, 8):
+        o, s = run_steps(inp, steps, state)
+        assert torch.equal(o, o1) and torch.equal(s, s1), f"{steps} steps differ from one step"
+
+@needs_kernels
+def test_pipeline_against_fp64():
+    with pipeline_steps(5):
+        check_against_fp64(random_inputs(1, 0, 2, 128, seqlens=[200, 0, 77, 333], device='cuda', seed=12))
+
+@needs_kernels
+def test_pipeline_pool_with_padding():
+    inp = random_inputs(1, 0, 2, 128, seqlens=[90, 40, 0, 150], device='cuda', seed=13)
+    pool = torch.randn(6, 2, 128, 128, device='cuda')
+    idx = torch.tensor([4, -1, 0, 2], device='cuda')
+    o1, p1 = run_steps(inp, 1, state_indices=idx, pool=pool)
+    assert (o1[0, 90:130] == 0).all(), "a padding sequence's outputs are zero"
+    assert torch.equal(p1[[1, 3, 5]], pool[[1, 3, 5]]), "slots no entry names stay as they were"
+    for steps in (2, 4, 8):
+        o, p = run_steps(inp, steps, state_indices=idx, pool=pool)
+        assert torch.equal(o, o1) and torch.equal(p, p1), f"{steps} steps differ from one step"
+
+@needs_kernels
+@pytest.mark.parametrize('cu', ADVERSARIAL)
+def test_pipeline_adversarial_cu_seqlens(cu):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    o1, s1 = run_steps(inp, 1)
+    o, s = run_steps(inp, 3)
+    assert torch.equal(o, o1) and torch.equal(s, s1)
+
+@needs_kernels
+def test_pipeline_cuda_graph_replays_new_lengths():
+    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 0, 212], device='cuda', seed=14)
+    cu = inp['cu_seqlens']
+    out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+    args = {k: x for k, x in inp.items() if k != 'initial_state'}
+    call = lambda: fwd_cuda(**args, out=out, initial_state=inp['initial_state'], final_state=fs)
+    with pipeline_steps(4):
+        call(); torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph): call()
+        cu.copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
+        graph.replay(); torch.cuda.synchronize()
+    replayed = out.clone(), fs.clone()
+    o1, s1 = run_steps(inp, 1)
+    assert torch.equal(replayed[0], o1) and torch.equal(replayed[1], s1)
+
+
 @needs_kernels
 @pytest.mark.slow
 def test_kernels_64bit_offsets():
