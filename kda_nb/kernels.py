@@ -22,7 +22,7 @@ __all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'CUDA
            'KERNEL_VERSION', 'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
            'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage',
            'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'pipeline_steps',
-           'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize']
+           'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize', 'race_reports']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
@@ -392,6 +392,7 @@ with pipeline_steps(3):
     for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
         inp = random_inputs(1, 40, 2, 128, device='cuda', seed=8)
         inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+        inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
         o, s = run_kernels(inp)
         torch.cuda.synchronize()
     inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=9)
@@ -419,8 +420,8 @@ print('sanitizer cases ran')
 '''
 
 # %% ../nbs/04_kernels.ipynb #01fe377c
-def sanitize(tool: str = 'memcheck') -> tuple[int, str]:
-    "Run the small kernel cases under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`."
+def sanitize(tool: str = 'memcheck', text: bool = False) -> tuple:
+    "Run the small kernel cases under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`, and its whole output if `text`."
     import sys
     exe = shutil.which('compute-sanitizer')
     if exe is None: raise FileNotFoundError("compute-sanitizer is not on PATH")
@@ -430,6 +431,17 @@ def sanitize(tool: str = 'memcheck') -> tuple[int, str]:
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING='1')
     res = subprocess.run([exe, '--tool', tool, '--error-exitcode', '99', sys.executable, '-c', SANITIZE_CASE],
                          capture_output=True, text=True, timeout=600, env=env)
-    text = res.stdout + res.stderr
-    summary = next((l for l in reversed(text.splitlines()) if 'ERROR SUMMARY' in l or 'RACECHECK SUMMARY' in l), '')
-    return res.returncode, summary or text[-2000:]
+    out = res.stdout + res.stderr
+    summary = next((l for l in reversed(out.splitlines()) if 'ERROR SUMMARY' in l or 'RACECHECK SUMMARY' in l), '')
+    return (res.returncode, summary or out[-2000:]) + ((out,) if text else ())
+
+def race_reports(out: str) -> list[str]:
+    "The hazards racecheck reported in its output `out`: 'write site -> read site' per pair of code lines, a site as 'function file:line'."
+    def site(kind, where, place):
+        name = re.sub(r'^void ', '', where).split('(')[0].split('<')[0]
+        return f"{kind} {name} {place}"
+    pairs, write = [], None
+    for line in out.splitlines():
+        if m := re.search(r'Race reported between (\w+) access at (.+?)\+0x\w+ in (\S+)', line): write = site(*m.groups())
+        elif write and (m := re.search(r'and (\w+) access at (.+?)\+0x\w+ in (\S+)', line)): pairs.append(f"{write} -> {site(*m.groups())}")
+    return sorted(set(pairs))

@@ -349,3 +349,13 @@ def test_kernels_64bit_offsets():
     o64, s64 = kda_chunked(**small)
     assert rel_rms(o[:, head:], o64) < 6e-3 and rel_rms(s[1:], s64) < 6e-3
     del big, big_inp, o, s
+
+
+def test_race_reports_reads_racecheck_output():
+    out = """========= Error: Race reported between Write access at kda::bulk_copy_g2s(void *, unsigned long *)+0x5520 in kda_common.cuh:151
+=========     and Read access at kda::ldmatrix_x4(unsigned int (&)[4], const void *)+0x59d0 in kda_common.cuh:104 [2480 hazards]
+=========     and Read access at void kda::kda_fwd_recurrence<(int)4, (int)4>(kda::FwdArgs)+0x61b0 in kda_recurrence.cu:165 [8 hazards]
+========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"""
+    assert race_reports(out) == ['Write kda::bulk_copy_g2s kda_common.cuh:151 -> Read kda::kda_fwd_recurrence kda_recurrence.cu:165',
+                                 'Write kda::bulk_copy_g2s kda_common.cuh:151 -> Read kda::ldmatrix_x4 kda_common.cuh:104']
+    assert race_reports("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)") == []
