@@ -17,8 +17,11 @@
 
 namespace {
 
-// "[2, 3, 4]": a tensor's shape for error messages. (Streaming sizes() into TORCH_CHECK's message
-// crashed the process in the lent build, seen on the H200 with torch 2.13: formatted here instead.)
+// Integers and shapes in error messages go to TORCH_CHECK as C strings: streaming an int64_t (or sizes())
+// into its message killed the process (SIGSEGV) instead of raising, seen on the H200 with torch 2.11.
+std::string num(int64_t v) { return std::to_string(v); }
+
+// "[2, 3, 4]": a tensor's shape for error messages
 std::string shape_of(const torch::Tensor& t) {
     std::string s = "[";
     for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
@@ -39,7 +42,7 @@ int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const to
                 " must be float32 or bfloat16, got ", t.scalar_type());
     check_tensor(t, name, t.scalar_type(), like);
     TORCH_CHECK(t.dim() == 4 && t.size(0) == N && t.size(1) == H && t.size(2) == 128 && t.size(3) == 128,
-                name, " must have shape [", N, ", ", H, ", 128, 128], got ", shape_of(t).c_str());
+                name, " must have shape [", num(N).c_str(), ", ", num(H).c_str(), ", 128, 128], got ", shape_of(t).c_str());
     return t.scalar_type() == at::kFloat ? kda::STATE_FP32 : kda::STATE_BF16;
 }
 
@@ -91,7 +94,7 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     if (c.varlen) {
         TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
         TORCH_CHECK(cu_seqlens->scalar_type() == at::kLong, "cu_seqlens must be int64, got ", cu_seqlens->scalar_type());
-        TORCH_CHECK(c.B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", c.B);
+        TORCH_CHECK(c.B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", num(c.B).c_str());
         const torch::Tensor& cu = *cu_seqlens;
         c.cu = cu.device() == q.device() && cu.is_contiguous() ? cu : cu.to(q.device()).contiguous();
     }
@@ -114,9 +117,9 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
                     " must be float32 or float64, got ", t->scalar_type());
         TORCH_CHECK(t->device() == q.device(), name, " must be on ", q.device(), ", got ", t->device());
     }
-    TORCH_CHECK(A_log.dim() == 1 && A_log.size(0) == c.H, "A_log must be [H] = [", c.H, "], got ", shape_of(A_log).c_str());
+    TORCH_CHECK(A_log.dim() == 1 && A_log.size(0) == c.H, "A_log must be [H] = [", num(c.H).c_str(), "], got ", shape_of(A_log).c_str());
     TORCH_CHECK(dt_bias.dim() == 2 && dt_bias.size(0) == c.H && dt_bias.size(1) == 128, "dt_bias must be [H, 128] = [",
-                c.H, ", 128], got ", shape_of(dt_bias).c_str());
+                num(c.H).c_str(), ", 128], got ", shape_of(dt_bias).c_str());
     {   // fwd leaves its inputs untouched: out and final_state must not share memory with them
         const torch::Tensor* ins[] = {&q, &k, &v, &g, &beta, &A_log, &dt_bias};
         const char* in_names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias"};
@@ -141,7 +144,7 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     c.pooled = state_indices.has_value();
     c.P = c.N;
     if (c.pooled) {
-        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == c.N, "state_indices must be [N = ", c.N,
+        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == c.N, "state_indices must be [N = ", num(c.N).c_str(),
                     "], got ", shape_of(*state_indices).c_str());
         TORCH_CHECK(state_indices->scalar_type() == at::kLong || state_indices->scalar_type() == at::kInt,
                     "state_indices must be int32 or int64, got ", state_indices->scalar_type());
@@ -354,6 +357,6 @@ int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
 // The chunked path's steps (§pipeline) for the calls that follow, in this process: 1 to 8, or 0 for the
 // rule. For tests and experiments; returns the setting it replaced.
 int64_t kda_set_pipeline_steps(int64_t steps) {
-    TORCH_CHECK(steps >= 0 && steps <= MAX_STEPS, "steps must be 0 (the rule) to ", MAX_STEPS, ", got ", steps);
+    TORCH_CHECK(steps >= 0 && steps <= MAX_STEPS, "steps must be 0 (the rule) to ", num(MAX_STEPS).c_str(), ", got ", num(steps).c_str());
     return forced_steps.exchange(static_cast<int>(steps));
 }

@@ -324,6 +324,33 @@ def test_pipeline_cuda_graph_replays_new_lengths():
     assert torch.equal(replayed[0], o1) and torch.equal(replayed[1], s1)
 
 
+import subprocess, sys
+
+BINDING_ERRORS = {
+    'initial_state must have shape': "inp['initial_state'] = inp['initial_state'][:1]; inp['cu_seqlens'] = torch.tensor([0, 10, 40], device='cuda')",
+    'the batch must be one row': "inp = random_inputs(2, 20, 2, 128, device='cuda', seed=1); inp['cu_seqlens'] = torch.tensor([0, 10, 40], device='cuda')",
+    'A_log must be': "inp['A_log'] = inp['A_log'][:1]",
+    'beta must be BFloat16': "inp['beta'] = inp['beta'].float()",
+}
+
+@needs_kernels
+@pytest.mark.parametrize('message', list(BINDING_ERRORS))
+def test_binding_errors_raise(message):
+    code = f"""
+import torch
+from kda_nb.layout import random_inputs
+from kda_nb.kernels import fwd_cuda
+inp = random_inputs(1, 40, 2, 128, device='cuda', seed=1)
+{BINDING_ERRORS[message]}
+args = {{k: x for k, x in inp.items() if k != 'initial_state'}}
+try: fwd_cuda(**args, out=torch.empty_like(inp['v']), initial_state=inp['initial_state'])
+except RuntimeError as e: print('RAISED', e)
+"""
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"the process died (exit {r.returncode}): {r.stderr[-500:]}"
+    assert 'RAISED' in r.stdout and message in r.stdout, r.stdout[-500:]
+
+
 @needs_kernels
 @pytest.mark.slow
 def test_kernels_64bit_offsets():

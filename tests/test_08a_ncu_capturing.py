@@ -76,6 +76,22 @@ def test_decode_is_off_the_default_plan():
 test_capture_plan_locates_then_profiles(); test_decode_is_off_the_default_plan()
 
 
+def test_flash_kda_capture_plan():
+    plan = capture_plan(out_dir='/r', iters=5, python='py', source_folder='/fk', impl='flash_kda')
+    assert [s['name'] for s in plan] == ['flashkda_locate', 'flashkda_fixed', 'flashkda_varlen']   # nothing to build
+    full = plan[1]['argv']
+    assert full[:5] == ['ncu', '--set', 'full', '-k', 'regex:_flash_kda_fwd_(prepare|recurrence)']   # the walk-through's filter
+    assert full[full.index('--launch-count') + 1] == '10' and full[full.index('--source-folders') + 1] == '/fk'
+    assert full[-2:] == ['--impl', 'flash_kda'] and plan[2]['argv'][plan[2]['argv'].index('--mode') + 1] == 'varlen'
+    assert all(s['impl'] == 'flash_kda' for s in plan) and '-k' not in plan[0]['argv']
+    assert capture_dir(impl='flash_kda') == report_dir() / 'flash_kda'
+    launched = ['_flash_kda_build_tile_prefix', 'void _flash_kda_fwd_prepare<128, true>(Params)',
+                '_flash_kda_fwd_recurrence', 'kda_fwd_prepare']
+    assert regex_matches(launched, mode_regex('varlen', 'flash_kda')) == launched[1:3]
+    with pytest.raises(ValueError, match='no decode kernel'): capture_plan('decode', impl='flash_kda')
+    with pytest.raises(ValueError, match='impl must be one of'): mode_regex('fixed', 'fla')
+
+
 def test_capture_says_clearly_when_it_cannot_run(capsys):
     with pytest.raises(SystemExit, match="cannot profile on this machine: Nsight Compute's `no-such-ncu`"):
         capture(ncu='no-such-ncu')

@@ -61,3 +61,16 @@ def test_checks_of_a_decode_report():
     assert f.level[0] == 'error' and 'regex:kda_decode' in f.message[0]
     assert expected_kernels(parse_actions(synthetic_actions())) == tuple(KERNEL_NAMES)
 test_checks_of_a_decode_report()
+
+
+def test_checks_of_a_flash_kda_report():
+    from kda_nb.ncu.capturing import FLASH_KDA_KERNELS
+    from kda_nb.ncu.reports import parse_actions
+    acts = synthetic_actions()
+    for a, name in zip(acts, FLASH_KDA_KERNELS): a._name = a._demangled = name
+    p = parse_actions(acts)
+    assert expected_kernels(p) == FLASH_KDA_KERNELS and expected_kernels(p, 'varlen') == FLASH_KDA_KERNELS
+    f = check_profile(p)
+    assert f.message[0] == 'both kernels profiled: _flash_kda_fwd_prepare, _flash_kda_fwd_recurrence', f.message.tolist()
+    assert (f.level == 'ok').all(), f.message.tolist()
+test_checks_of_a_flash_kda_report()

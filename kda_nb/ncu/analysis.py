@@ -252,7 +252,7 @@ def summarize(p: Profile, n_lines: int = 1) -> list[str]:
                        f"{r1.dominant.replace('_', ' ')}")
         for (f, l), h in hot_lines(p, k, n_lines).iterrows():
             out.append(f"  hottest line {f}:{l}: {h.share:.0%} of the samples, mostly {h.dominant.replace('_', ' ')}"
-                       + (f": `{h.code}`" if h.code else ''))
+                       + (f": `{h.code}`" if h.code and f in CSRC_FILES else ''))   # no peer's code in a summary
     return out
 
 # %% ../../nbs/08d_ncu_analysis.ipynb #9459b938

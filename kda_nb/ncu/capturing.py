@@ -19,10 +19,11 @@ from ..layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
 __all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'ALL_MODES', 'MODE_KERNELS', 'ALL_KERNELS',
-           'ROLES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape', 'workload_seqlens', 'decode_inputs',
-           'workload_inputs', 'workload', 'mode_regex', 'regex_matches', 'workload_command', 'ncu_command',
-           'report_dir', 'capture_dir', 'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'capture_record',
-           'command_of', 'capture']
+           'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'FLASH_KDA_ARGS', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS',
+           'mode_shape', 'workload_seqlens', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload',
+           'mode_regex', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
+           'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'capture_record', 'command_of',
+           'flash_kda_source_folder', 'capture']
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #67f76c69
 T_DEFAULT, H_DEFAULT, D = ANCHOR_T, ANCHOR_HEADS[0], 128     # the anchors' main problem (kda_nb.layout)
@@ -46,7 +47,18 @@ def workload_seqlens(mode: str, T: int | None = None) -> list[int] | None:
 # %% ../../nbs/08a_ncu_capturing.ipynb #dd6a2419
 MODE_KERNELS = {'fixed': KERNEL_NAMES, 'varlen': KERNEL_NAMES, 'decode': (DECODE_KERNEL,)}
 ALL_KERNELS = tuple(dict.fromkeys(k for ks in MODE_KERNELS.values() for k in ks))
-ROLES = {'kda_fwd_prepare': 'K1 prepare', 'kda_fwd_recurrence': 'K2 recurrence', DECODE_KERNEL: 'K3 decode'}
+IMPLS = ('kda_nb', 'flash_kda')             # whose kernels a capture profiles: kda_nb's, or the peer's
+FLASH_KDA_KERNELS = ('_flash_kda_fwd_prepare', '_flash_kda_fwd_recurrence')     # FlashKDA's K1 and K2
+ROLES = {'kda_fwd_prepare': 'K1 prepare', 'kda_fwd_recurrence': 'K2 recurrence', DECODE_KERNEL: 'K3 decode',
+         '_flash_kda_fwd_prepare': 'FlashKDA K1 prepare', '_flash_kda_fwd_recurrence': 'FlashKDA K2 recurrence'}
+
+def impl_kernels(mode: str, impl: str = 'kda_nb') -> tuple:
+    "The kernels a capture of `mode` must find: kda_nb's for the mode, or FlashKDA's K1 and K2 (fixed and varlen only)."
+    if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
+    if mode not in MODE_KERNELS: raise ValueError(f"mode must be one of {tuple(MODE_KERNELS)}, got {mode!r}")
+    if impl == 'kda_nb': return MODE_KERNELS[mode]
+    if mode not in MODES: raise ValueError(f"FlashKDA has no decode kernel: its captures are of {' and '.join(MODES)}")
+    return FLASH_KDA_KERNELS
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #fdf7890b
 def decode_inputs(n: int = DECODE_SEQS, H: int = DECODE_HEADS, pool: int | None = None, seed: int = 0,
@@ -74,18 +86,33 @@ def workload_inputs(mode: str, T: int | None = None, H: int | None = None, seed:
     return {**inp, 'out': torch.empty_like(inp['v']), 'final_state': torch.empty_like(inp['initial_state'])}
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #b0712f31
+# FlashKDA's `fwd` arguments, all keywords (its signature: q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+# initial_state, final_state, cu_seqlens)
+FLASH_KDA_ARGS = ('q', 'k', 'v', 'g', 'beta', 'scale', 'out', 'A_log', 'dt_bias', 'lower_bound', 'initial_state',
+                  'final_state', 'cu_seqlens')
+
 def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None = None, H: int | None = None,
-             seed: int = 0, state: str = 'bf16') -> float:
-    "Run `fwd(backend='cuda')` on the profiled problem: `warmup` calls, then `iters` calls inside the profiler range; ms per call."
+             seed: int = 0, state: str = 'bf16', impl: str = 'kda_nb') -> float:
+    "Run `fwd(backend='cuda')` (or FlashKDA's `fwd`, `impl='flash_kda'`) on the profiled problem: `warmup` calls, then `iters` calls inside the profiler range; ms per call."
     import torch
-    from kda_nb.api import fwd
-    from kda_nb.kernels import load_kernels
-    reason = kernels_unavailable_reason()
-    if reason: raise RuntimeError(f"the workload runs kda_nb's CUDA kernels, which cannot run here: {reason}")
-    load_kernels()                                   # built before the profiled range (cached by torch)
+    impl_kernels(mode, impl)                         # an impl or mode that cannot be profiled fails here
     T, H = mode_shape(mode, T, H)
-    inp = workload_inputs(mode, T, H, seed, state)
-    def call(): fwd(**inp, backend='cuda')
+    if impl == 'flash_kda':
+        from kda_nb.peers import flash_kda_unavailable_reason
+        reason = flash_kda_unavailable_reason()
+        if reason: raise RuntimeError(f"the FlashKDA workload cannot run here: {reason}")
+        import flash_kda
+        inp = workload_inputs(mode, T, H, seed, state)
+        args = {k: inp.get(k) for k in FLASH_KDA_ARGS}   # the same tensors, into FlashKDA's own buffers
+        def call(): flash_kda.fwd(**args)
+    else:
+        from kda_nb.api import fwd
+        from kda_nb.kernels import load_kernels
+        reason = kernels_unavailable_reason()
+        if reason: raise RuntimeError(f"the workload runs kda_nb's CUDA kernels, which cannot run here: {reason}")
+        load_kernels()                               # built before the profiled range (cached by torch)
+        inp = workload_inputs(mode, T, H, seed, state)
+        def call(): fwd(**inp, backend='cuda')
     for _ in range(warmup): call()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -97,7 +124,7 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
     torch.cuda.profiler.stop()
     ms = start.elapsed_time(stop) / max(iters, 1)
     seqlens, what = workload_seqlens(mode, T), 'fp32 state pool' if mode == 'decode' else f'{state} state'
-    print(f"kda_nb workload: {mode}, T={sum(seqlens) if seqlens else T}, H={H}, D={D}, {what}: "
+    print(f"{impl} workload: {mode}, T={sum(seqlens) if seqlens else T}, H={H}, D={D}, {what}: "
           f"{warmup} warm-up + {iters} profiled calls, {ms:.3f} ms per call (meaningless under ncu)", flush=True)
     return ms
 
@@ -112,10 +139,9 @@ def _kernel_regex(names=KERNEL_NAMES) -> str:
 
 KERNEL_REGEX = _kernel_regex()
 
-def mode_regex(mode: str) -> str:
-    "The `-k` regex of a capture of `mode`: K1 and K2 for the forward batches, the decode kernel for decode."
-    if mode not in MODE_KERNELS: raise ValueError(f"mode must be one of {tuple(MODE_KERNELS)}, got {mode!r}")
-    return _kernel_regex(MODE_KERNELS[mode])
+def mode_regex(mode: str, impl: str = 'kda_nb') -> str:
+    "The `-k` regex of a capture of `mode`: K1 and K2 for the forward batches, the decode kernel for decode; FlashKDA's K1 and K2 for `impl='flash_kda'`."
+    return _kernel_regex(impl_kernels(mode, impl))
 
 def regex_matches(names, regex: str = KERNEL_REGEX) -> list[str]:
     "The kernel names (function or demangled) that ncu's `-k` filter would keep, as ncu matches: a search, not a full match."
@@ -124,11 +150,11 @@ def regex_matches(names, regex: str = KERNEL_REGEX) -> list[str]:
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #2aaad123
 def workload_command(mode: str, warmup: int = 1, iters: int = 2, T: int | None = None, H: int | None = None,
-                     python: str | None = None) -> list[str]:
+                     python: str | None = None, impl: str = 'kda_nb') -> list[str]:
     "The command line of `workload`, as `python -m kda_nb.ncu workload ...` (`T`, `H`: the mode's own unless given)."
     T, H = mode_shape(mode, T, H)
-    return [python or sys.executable, '-m', 'kda_nb.ncu', 'workload', '--mode', mode, '--warmup', str(warmup),
-            '--iters', str(iters), '--T', str(T), '--H', str(H)]
+    return ([python or sys.executable, '-m', 'kda_nb.ncu', 'workload', '--mode', mode, '--warmup', str(warmup),
+             '--iters', str(iters), '--T', str(T), '--H', str(H)] + (['--impl', impl] if impl != 'kda_nb' else []))
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #0a9ea453
 def ncu_command(report, program: list[str], section_set: str = 'full', kernel_regex: str | None = KERNEL_REGEX,
@@ -153,9 +179,14 @@ def report_dir() -> Path:
     "`reports/ncu/` of the checkout: where captures are written and where the notebooks read them."
     return csrc_dir().parent / 'reports' / 'ncu'
 
-def capture_dir(modes=MODES) -> Path:
-    "Where a capture of `modes` writes unless told: `report_dir()`; its `decode/` folder for decode alone, so that the committed `capture.json` stays."
+def report_name(key: str, impl: str = 'kda_nb') -> str:
+    "The file name (no suffix) of report `key` ('fixed', 'varlen', 'locate', 'decode') of `impl`'s capture: kda_fixed, flashkda_fixed, ..."
+    return REPORT_NAMES[key] if impl == 'kda_nb' else f"flashkda_{key}"
+
+def capture_dir(modes=MODES, impl: str = 'kda_nb') -> Path:
+    "Where a capture of `modes` writes unless told: `report_dir()`; its `decode/` folder for decode alone, so that the committed `capture.json` stays; `flash_kda/` for FlashKDA's."
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    if impl == 'flash_kda': return report_dir() / 'flash_kda'
     return report_dir() / 'decode' if modes and all(m == 'decode' for m in modes) else report_dir()
 
 def _locate_mode(modes) -> str:
@@ -165,33 +196,37 @@ def _locate_mode(modes) -> str:
 # %% ../../nbs/08a_ncu_capturing.ipynb #bb3bb634
 def capture_plan(modes=MODES, section_set: str = 'full', locate: bool = True, out_dir=None, T: int | None = None,
                  H: int | None = None, warmup: int = 1, iters: int = 2, ncu: str = 'ncu', python: str | None = None,
-                 source_folder=None) -> list[dict]:
-    "The steps of a capture, in order: build the kernels, locate with `--set basic`, profile with `--set full`."
+                 source_folder=None, impl: str = 'kda_nb') -> list[dict]:
+    "The steps of a capture, in order: build the kernels (kda_nb's), locate with `--set basic`, profile with `--set full`."
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    for m in modes: mode_shape(m)                    # an unknown mode fails here, before anything runs
-    out = Path(out_dir) if out_dir is not None else capture_dir(modes)
+    for m in modes: mode_shape(m); impl_kernels(m, impl)   # an unknown mode or impl fails here, before anything runs
+    out = Path(out_dir) if out_dir is not None else capture_dir(modes, impl)
     py = python or sys.executable
-    steps = [dict(name='build', argv=[py, '-m', 'kda_nb.ncu', 'build'], report=None)]
+    steps = [dict(name='build', argv=[py, '-m', 'kda_nb.ncu', 'build'], report=None)] if impl == 'kda_nb' else []
     def basic(mode, name, n):
         rep = out / f'{name}.ncu-rep'
-        return dict(name=name, mode=mode, set='basic', report=str(rep), iters=n,
-                    argv=ncu_command(rep, workload_command(mode, warmup, n, T, H, py), 'basic', None, None, ncu=ncu))
+        return dict(name=name, mode=mode, impl=impl, set='basic', report=str(rep), iters=n,
+                    argv=ncu_command(rep, workload_command(mode, warmup, n, T, H, py, impl), 'basic', None, None, ncu=ncu))
     if section_set == 'basic':
-        return steps + [basic(m, f"{REPORT_NAMES[m]}_basic", iters) for m in modes]
-    if locate: steps.append(basic(_locate_mode(modes), REPORT_NAMES['locate'], LOCATE_ITERS))
+        return steps + [basic(m, f"{report_name(m, impl)}_basic", iters) for m in modes]
+    if locate: steps.append(basic(_locate_mode(modes), report_name('locate', impl), LOCATE_ITERS))
     for m in modes:
-        rep, n_kernels = out / f'{REPORT_NAMES[m]}.ncu-rep', len(MODE_KERNELS[m])
-        steps.append(dict(name=REPORT_NAMES[m], mode=m, set='full', report=str(rep), iters=iters,
-                          argv=ncu_command(rep, workload_command(m, warmup, iters, T, H, py), 'full', mode_regex(m),
-                                           n_kernels * iters, source_folder, ncu)))
+        rep, n_kernels = out / f'{report_name(m, impl)}.ncu-rep', len(impl_kernels(m, impl))
+        steps.append(dict(name=report_name(m, impl), mode=m, impl=impl, set='full', report=str(rep), iters=iters,
+                          argv=ncu_command(rep, workload_command(m, warmup, iters, T, H, py, impl), 'full',
+                                           mode_regex(m, impl), n_kernels * iters, source_folder, ncu)))
     return steps
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #6569a08f
-def ncu_unavailable_reason(ncu: str = 'ncu') -> str | None:
-    "Why a capture cannot run on this machine (no `ncu`, no GPU for the kernels); None if it can."
+def ncu_unavailable_reason(ncu: str = 'ncu', impl: str = 'kda_nb') -> str | None:
+    "Why a capture cannot run on this machine (no `ncu`, no GPU for the kernels, no FlashKDA for its capture); None if it can."
     if shutil.which(ncu) is None:
         return (f"Nsight Compute's `{ncu}` is not on the PATH (it ships with the CUDA toolkit, in "
                 f"/usr/local/cuda/bin, or as the nsight-compute package)")
+    if impl == 'flash_kda':
+        from kda_nb.peers import flash_kda_unavailable_reason
+        reason = flash_kda_unavailable_reason()
+        return f"FlashKDA cannot run here: {reason}" if reason else None
     reason = kernels_unavailable_reason()
     return f"kda_nb's kernels cannot run here: {reason}" if reason else None
 
@@ -244,9 +279,9 @@ def _show_plan(steps: list[dict]):
 def _check_step(s: dict, text: str, names: list[str]):
     "Stop the capture when a step's output shows the regex would miss the mode's kernels."
     from kda_nb.ncu.checks import check_kernels
-    mode = s.get('mode') or 'fixed'
-    rx, expected = mode_regex(mode), MODE_KERNELS[mode]
-    locating = s['name'] == REPORT_NAMES['locate'] or s.get('set') == 'basic'
+    mode, impl = s.get('mode') or 'fixed', s.get('impl', 'kda_nb')
+    rx, expected = mode_regex(mode, impl), impl_kernels(mode, impl)
+    locating = s['name'] == report_name('locate', impl) or s.get('set') == 'basic'
     if locating and not names:
         print("[warning] ncu's output names no profiled kernel: the regex cannot be checked here; going on")
     elif locating:
@@ -265,21 +300,29 @@ def _print_record(steps: list[dict], seconds: float):
         print(f"  {e['name']:>16} {e['seconds']:7.1f} s {size}  {len(e['profiled'])} kernels profiled{big}")
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #d8dc2389
+def flash_kda_source_folder() -> str | None:
+    "The FlashKDA checkout whose sources ncu ties the profile to (the walk-through's `--source-folders .`): the folder above the imported `flash_kda` package, if it holds `csrc/`."
+    try: import flash_kda
+    except ImportError: return None
+    root = Path(flash_kda.__file__).resolve().parent.parent
+    return str(root) if (root / 'csrc').is_dir() else None
+
 def capture(modes=MODES, section_set: str = 'full', locate: bool = True, out_dir=None, T: int | None = None,
             H: int | None = None, warmup: int = 1, iters: int = 2, ncu: str = 'ncu', dry_run: bool = False,
-            python: str | None = None) -> list[dict]:
-    "Profile kda_nb's kernels with ncu as the walk-through does; write the reports, logs and `capture.json`."
-    steps = capture_plan(modes, section_set, locate, out_dir, T, H, warmup, iters, ncu, python)
+            python: str | None = None, impl: str = 'kda_nb') -> list[dict]:
+    "Profile kda_nb's kernels (or FlashKDA's, `impl='flash_kda'`) with ncu as the walk-through does; write the reports, logs and `capture.json`."
+    source = (flash_kda_source_folder() or '.') if impl == 'flash_kda' else None   # '.': the walk-through's habit
+    steps = capture_plan(modes, section_set, locate, out_dir, T, H, warmup, iters, ncu, python, source, impl)
     if dry_run:
         _show_plan(steps)
         return steps
-    reason = ncu_unavailable_reason(ncu)
+    reason = ncu_unavailable_reason(ncu, impl)
     if reason:
         have = ', '.join(p.name for p in sorted(report_dir().glob('*.ncu-rep'))) or 'none yet'
         raise SystemExit(f"kda_nb.ncu capture: cannot profile on this machine: {reason}.\n"
                          f"Capture on a machine with an SM90 GPU and ncu; the notebook reads the committed reports "
                          f"in reports/ncu (there: {have}).")
-    out = Path(out_dir) if out_dir is not None else capture_dir(modes)
+    out = Path(out_dir) if out_dir is not None else capture_dir(modes, impl)
     out.mkdir(parents=True, exist_ok=True)
     root = str(csrc_dir().parent)
     env = {**os.environ, 'PYTHONPATH': os.pathsep.join(p for p in (root, os.environ.get('PYTHONPATH')) if p)}

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..kernels import CSRC_FILES, KERNEL_NAMES
-from .capturing import (ALL_KERNELS, DECODE_KERNEL, KERNEL_REGEX, MODE_KERNELS, ROLES, _kernel_regex,
+from .capturing import (ALL_KERNELS, DECODE_KERNEL, FLASH_KDA_KERNELS, KERNEL_REGEX, MODE_KERNELS, ROLES,
+                                  _kernel_regex, impl_kernels,
                                   regex_matches)
 from .reports import PC_COUNTERS, SUMMARY_METRICS, Profile, _candidates, _pandas, missing_metrics
 
@@ -51,7 +52,7 @@ def check_kernels(names, regex: str = KERNEL_REGEX, expected=KERNEL_NAMES, launc
 
 # %% ../../nbs/08c_ncu_checks.ipynb #12660e25
 def check_sources(p: Profile, expected=ALL_KERNELS) -> list[Finding]:
-    "Is the source view usable: stall samples with line numbers (`-lineinfo`) in `csrc/` files whose text is in the report?"
+    "Is the source view usable: stall samples with line numbers (`-lineinfo`) in `csrc/` files (any file, for a peer's kernels) whose text is in the report?"
     out = []
     for k in expected:
         rows = p.pcs[p.pcs.kernel == k]
@@ -66,12 +67,12 @@ def check_sources(p: Profile, expected=ALL_KERNELS) -> list[Finding]:
                                "built without it, e.g. an old torch extension cache, would not)"))
             continue
         mapped = with_line.samples.sum() / rows.samples.sum()
-        files = set(with_line.file) & set(CSRC_FILES)
+        files = set(with_line.file) & set(CSRC_FILES) if k in ALL_KERNELS else set(with_line.file)
         if not files:
             out.append(Finding('error', 'source', f"{k}: the lines map to {sorted(set(with_line.file))}, none of them in csrc/"))
         elif not any(p.sources.get(f) for f in files):
             out.append(Finding('warning', 'source', f"{k}: line numbers, but the report holds no text of "
-                               f"{', '.join(sorted(files))}: capture with --import-source yes --source-folders csrc"))
+                               f"{', '.join(sorted(files))}: capture with --import-source yes --source-folders <its sources>"))
         else:
             out.append(Finding('ok', 'source', f"{k}: {mapped:.0%} of the stall samples map to lines of "
                                f"{', '.join(sorted(files))}, text included"))
@@ -128,13 +129,15 @@ def check_metrics(p: Profile) -> list[Finding]:
             for c, like in miss.items()]
 
 def expected_kernels(p: Profile, mode: str | None = None) -> tuple:
-    "The kernels report `p` should hold: those of `mode` if given, else the decode kernel if `p` has it, else K1 and K2."
+    "The kernels report `p` should hold: those of `mode` if given, else FlashKDA's K1 and K2 if `p` has one of them, else the decode kernel if `p` has it, else K1 and K2."
+    have = set(p.launches.kernel)
+    if have & set(FLASH_KDA_KERNELS): return FLASH_KDA_KERNELS if mode is None else impl_kernels(mode, 'flash_kda')
     if mode is not None: return MODE_KERNELS[mode]
-    return MODE_KERNELS['decode'] if DECODE_KERNEL in set(p.launches.kernel) else KERNEL_NAMES
+    return MODE_KERNELS['decode'] if DECODE_KERNEL in have else KERNEL_NAMES
 
 def check_profile(p: Profile, command: str | None = None, launched=None, mode: str | None = None) -> pd.DataFrame:
     "All the checks on one report, as a table (level, check, message)."
     expected = expected_kernels(p, mode)
-    fs = (check_kernels(p.launches.name, _kernel_regex(expected), expected, launched=launched) + check_sections(p)
-          + check_sources(p) + check_clocks(p, command) + check_metrics(p))
+    fs = (check_kernels(p.launches.name, _kernel_regex(expected), expected, launched=launched) + check_sections(p, expected)
+          + check_sources(p, expected) + check_clocks(p, command) + check_metrics(p))
     return _pandas().DataFrame([vars(f) for f in fs], columns=['level', 'check', 'message'])

@@ -10,7 +10,7 @@ import sys
 
 from ..kernels import kernels_unavailable_reason
 from .analysis import compare_reports, print_summary
-from .capturing import (ALL_MODES, DECODE_HEADS, DECODE_SEQS, H_DEFAULT, MODES, T_DEFAULT, capture,
+from .capturing import (ALL_MODES, DECODE_HEADS, DECODE_SEQS, H_DEFAULT, IMPLS, MODES, T_DEFAULT, capture,
                                   report_dir, workload)
 from .reports import _pandas, committed_reports, read_report
 
@@ -34,6 +34,7 @@ def _cli() -> argparse.ArgumentParser:
     sub.add_parser('build', help="build (or load from torch's cache) the CUDA kernels, without ncu")
     w = sub.add_parser('workload', help='the program ncu profiles: fwd(backend="cuda") on the benchmark problem')
     w.add_argument('--mode', choices=ALL_MODES, default='fixed')
+    w.add_argument('--impl', choices=IMPLS, default='kda_nb', help="whose forward: kda_nb's or FlashKDA's (default %(default)s)")
     _shape_arguments(w, 2)
     c = sub.add_parser('capture', help='run ncu on the fixed and varlen workloads (or --modes), write reports/ncu/')
     c.add_argument('--modes', nargs='+', choices=ALL_MODES, default=list(MODES),
@@ -44,6 +45,9 @@ def _cli() -> argparse.ArgumentParser:
     c.add_argument('--out', default=None, help='folder for the reports (default: reports/ncu of the checkout)')
     c.add_argument('--ncu', default='ncu', help='the ncu binary (default: ncu on the PATH)')
     c.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
+    c.add_argument('--impl', choices=IMPLS, default='kda_nb',
+                   help="whose kernels: kda_nb's, or FlashKDA's with the walk-through's own -k filter, into "
+                        "reports/ncu/flash_kda (reports kept out of git: they hold FlashKDA's sources)")
     _shape_arguments(c, 2)
     s = sub.add_parser('summary', help='tables and checks of reports (needs the ncu_report module, no GPU)')
     s.add_argument('reports', nargs='*', help='.ncu-rep files (default: the committed ones)')
@@ -64,9 +68,9 @@ def _main(a):
         reason = kernels_unavailable_reason()
         if reason: raise RuntimeError(reason)
         print(f"kda_nb.ncu build: kernels ready ({load_kernels().__name__})")
-    elif a.cmd == 'workload': workload(a.mode, a.warmup, a.iters, a.T, a.H)
+    elif a.cmd == 'workload': workload(a.mode, a.warmup, a.iters, a.T, a.H, impl=a.impl)
     elif a.cmd == 'capture':
-        capture(a.modes, a.section_set, a.locate, a.out, a.T, a.H, a.warmup, a.iters, a.ncu, a.dry_run)
+        capture(a.modes, a.section_set, a.locate, a.out, a.T, a.H, a.warmup, a.iters, a.ncu, a.dry_run, impl=a.impl)
     elif a.cmd == 'summary':
         paths = a.reports or list(committed_reports().values())
         if not paths: raise SystemExit(f"no reports given and none in {report_dir()}")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .capturing import ALL_KERNELS, REPORT_NAMES, report_dir
+from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, REPORT_NAMES, report_dir
 
 if TYPE_CHECKING: import pandas as pd
 
@@ -194,8 +194,8 @@ def pc_counters(action, names, where: _Where | None = None) -> list[dict]:
 
 # %% ../../nbs/08b_ncu_reports.ipynb #3f6b546d
 def kernel_label(name: str) -> str:
-    "kda_nb's kernel name inside `name` (function or demangled), else the bare function name."
-    for k in ALL_KERNELS:
+    "kda_nb's (or FlashKDA's) kernel name inside `name` (function or demangled), else the bare function name."
+    for k in (*FLASH_KDA_KERNELS, *ALL_KERNELS):     # FlashKDA's first: '_flash_kda_fwd_prepare' holds 'kda_fwd_prepare'
         if k in name: return k
     return name.split('(')[0].split('<')[0].split('::')[-1].split()[-1] if name.strip() else name
 
