@@ -236,8 +236,8 @@ cudaError_t side_stream(SideStream*& out) {
     return cudaSuccess;
 }
 
-// K1 and K2 over the whole batch on `stream`, in `steps` steps as above; `carry` holds two [H, 128, 128]
-// fp32 states when steps > 1 (step s reads the one step s - 1 wrote).
+// §steps: K1 and K2 over the whole batch on `stream`, in `steps` steps as above; `carry` holds two
+// [H, 128, 128] fp32 states when steps > 1 (step s reads the one step s - 1 wrote).
 cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, cudaStream_t stream) {
     cudaError_t err;
     if (steps == 1) {
