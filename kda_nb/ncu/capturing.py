@@ -19,9 +19,9 @@ from ..layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
 __all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'ALL_MODES', 'MODE_KERNELS', 'ALL_KERNELS',
-           'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'FLASH_KDA_ARGS', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS',
-           'mode_shape', 'workload_seqlens', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload',
-           'mode_regex', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
+           'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape',
+           'workload_seqlens', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload', 'mode_regex',
+           'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
            'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'capture_record', 'command_of',
            'flash_kda_source_folder', 'capture']
 
@@ -86,11 +86,6 @@ def workload_inputs(mode: str, T: int | None = None, H: int | None = None, seed:
     return {**inp, 'out': torch.empty_like(inp['v']), 'final_state': torch.empty_like(inp['initial_state'])}
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #b0712f31
-# FlashKDA's `fwd` arguments, all keywords (its signature: q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
-# initial_state, final_state, cu_seqlens)
-FLASH_KDA_ARGS = ('q', 'k', 'v', 'g', 'beta', 'scale', 'out', 'A_log', 'dt_bias', 'lower_bound', 'initial_state',
-                  'final_state', 'cu_seqlens')
-
 def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None = None, H: int | None = None,
              seed: int = 0, state: str = 'bf16', impl: str = 'kda_nb') -> float:
     "Run `fwd(backend='cuda')` (or FlashKDA's `fwd`, `impl='flash_kda'`) on the profiled problem: `warmup` calls, then `iters` calls inside the profiler range; ms per call."
@@ -98,13 +93,13 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
     impl_kernels(mode, impl)                         # an impl or mode that cannot be profiled fails here
     T, H = mode_shape(mode, T, H)
     if impl == 'flash_kda':
-        from kda_nb.peers import flash_kda_unavailable_reason
+        from kda_nb.peers import flash_kda_forward, flash_kda_unavailable_reason
         reason = flash_kda_unavailable_reason()
         if reason: raise RuntimeError(f"the FlashKDA workload cannot run here: {reason}")
-        import flash_kda
         inp = workload_inputs(mode, T, H, seed, state)
-        args = {k: inp.get(k) for k in FLASH_KDA_ARGS}   # the same tensors, into FlashKDA's own buffers
-        def call(): flash_kda.fwd(**args)
+        args = {k: inp[k] for k in ('q', 'k', 'v', 'g', 'beta', 'scale', 'A_log', 'dt_bias', 'lower_bound',
+                                    'initial_state', 'cu_seqlens')}
+        def call(): flash_kda_forward(**args, state_dtype=inp['initial_state'].dtype)   # as the benchmark calls it
     else:
         from kda_nb.api import fwd
         from kda_nb.kernels import load_kernels
