@@ -3,10 +3,13 @@
 // token in registers, and written once, so the call costs about the state's bytes and one launch:
 // no layout kernel, no workspace, no record.
 //
-// One block per (sequence, head, slice of DEC_VB = 32 state rows), 4 warps. The slice is 32 contiguous
-// rows of the state (16 KB in fp32), so one bulk copy brings it to shared memory: a block keeps no
-// registers busy waiting for it, and many blocks per SM keep many bytes in flight, which is what a
-// memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
+// One block per (sequence, head, pair of slices), 4 warps; a slice is DEC_VB = 32 contiguous rows of the
+// state (16 KB in fp32). At its start the block asks the bulk copy engine for both of its slices, each
+// into its own buffer with its own barrier, and then runs them one after the other: while it updates and
+// writes the first, the second is on its way. A block keeps no registers busy waiting for the copies,
+// and with two slices in flight per block an SM keeps twice the bytes in flight that one slice per block
+// gave (v4 before this: 364.7 us for 256 sequences of one token at H = 32 on the H200, 1.43x the state
+// floor), which is what a memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
 // channel c of q, k, g and computes, once per block, the normalised query and key (sums of squares
 // across the block) and the decay exp(a_c) of the safe gate; beta and the slice's values come along.
 // Then a state row (one value channel, 128 key channels) is held in registers by 8 neighbouring lanes,
@@ -24,22 +27,26 @@ constexpr int DEC_THREADS = 32 * DEC_WARPS;                   // = D: thread c s
 constexpr int DEC_LANES = 8;                                  // lanes per state row
 constexpr int DEC_ROWS = 2;                                   // rows per thread
 constexpr int DEC_VB = DEC_WARPS * (32 / DEC_LANES) * DEC_ROWS;   // 32 rows per block
-constexpr int DEC_SPLIT = D / DEC_VB;                         // 4 blocks per (sequence, head)
+constexpr int DEC_SPLIT = D / DEC_VB;                         // 4 slices per (sequence, head)
+constexpr int DEC_SLICES = 2;                                 // slices per block, copied at once
+constexpr int DEC_BLOCK_ROWS = DEC_SLICES * DEC_VB;           // 64 state rows (value channels) per block
+constexpr int DEC_PAIRS = DEC_SPLIT / DEC_SLICES;             // 2 blocks per (sequence, head)
 constexpr int DEC_PIECES = D / (4 * DEC_LANES);               // 4 pieces of 4 channels per lane and row
 constexpr int DEC_TILE = 8;                                   // tokens staged at a time
 constexpr int DEC_MIN_BLOCKS = 4;                             // resident blocks per SM the registers must allow (5: spills)
 static_assert(DEC_THREADS == D, "one staging thread per channel");
 static_assert(DEC_ROWS == 2, "8 rows per warp: one 16-byte store of a token's outputs");
+static_assert(DEC_BLOCK_ROWS <= DEC_THREADS && DEC_SPLIT % DEC_SLICES == 0, "a block's values staged by one thread each");
 
 struct DecodeSmem {
-    float state[DEC_VB * D];                  // the slice as the bulk copy left it (bf16 states use half)
+    float state[DEC_SLICES][DEC_VB * D];      // the slices as the bulk copies left them (bf16 states use half)
     float qh[DEC_TILE][D], kh[DEC_TILE][D], decay[DEC_TILE][D];
-    float v[DEC_TILE][DEC_VB];
+    float v[DEC_TILE][DEC_BLOCK_ROWS];
     float b[DEC_TILE];
     float sums[DEC_TILE][DEC_WARPS][2];
     float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
     int64_t red[DEC_WARPS];
-    uint64_t bar;
+    uint64_t bar[DEC_SLICES];
 };
 
 __device__ __forceinline__ float4 bf16x4(uint2 u) {
@@ -75,12 +82,12 @@ __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_
     t1 = min(p.total, max(m, __ldg(p.cu_seqlens + n + 1)));
 }
 
-// Zero rows [a, b) of this block's slice of `out` (head h): padding sequences and tokens no sequence covers.
+// Zero rows [a, b) of this block's columns of `out` (head h): padding sequences and tokens no sequence covers.
 __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase, int64_t a, int64_t b) {
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-    for (int64_t i = threadIdx.x; i < (b - a) * (DEC_VB / 8); i += DEC_THREADS) {
-        const int64_t tok = a + i / (DEC_VB / 8);
-        *reinterpret_cast<uint4*>(out + (tok * p.H + h) * D + vbase + 8 * (i % (DEC_VB / 8))) = make_uint4(0, 0, 0, 0);
+    for (int64_t i = threadIdx.x; i < (b - a) * (DEC_BLOCK_ROWS / 8); i += DEC_THREADS) {
+        const int64_t tok = a + i / (DEC_BLOCK_ROWS / 8);
+        *reinterpret_cast<uint4*>(out + (tok * p.H + h) * D + vbase + 8 * (i % (DEC_BLOCK_ROWS / 8))) = make_uint4(0, 0, 0, 0);
     }
 }
 
@@ -111,7 +118,7 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         }
         if (lane == 0) { sm.sums[i][warp][0] = sq; sm.sums[i][warp][1] = sk; }
     }
-    if (c < DEC_VB)
+    if (c < DEC_BLOCK_ROWS)
         for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
     if (c < nt) sm.b[c] = sigmoid(bf16_at(p.beta, (tb + c) * p.H + h));
     __syncthreads();
@@ -125,19 +132,19 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     __syncthreads();
 }
 
-// One unit of K3's work: (sequence n, head h, slice vs), and the state it reads and writes.
+// One block's work: (sequence n, head h, pair of slices vp), and the state it reads and writes.
 struct DecodeItem {
-    int n, h, vs;
+    int n, h, vp;
     bool has_slot, reads;
-    int64_t sbase;            // the slice's first element in the state tensors
+    int64_t sbase;            // the first slice's first element in the state tensors (the second follows it)
 };
 
 // §slot: the state a sequence reads and writes: its own (n), or a pool slot; a slot outside the pool
 // (-1 marks padding) means no state is read or written, and zero outputs.
 __device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t it) {
     DecodeItem x;
-    x.vs = static_cast<int>(it % DEC_SPLIT);
-    it /= DEC_SPLIT;
+    x.vp = static_cast<int>(it % DEC_PAIRS);
+    it /= DEC_PAIRS;
     x.h = static_cast<int>(it % p.H);
     x.n = static_cast<int>(it / p.H);
     int64_t slot = x.n;
@@ -145,17 +152,21 @@ __device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t i
                                           : static_cast<const int64_t*>(p.state_slot)[x.n];
     x.has_slot = slot >= 0 && slot < p.n_slots;
     x.reads = x.has_slot && p.state_in_kind != STATE_NONE;
-    x.sbase = ((slot * p.H + x.h) * D + x.vs * DEC_VB) * D;
+    x.sbase = ((slot * p.H + x.h) * D + x.vp * DEC_BLOCK_ROWS) * D;
     return x;
 }
 
-// §state_in: one bulk copy of the slice (16 KB in fp32) into shared memory, completing sm.bar's phase;
-// a block keeps no registers waiting for it
+// §state_in: one bulk copy per slice (16 KB in fp32) into its buffer, completing its barrier's phase;
+// both are asked for at once, and a block keeps no registers waiting for them
 __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& x) {
     if (!x.reads) return;
     const int bytes = p.state_in_kind == STATE_FP32 ? 4 : 2;
-    mbar_arrive_expect_tx(&sm.bar, DEC_VB * D * bytes);
-    bulk_copy_g2s(sm.state, static_cast<const uint8_t*>(p.state_in) + x.sbase * bytes, DEC_VB * D * bytes, &sm.bar);
+#pragma unroll
+    for (int s = 0; s < DEC_SLICES; ++s) {
+        mbar_arrive_expect_tx(&sm.bar[s], DEC_VB * D * bytes);
+        bulk_copy_g2s(sm.state[s], static_cast<const uint8_t*>(p.state_in) + (x.sbase + s * DEC_VB * D) * bytes,
+                      DEC_VB * D * bytes, &sm.bar[s]);
+    }
 }
 
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
@@ -165,15 +176,16 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
     // local rows of this thread: 4 DEC_ROWS warp + r + 4 i, i < DEC_ROWS (a warp's rows are contiguous)
     auto row_of = [&](int i) { return 4 * DEC_ROWS * warp + r + 4 * i; };
     const DecodeItem cur = decode_item(p, blockIdx.x);
-    if (threadIdx.x == 0) {                                         // the slice is asked for before anything else
-        mbar_init(&sm.bar, 1);
+    if (threadIdx.x == 0) {                                         // the slices are asked for before anything else
+#pragma unroll
+        for (int s = 0; s < DEC_SLICES; ++s) mbar_init(&sm.bar[s], 1);
         mbar_init_fence();
         issue_state(p, sm, cur);
     }
     __syncthreads();
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
     {
-        const int n = cur.n, h = cur.h, vbase = cur.vs * DEC_VB;
+        const int n = cur.n, h = cur.h, vbase = cur.vp * DEC_BLOCK_ROWS;
         int64_t t0, t1;
         decode_bounds(p, n, t0, t1, sm.red);
         if (n == 0) zero_rows(p, h, vbase, 0, t0);                  // before the first sequence
@@ -187,29 +199,36 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         const float dtb = __ldg(p.dt_bias + h * D + threadIdx.x);
 
         float S[DEC_ROWS][4 * DEC_PIECES];
+        const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
+        const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
+#pragma unroll 1
+        for (int sl = 0; sl < DEC_SLICES; ++sl) {
+        const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
+        const int64_t sbase = cur.sbase + static_cast<int64_t>(sl) * DEC_VB * D;
         // the slice, from shared memory to registers
         auto load_state = [&]() {
-            if (cur.reads) mbar_wait(&sm.bar, 0);
+            if (cur.reads) mbar_wait(&sm.bar[sl], 0);
 #pragma unroll
             for (int i = 0; i < DEC_ROWS; ++i)
 #pragma unroll
                 for (int m = 0; m < DEC_PIECES; ++m) {
                     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
                     const int e = row_of(i) * D + 32 * m + 4 * j;
-                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4f(sm.state + e);
-                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state) + e));
+                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4f(sm.state[sl] + e);
+                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[sl]) + e));
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
         };
 
         bool loaded = false;
 #pragma unroll 1
-        const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
         for (int done = 0; done < len; done += DEC_TILE) {
             const int64_t tb = t0 + done;
             const int nt = min(DEC_TILE, len - done);
-            if (loaded) __syncthreads();                            // the previous tile is read
-            stage_tokens(p, sm, h, vbase, tb, nt, A, dtb);
+            if (sl == 0 || !one_tile) {
+                if (loaded || sl > 0) __syncthreads();              // the previous tile is read
+                stage_tokens(p, sm, h, vbase, tb, nt, A, dtb);
+            }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
             for (int i = 0; i < nt; ++i) {
@@ -234,7 +253,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             for (int ii = 0; ii < DEC_ROWS; ++ii) {
 #pragma unroll
                 for (int w = 1; w < DEC_LANES; w <<= 1) dot[ii] += __shfl_xor_sync(0xffffffffu, dot[ii], w);
-                be[ii] = sm.b[i] * (sm.v[i][row_of(ii)] - dot[ii]);
+                be[ii] = sm.b[i] * (sm.v[i][vrow + row_of(ii)] - dot[ii]);
             }
 #pragma unroll
             for (int m = 0; m < DEC_PIECES; ++m) {
@@ -263,7 +282,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             __syncwarp();
             if (lane == 0) {
                 const float* w = sm.o + 4 * DEC_ROWS * warp;
-                __nv_bfloat16* dst = out + ((tb + i) * p.H + h) * D + vbase + 4 * DEC_ROWS * warp;
+                __nv_bfloat16* dst = out + ((tb + i) * p.H + h) * D + vbase + vrow + 4 * DEC_ROWS * warp;
                 *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]),
                                                             pack_bf16(w[4], w[5]), pack_bf16(w[6], w[7]));
             }
@@ -273,7 +292,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
         // §state_out: straight from registers, 128 contiguous bytes per row and piece across the 8 lanes
         if (p.state_out_kind == STATE_FP32) {
-            float* base = static_cast<float*>(p.state_out) + cur.sbase;
+            float* base = static_cast<float*>(p.state_out) + sbase;
 #pragma unroll
             for (int i = 0; i < DEC_ROWS; ++i)
 #pragma unroll
@@ -281,7 +300,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                     *reinterpret_cast<float4*>(base + row_of(i) * D + 32 * m + 4 * j) =
                         make_float4(S[i][4 * m], S[i][4 * m + 1], S[i][4 * m + 2], S[i][4 * m + 3]);
         } else if (p.state_out_kind == STATE_BF16) {
-            __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + cur.sbase;
+            __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + sbase;
 #pragma unroll
             for (int i = 0; i < DEC_ROWS; ++i)
 #pragma unroll
@@ -289,11 +308,12 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                     *reinterpret_cast<uint2*>(base + row_of(i) * D + 32 * m + 4 * j) =
                         make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
         }
+        }
     }
 }
 
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
-    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * DEC_SPLIT;   // one per (sequence, head, slice)
+    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * DEC_PAIRS;   // one per (sequence, head, pair of slices)
     if (blocks == 0) return cudaSuccess;
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);

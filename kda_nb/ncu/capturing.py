@@ -105,9 +105,13 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
         from kda_nb.kernels import load_kernels
         reason = kernels_unavailable_reason()
         if reason: raise RuntimeError(f"the workload runs kda_nb's CUDA kernels, which cannot run here: {reason}")
+        from kda_nb.kernels import pipeline_steps
         load_kernels()                               # built before the profiled range (cached by torch)
         inp = workload_inputs(mode, T, H, seed, state)
-        def call(): fwd(**inp, backend='cuda')
+        # One step per forward: ncu runs kernels one at a time, so the pipeline's overlap of K1 and K2
+        # (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
+        def call():
+            with pipeline_steps(1): fwd(**inp, backend='cuda')
     for _ in range(warmup): call()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
