@@ -184,3 +184,18 @@ def test_report_file_problems(tmp_path):
     with pytest.raises(FileNotFoundError, match='does not exist'): read_report(tmp_path / 'a.ncu-rep')
     assert committed_reports(tmp_path) == {} and 'no kda_fixed.ncu-rep' in reports_unavailable_reason(tmp_path)
     assert load_committed(tmp_path) == {} and capture_record(tmp_path) == {}
+
+
+def test_numbers_keep_the_tables_and_no_code(tmp_path):
+    import pandas as pd
+    from kda_nb.ncu.analysis import kernel_table, stall_table
+    p = parse_actions(synthetic_actions(), 'x.ncu-rep', 'synthetic')
+    f = save_numbers(p, tmp_path / 'x.json')
+    text = f.read_text()
+    assert all(t and t.splitlines()[0] not in text for t in p.sources.values())   # no line of the sources
+    q = read_numbers(f)
+    assert q.label == 'synthetic' and q.pcs.empty and q.counters.empty and not q.sources
+    pd.testing.assert_frame_equal(kernel_table(q), kernel_table(p), check_dtype=False)
+    pd.testing.assert_frame_equal(stall_table(q), stall_table(p), check_dtype=False)
+    (tmp_path / 'bad.json').write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match='not a file of save_numbers'): read_numbers(tmp_path / 'bad.json')

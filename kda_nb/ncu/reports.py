@@ -15,10 +15,10 @@ from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, REPORT_NAMES, report_dir
 if TYPE_CHECKING: import pandas as pd
 
 # %% auto #0
-__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'metric', 'block_limits',
-           'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile', 'parse_actions', 'read_report',
-           'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports',
-           'reports_unavailable_reason', 'load_committed']
+__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NUMBERS_FORMAT', 'metric',
+           'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile', 'parse_actions',
+           'read_report', 'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports',
+           'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
 
 # %% ../../nbs/08b_ncu_reports.ipynb #be418b21
 def _pandas():
@@ -358,3 +358,34 @@ def load_committed(folder=None) -> dict[str, Profile]:
         print(f"No profiles to show: {reason}.")
         return {}
     return {m: read_report(path, m) for m, path in committed_reports(folder).items()}
+
+# %% ../../nbs/08b_ncu_reports.ipynb #a7c1e2d1
+NUMBERS_FORMAT = 'kda_nb.ncu numbers 1'     # the "format" field of save_numbers' files
+
+def save_numbers(p: Profile, path) -> Path:
+    "Write the launch and stall tables of `p` to the JSON file `path` (no sources, no per-line samples): a profile that can be committed."
+    import json, math
+    def clean(rows):   # NaN (a metric the report lacks) as null, numpy scalars as Python numbers
+        return [{k: (None if isinstance(v, float) and math.isnan(v) else v.item() if hasattr(v, 'item') else v)
+                 for k, v in r.items()} for r in rows]
+    doc = dict(format=NUMBERS_FORMAT, label=p.label, report=Path(p.path).name,
+               launches=clean(p.launches.to_dict('records')), stalls=clean(p.stalls.to_dict('records')))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + '\n')
+    return path
+
+def read_numbers(path, label: str = '') -> Profile:
+    "The `Profile` of a `save_numbers` file: its launches and stalls; no PC samples, counters or sources."
+    import json
+    pd = _pandas()
+    path = Path(path)
+    doc = json.loads(path.read_text())
+    if doc.get('format') != NUMBERS_FORMAT:
+        raise ValueError(f"{path} is not a file of save_numbers (format {doc.get('format')!r}, expected {NUMBERS_FORMAT!r})")
+    L = pd.DataFrame(doc['launches'])
+    for c in L:
+        if c not in ('kernel', 'name', 'demangled', 'limited_by'): L[c] = pd.to_numeric(L[c], errors='coerce')
+    empty = lambda c: pd.DataFrame(columns=_COLUMNS[c])
+    return Profile(str(path), label or doc.get('label') or path.stem, L, pd.DataFrame(doc['stalls'], columns=_COLUMNS['stalls']),
+                   empty('pcs'), {}, {}, empty('counters'))
