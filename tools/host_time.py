@@ -21,6 +21,7 @@ import kda_nb
 from kda_nb import api
 from kda_nb.kernels import kernels_unavailable_reason, load_kernels
 from kda_nb.layout import random_inputs
+from k3_before_after import e2e_us, graph_us     # the timers both tools use (tools/ is on sys.path when run as a script)
 
 
 def per_call_us(f, n: int = 400, reps: int = 7) -> float:
@@ -35,29 +36,6 @@ def per_call_us(f, n: int = 400, reps: int = 7) -> float:
     return statistics.median(r)
 
 
-def e2e_us(f, n: int = 300) -> float:
-    for _ in range(20): f(); torch.cuda.synchronize()
-    r = []
-    for _ in range(n):
-        t0 = time.perf_counter(); f(); torch.cuda.synchronize(); r.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(r)
-
-
-def gpu_us(f, n: int = 50) -> float:
-    f(); torch.cuda.synchronize()
-    with torch.cuda.stream(torch.cuda.Stream()):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(n): f()
-    torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    g.replay(); torch.cuda.synchronize()
-    ts = []
-    for _ in range(5):
-        a.record(); g.replay(); b.record(); torch.cuda.synchronize(); ts.append(a.elapsed_time(b) * 1e3 / n)
-    return statistics.median(ts)
-
-
 def main():
     ext = load_kernels()
     for N, L, varlen in ((1, 1, True), (1, 1, False), (64, 1, True), (256, 1, True)):
@@ -70,7 +48,7 @@ def main():
                                      inp['dt_bias'], inp['lower_bound'], inp['initial_state'], fs, inp['cu_seqlens'], None)
         print(f"== N={N} L={L} varlen={varlen}")
         print(f"  fwd host/call {per_call_us(full):.1f} us; e2e {e2e_us(full):.1f} us; binding kda_decode host/call "
-              f"{per_call_us(raw):.1f} us; binding e2e {e2e_us(raw):.1f}; K3 GPU (graph) {gpu_us(raw):.2f} us")
+              f"{per_call_us(raw):.1f} us; binding e2e {e2e_us(raw):.1f}; K3 GPU (graph) {graph_us(raw, n=50, reps=5)[0]:.2f} us")
     x = torch.zeros(1, device='cuda')
     print(f"reference: x.add_(1) host/call {per_call_us(lambda: x.add_(1)):.1f} us, e2e {e2e_us(lambda: x.add_(1)):.1f} us; "
           f"synchronize alone {e2e_us(lambda: None):.1f} us")

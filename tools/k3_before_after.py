@@ -9,12 +9,11 @@ H200's) and whether the two kernels' outputs and states are bitwise equal.
 """
 import statistics
 import sys
-import time
 
 import torch
 
 from kda_nb import kernels
-from kda_nb.bench import copy_bandwidth
+from kda_nb.bench import copy_bandwidth, time_e2e
 from kda_nb.decode import state_traffic_bytes
 from kda_nb.layout import random_inputs
 
@@ -41,12 +40,8 @@ def graph_us(f, n: int = 20, reps: int = 7):
 
 
 def e2e_us(f, n: int = 300) -> float:
-    "Median wall time of `f()` followed by `torch.cuda.synchronize()`."
-    for _ in range(30): f(); torch.cuda.synchronize()
-    r = []
-    for _ in range(n):
-        t0 = time.perf_counter(); f(); torch.cuda.synchronize(); r.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(r)
+    "Median µs of `f()` followed by `torch.cuda.synchronize()` (the benchmark's `time_e2e`, without its time budget)."
+    return statistics.median(time_e2e([f], 'cuda', warmup=30, n=n, budget_s=float('inf'))) * 1e3
 
 
 def main(commit: str):
