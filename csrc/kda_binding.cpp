@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "kda_launch.h"
 
@@ -329,6 +332,89 @@ void kda_decode(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor
     const cudaError_t err = kda::launch_decode(a, c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
+}
+
+// §plans: a decode call prepared once (kda_nb.DecodeStep). A serving loop calls the same step on the same
+// buffers every token; kda_decode checks and packs its 14 arguments each time, which costs more host time
+// than K3 takes on the GPU for a small batch. A plan does that once: kda_decode_plan checks the tensors as
+// kda_decode does, refuses any that would need a copy (a plan runs on the caller's tensors themselves, so
+// that what the caller writes into them before a call is what that call reads), and keeps them alive;
+// kda_decode_run(id) launches K3 on torch's current stream; kda_decode_free(id) lets the tensors go.
+// The kernel reads cu_seqlens and state_indices on the device at every launch and makes any values safe,
+// so a plan stays in bounds whatever is written into them between calls.
+namespace {
+
+struct DecodePlan {
+    Call c;
+    kda::DecodeArgs a{};
+};
+std::mutex plans_mutex;
+std::unordered_map<int64_t, std::shared_ptr<const DecodePlan>> plans;
+int64_t next_plan = 1;
+
+// `used` (what prepare made of `given`) must be `given` itself: a copy would be read once, at planning
+void require_as_is(const torch::Tensor& given, const torch::Tensor& used, const char* name,
+                   const char* what = "contiguous and 16-byte aligned") {
+    TORCH_CHECK(used.is_same(given), name, " must be ", what,
+                " for a prepared decode step: it runs on the tensors themselves at every call");
+}
+
+}  // namespace
+
+int64_t kda_decode_plan(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
+                        double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
+                        c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
+                        c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    auto plan = std::make_shared<DecodePlan>();
+    plan->c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens, state_indices, false);
+    const Call& c = plan->c;
+    require_as_is(q, c.qc, "q"); require_as_is(k, c.kc, "k"); require_as_is(v, c.vc, "v"); require_as_is(g, c.gc, "g");
+    require_as_is(beta, c.bc, "beta"); require_as_is(A_log, c.Ac, "A_log", "float32, contiguous and 16-byte aligned");
+    require_as_is(dt_bias, c.dc, "dt_bias", "float32, contiguous and 16-byte aligned");
+    require_as_is(out, c.o, "out");
+    if (initial_state.has_value()) require_as_is(*initial_state, *c.s_in, "initial_state");
+    if (final_state.has_value()) require_as_is(*final_state, *c.s_out, "final_state");
+    if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
+    if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
+    kda::DecodeArgs& a = plan->a;
+    fill_common(a, c, scale, lower_bound);
+    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;
+    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
+    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
+    a.seq_len = c.varlen ? 0 : c.T;
+    a.total = c.B * c.T;
+    const std::lock_guard<std::mutex> lock(plans_mutex);
+    const int64_t id = next_plan++;
+    plans.emplace(id, std::move(plan));
+    return id;
+}
+
+void kda_decode_run(int64_t id) {
+    std::shared_ptr<const DecodePlan> plan;
+    {
+        const std::lock_guard<std::mutex> lock(plans_mutex);
+        const auto it = plans.find(id);
+        TORCH_CHECK(it != plans.end(), "no prepared decode step ", num(id).c_str(), " (freed, or never made)");
+        plan = it->second;
+    }
+    const c10::Device device = plan->c.qc.device();
+    const c10::DeviceGuard guard(device);
+    const cudaStream_t stream = static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(device).native_handle());
+    const cudaError_t err = kda::launch_decode(plan->a, stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
+}
+
+bool kda_decode_free(int64_t id) {
+    std::shared_ptr<const DecodePlan> plan;          // released after the lock: its tensors' destructors run outside it
+    const std::lock_guard<std::mutex> lock(plans_mutex);
+    const auto it = plans.find(id);
+    if (it == plans.end()) return false;
+    plan = std::move(it->second);
+    plans.erase(it);
+    return true;
 }
 
 // The layout kernel alone, for the tests: (safe offsets [N+1], chunk offsets [N+1], order [N] int32,

@@ -7,7 +7,7 @@ __version__ = "0.1.0"
 __all__ = []
 
 # %% ../nbs/index.ipynb #ce760d88
-from .api import fwd, kda, check_inputs
+from .api import fwd, kda, check_inputs, DecodeStep
 from .layout import random_inputs, rel_rms
 from .recurrence import kda_recurrent
 from .chunked import kda_chunked

@@ -5,6 +5,7 @@
 # %% ../nbs/05_api.ipynb #4628f841
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 import weakref
@@ -22,7 +23,7 @@ from .layout import safe_cu_seqlens
 
 # %% auto #0
 __all__ = ['FLOATS', 'STATE_DTYPES', 'BACKENDS', 'NO_KERNEL_BACKWARD', 'Problem', 'check_inputs', 'kernel_support', 'fwd_op',
-           'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer']
+           'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer', 'DecodeStep']
 
 # %% ../nbs/05_api.ipynb #20f358aa
 FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
@@ -492,3 +493,60 @@ class TinyKDALayer(torch.nn.Module):
         o, s = kda(q, k, v, g, self.beta(x), self.A_log, self.dt_bias, cu_seqlens=cu_seqlens,
                    initial_state=initial_state)
         return self.out(o.reshape(B, T, -1)), s
+
+# %% ../nbs/05_api.ipynb #892fbf86
+class DecodeStep:
+    """`fwd` prepared once for a decode step on fixed buffers: `step()` computes into `out` and `final_state` (a
+    pool, with `state_indices`) from what the input tensors hold at the time of the call. Arguments as for `fwd`;
+    `check_values`: check the values of `cu_seqlens` and `state_indices` on the host when they change (as `fwd`'s
+    `check_seqlens`). On the kernels each call is one K3 launch on the current stream."""
+    def __init__(self, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
+                 final_state=None, cu_seqlens=None, *, state_indices=None, backend: str = 'auto',
+                 check_values: bool = True):
+        self.problem = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+                                    final_state, cu_seqlens, state_indices=state_indices, check_seqlens=check_values)
+        self.backend = _pick_backend(backend, q, v, self.problem, initial_state, final_state)
+        pool = initial_state if initial_state is not None else final_state
+        self._cu, self._idx = cu_seqlens, state_indices
+        self._P = pool.shape[0] if state_indices is not None and pool is not None else self.problem.N
+        self._check = check_values and (cu_seqlens is not None or state_indices is not None)
+        self._free = None
+        if self.backend == 'cuda':
+            if cu_seqlens is not None and not cu_seqlens.is_cuda:
+                raise ValueError("cu_seqlens must be on the GPU for a DecodeStep on the kernels (K3 reads it there "
+                                 f"at every call), got {cu_seqlens.device}")
+            ext = load_kernels()
+            plan = ext.kda_decode_plan(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound),
+                                       initial_state, final_state, cu_seqlens, state_indices)
+            self._launch = functools.partial(ext.kda_decode_run, plan)
+            self._free = functools.partial(ext.kda_decode_free, plan)
+        else:
+            self._launch = functools.partial(_forward, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                                             initial_state, final_state, cu_seqlens, 'reference', False, state_indices)
+
+    def __call__(self) -> None:
+        "One step: the current values of the inputs in, `out` and `final_state` written."
+        if self._check and not (self.backend == 'cuda' and torch.cuda.is_current_stream_capturing()):
+            if self._cu is not None: _checked_seqlens(self._cu, self.problem.T)
+            if self._idx is not None:
+                P = self._P
+                _check_once(self._idx, ('state_indices', P), lambda idx: _slots_ok(idx, P))
+        self._launch()
+
+    def close(self) -> None:
+        "Release the kernels' hold on the tensors; the step cannot run after this. (Also done when it is collected.)"
+        if self._free is not None:
+            self._free()
+            self._free = None
+        self._launch = self._closed
+
+    @staticmethod
+    def _closed(): raise RuntimeError("this DecodeStep was closed")
+
+    def __del__(self):
+        try: self.close()
+        except Exception: pass           # (interpreter shutdown: the extension may be gone)
+
+    def __repr__(self):
+        p = self.problem
+        return f"DecodeStep(N={p.N}, T={p.T}, H={p.H}, backend={self.backend!r})"

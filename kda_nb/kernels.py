@@ -235,7 +235,9 @@ def _build(version: str, verbose: bool):
                            cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
                            functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else [])
                                      + (['kda_decode'] if 'kda_decode.cu' in files else [])
-                                     + (['kda_set_pipeline_steps'] if 'kda_set_pipeline_steps' in binding else []),
+                                     + (['kda_set_pipeline_steps'] if 'kda_set_pipeline_steps' in binding else [])
+                                     + (['kda_decode_plan', 'kda_decode_run', 'kda_decode_free']
+                                        if 'kda_decode_plan' in binding else []),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
                            verbose=verbose)
     finally:

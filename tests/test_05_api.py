@@ -344,6 +344,113 @@ def test_state_pool_graph_replay():
         assert torch.equal(pool, expect_pool) and torch.equal(out, expect_out), new
 
 
+from kda_nb.api import DecodeStep
+
+def _new_tokens(bufs, seed):
+    "Write a new step's q, k, v, g, beta into the step's buffers, as a serving loop does."
+    gen = torch.Generator(device=bufs['q'].device).manual_seed(seed)
+    for n, scale in (('q', 1.0), ('k', 1.0), ('v', 1.0), ('g', 8.0), ('beta', 1.0)):
+        x = bufs[n]
+        x.copy_((torch.randn(x.shape, generator=gen, device=x.device) * scale).to(x.dtype))
+
+STEP_CASES = [(True, True, 'fp32', torch.int64), (True, True, 'bf16', torch.int32), (False, True, 'fp32', torch.int32),
+              (True, False, 'fp32', None), (False, False, 'bf16', None)]
+
+def check_step(backend, device, varlen, pooled, state, itype):
+    "Three steps of a DecodeStep against fwd on copies, new tokens (and new slots) written between the steps."
+    K, H, N = (128 if backend == 'cuda' else 16), 2, 3
+    dt = {'fp32': torch.float32, 'bf16': torch.bfloat16}[state]
+    bufs = (random_inputs(1, 0, H, K, seqlens=[1, 2, 1], state=None, device=device, seed=30) if varlen
+            else random_inputs(N, 1, H, K, state=None, device=device, seed=30))
+    out = torch.full_like(bufs['v'], float('nan'))
+    if pooled:
+        s_in = s_out = torch.randn(5, H, K, K, device=device).to(dt)
+        idx = torch.tensor([4, -1, 1], dtype=itype, device=device)
+    else:
+        s_in, s_out, idx = torch.randn(N, H, K, K, device=device).to(dt), torch.empty(N, H, K, K, dtype=dt, device=device), None
+    step = DecodeStep(**bufs | dict(initial_state=s_in), out=out, final_state=s_out, state_indices=idx, backend=backend)
+    assert step.backend == backend
+    e_in = s_in.clone()
+    e_out = e_in if pooled else torch.empty_like(s_out)
+    for t in range(3):
+        _new_tokens(bufs, seed=t)
+        if pooled and t == 2: idx.copy_(torch.tensor([0, 3, -1]))          # slots change between calls
+        step()
+        o = torch.empty_like(out)
+        fwd(**bufs | dict(initial_state=e_in), out=o, final_state=e_out, backend=backend,
+            state_indices=None if idx is None else idx.clone())
+        assert torch.equal(out, o) and torch.equal(s_out, e_out), (t, backend, varlen, pooled, state)
+        if not pooled: s_in.copy_(s_out); e_in.copy_(e_out)               # the loop carries its states
+    step.close()
+    with pytest.raises(RuntimeError, match='closed'): step()
+
+@pytest.mark.parametrize('varlen,pooled,state,itype', STEP_CASES)
+def test_decode_step_reference(varlen, pooled, state, itype):
+    check_step('reference', 'cpu', varlen, pooled, state, itype)
+
+@needs_kernels
+@pytest.mark.parametrize('varlen,pooled,state,itype', STEP_CASES)
+def test_decode_step_kernels(varlen, pooled, state, itype):
+    check_step('cuda', 'cuda', varlen, pooled, state, itype)
+
+def test_decode_step_checks():
+    "Bad arguments raise when the step is made; bad values of state_indices and cu_seqlens when they change."
+    a = _args()
+    with pytest.raises(ValueError, match='q must have'): DecodeStep(**dict(a, q=a['q'][0]))
+    pool, idx = torch.zeros(3, 2, 8, 8), torch.tensor([0, 2])
+    step = DecodeStep(**dict(a, initial_state=pool, final_state=pool), state_indices=idx)
+    step()
+    idx.copy_(torch.tensor([1, 1]))
+    with pytest.raises(ValueError, match='must not name a slot twice'): step()
+    idx.copy_(torch.tensor([1, 2]))
+    a['cu_seqlens'].copy_(torch.tensor([0, 41, 40]))
+    with pytest.raises(ValueError, match='cu_seqlens must not decrease'): step()
+    a['cu_seqlens'].copy_(torch.tensor([0, 10, 40]))
+    pool.zero_()
+    unchecked = DecodeStep(**dict(a, initial_state=pool, final_state=pool), state_indices=torch.tensor([0, 7]),
+                           check_values=False)
+    unchecked()                                                     # slot 7 is outside the pool: padding
+    assert (pool[1:] == 0).all() and not (pool[0] == 0).all() and (a['out'][:, 10:] == 0).all()
+
+@needs_kernels
+def test_decode_step_refuses_what_it_would_copy():
+    "On the kernels a step runs on the given tensors: one that would need a copy is refused, by name."
+    inp, out, fs = _cuda_problem(seqlens=(1, 2, 1))
+    a = dict(inp, out=out, final_state=fs)
+    strided_q = torch.empty(1, 4, 4, 128, dtype=torch.bfloat16, device='cuda').transpose(1, 2)
+    strided_q.copy_(inp['q'])
+    for over, msg in ((dict(q=strided_q), 'q must be contiguous and 16-byte aligned'),
+                      (dict(A_log=inp['A_log'].double()), 'A_log must be float32'),
+                      (dict(cu_seqlens=inp['cu_seqlens'].cpu()), 'cu_seqlens must be on the GPU')):
+        with pytest.raises((RuntimeError, ValueError), match=msg): DecodeStep(**a | over)
+    from kda_nb.kernels import load_kernels
+    ext = load_kernels()
+    assert ext.kda_decode_free(-5) is False
+    with pytest.raises(RuntimeError, match='no prepared decode step'): ext.kda_decode_run(-5)
+
+@needs_kernels
+def test_decode_step_graph_replay():
+    "A captured step replays with new tokens and new slots written into its buffers."
+    bufs = random_inputs(1, 0, 4, 128, seqlens=[1] * 5, state=None, device='cuda', seed=9)
+    pool = torch.randn(8, 4, 128, 128, device='cuda')
+    idx = torch.tensor([3, 0, 6, 1, -1], device='cuda')
+    out = torch.empty_like(bufs['v'])
+    step = DecodeStep(**bufs | dict(initial_state=pool), out=out, final_state=pool, state_indices=idx)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side): step()                             # warm-up (and the check) outside the graph
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): step()
+    for t, new in enumerate(([1, -1, 7, 2, 0], [5, 2, 4, 3, 6])):
+        idx.copy_(torch.tensor(new))
+        _new_tokens(bufs, seed=40 + t)
+        expect_pool, expect_out = pool.clone(), torch.empty_like(out)
+        fwd(**bufs | dict(initial_state=expect_pool), out=expect_out, final_state=expect_pool, state_indices=idx.clone())
+        graph.replay()
+        assert torch.equal(pool, expect_pool) and torch.equal(out, expect_out), new
+
+
 import subprocess, sys
 
 def test_library_without_plot_packages():

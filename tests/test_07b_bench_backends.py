@@ -16,3 +16,9 @@ def test_fla_recurrent_takes_the_one_token_cases_only():
     cpu = build_cases(['small'], cpu=True, quick=True, D=16)
     bk = default_backends(['fla_recurrent'])[0]
     assert 'one-token cases only' in bk.why_not(cpu[3], 'cpu') and bk.why_not(cpu[0], 'cpu') is not None
+
+def test_step_backend_skips_what_it_cannot_time():
+    cpu = build_cases(['small'], cpu=True, quick=True, D=16)
+    bk = default_backends(['kda_nb_step'])[0]
+    assert bk.name == 'kda_nb_step' and LABELS['kda_nb_step'] == 'kda_nb DecodeStep'
+    assert 'CUDA devices only' in bk.why_not(cpu[0], 'cpu')

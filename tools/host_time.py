@@ -1,5 +1,5 @@
 """Where the time of a small call goes on this machine: kda_nb.fwd's host time against its binding's, the
-GPU time of K3, and what a trivial PyTorch op and a synchronization cost here.
+GPU time of K3, a DecodeStep's host time, and what a trivial PyTorch op and a synchronization cost here.
 
     python tools/host_time.py
 
@@ -46,9 +46,13 @@ def main():
         full = lambda: kda_nb.fwd(**inp, out=out, final_state=fs, backend='cuda')
         raw = lambda: ext.kda_decode(inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], inp['scale'], out, inp['A_log'],
                                      inp['dt_bias'], inp['lower_bound'], inp['initial_state'], fs, inp['cu_seqlens'], None)
+        step = kda_nb.DecodeStep(**inp, out=out, final_state=fs, backend='cuda')
+        bare = kda_nb.DecodeStep(**inp, out=out, final_state=fs, backend='cuda', check_values=False)
         print(f"== N={N} L={L} varlen={varlen}")
         print(f"  fwd host/call {per_call_us(full):.1f} us; e2e {e2e_us(full):.1f} us; binding kda_decode host/call "
               f"{per_call_us(raw):.1f} us; binding e2e {e2e_us(raw):.1f}; K3 GPU (graph) {graph_us(raw, n=50, reps=5)[0]:.2f} us")
+        print(f"  DecodeStep host/call {per_call_us(step):.1f} us, e2e {e2e_us(step):.1f} us; "
+              f"with check_values=False {per_call_us(bare):.1f} us, e2e {e2e_us(bare):.1f} us")
     x = torch.zeros(1, device='cuda')
     print(f"reference: x.add_(1) host/call {per_call_us(lambda: x.add_(1)):.1f} us, e2e {e2e_us(lambda: x.add_(1)):.1f} us; "
           f"synchronize alone {e2e_us(lambda: None):.1f} us")

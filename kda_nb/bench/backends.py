@@ -13,14 +13,15 @@ from typing import Callable
 
 import torch
 
-from ..api import fwd
+from ..api import DecodeStep, fwd
+from ..decode import use_decode
 from ..kernels import KERNEL_VERSION, KERNEL_VERSIONS, fwd_cuda, kernels_unavailable_reason, load_kernels
 from ..peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 from .cases import STATES, Case
 
 # %% auto #0
-__all__ = ['IMPLS', 'LABELS', 'Backend', 'kernels_ready', 'fwd_backend', 'kernels_version_backend', 'fla_own_kernels',
-           'fla_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
+__all__ = ['IMPLS', 'LABELS', 'Backend', 'kernels_ready', 'fwd_backend', 'step_backend', 'kernels_version_backend',
+           'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
 
 # %% ../../nbs/07b_bench_backends.ipynb #cb552273
 @dataclass
@@ -77,6 +78,23 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
             return out, fs
         return call
     return Backend('kda_nb' if which == 'cuda' else 'reference', why_not, bind)
+
+def step_backend() -> Backend:
+    "kda_nb's `DecodeStep`, bound once per input set: each call is one K3 launch; the cases where `fwd` picks K3 only."
+    def why_not(case, device):
+        why = _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device)
+        if why: return why
+        if not use_decode(case.T, case.N, case.varlen, case.seqlens):
+            return "DecodeStep always runs K3: timed only where fwd picks K3 (a few tokens per sequence)"
+        return None
+    def bind(inp, case):
+        out, fs = _buffers(inp, case)
+        step = DecodeStep(**inp, out=out, final_state=fs, backend='cuda')
+        def call():
+            step()
+            return out, fs
+        return call
+    return Backend('kda_nb_step', why_not, bind)
 
 def kernels_version_backend(version: str) -> Backend:
     "An earlier version of the kernels (from git history: `KERNEL_VERSIONS` names its commit), timed beside the current one to show what a change bought."
@@ -149,10 +167,10 @@ def flash_kda_backend() -> Backend:
 
 # %% ../../nbs/07b_bench_backends.ipynb #077d280d
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', 'kda_nb_step': 'kda_nb DecodeStep', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
-    make = dict(kda_nb=lambda: fwd_backend('cuda'), **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, reference=lambda: fwd_backend('reference', ref_max_tokens),
+    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_step=step_backend, **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, reference=lambda: fwd_backend('reference', ref_max_tokens),
                 fla=fla_backend, fla_recurrent=fla_recurrent_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")

@@ -47,7 +47,8 @@ def _what_to_run(ap: argparse.ArgumentParser):
                          'timed end to end (perf_counter to after torch.cuda.synchronize) as well as with CUDA events')
     ap.add_argument('--impls', default=','.join(IMPLS),
                     help=f"implementations (default: {','.join(IMPLS)}); also fla_recurrent (fla's fused_recurrent_kda, "
-                         f"on the one-token small cases) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION)} "
+                         f"on the one-token small cases), kda_nb_step (a DecodeStep: K3 with the checks done once, "
+                         f"where fwd picks K3) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION)} "
                          "(earlier kernels)")
     ap.add_argument('--H', default=None, help='heads of the anchor cases (default 96,64; CPU: 2)')
     ap.add_argument('--anchor-T', type=int, default=None, help='tokens of the anchor cases (default 8192; CPU: 256)')
