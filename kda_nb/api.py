@@ -509,7 +509,13 @@ class DecodeStep:
         pool = initial_state if initial_state is not None else final_state
         self._cu, self._idx = cu_seqlens, state_indices
         self._P = pool.shape[0] if state_indices is not None and pool is not None else self.problem.N
-        self._check = check_values and (cu_seqlens is not None or state_indices is not None)
+        # the values were checked just now; a call checks them again when a version counter has moved since
+        # (tensors made under inference mode have none: those go through _check_once's cache at every call)
+        watched = [x for x in (cu_seqlens, state_indices) if x is not None]
+        self._check = check_values and bool(watched)
+        self._watch = [x for x in watched if not x.is_inference()]
+        self._always = len(self._watch) < len(watched)
+        self._seen = [x._version for x in self._watch]
         self._free = None
         if self.backend == 'cuda':
             if cu_seqlens is not None and not cu_seqlens.is_cuda:
@@ -526,12 +532,17 @@ class DecodeStep:
 
     def __call__(self) -> None:
         "One step: the current values of the inputs in, `out` and `final_state` written."
-        if self._check and not (self.backend == 'cuda' and torch.cuda.is_current_stream_capturing()):
-            if self._cu is not None: _checked_seqlens(self._cu, self.problem.T)
-            if self._idx is not None:
-                P = self._P
-                _check_once(self._idx, ('state_indices', P), lambda idx: _slots_ok(idx, P))
+        if self._check and (self._always or [x._version for x in self._watch] != self._seen):
+            self._check_values()
         self._launch()
+
+    def _check_values(self):
+        if self.backend == 'cuda' and torch.cuda.is_current_stream_capturing(): return   # (the next eager call will)
+        if self._cu is not None: _checked_seqlens(self._cu, self.problem.T)
+        if self._idx is not None:
+            P = self._P
+            _check_once(self._idx, ('state_indices', P), lambda idx: _slots_ok(idx, P))
+        self._seen = [x._version for x in self._watch]
 
     def close(self) -> None:
         "Release the kernels' hold on the tensors; the step cannot run after this. (Also done when it is collected.)"

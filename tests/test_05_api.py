@@ -411,6 +411,13 @@ def test_decode_step_checks():
                            check_values=False)
     unchecked()                                                     # slot 7 is outside the pool: padding
     assert (pool[1:] == 0).all() and not (pool[0] == 0).all() and (a['out'][:, 10:] == 0).all()
+    with torch.inference_mode():                                    # no version counters: checked at every call
+        b = _args()
+        pool, idx = torch.zeros(3, 2, 8, 8), torch.tensor([0, 2])
+        step = DecodeStep(**dict(b, initial_state=pool, final_state=pool), state_indices=idx)
+        step()
+        idx.copy_(torch.tensor([1, 1]))
+        with pytest.raises(ValueError, match='must not name a slot twice'): step()
 
 @needs_kernels
 def test_decode_step_refuses_what_it_would_copy():

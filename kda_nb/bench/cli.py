@@ -18,7 +18,7 @@ import torch
 from ..kernels import KERNEL_VERSION, KERNEL_VERSIONS
 from .cases import GROUPS, L2_BYTES_H200, STATES, build_cases
 from .backends import IMPLS, LABELS, default_backends, fla_own_kernels
-from .timing import copy_bandwidth
+from .timing import copy_bandwidth, trivial_e2e_us
 from .records import PENDING, Record, measured_cases, merge_records, sort_records
 from .run import Run, _short, device_name, environment, not_run_records, run_bench
 from .report import load_records, markdown_report, phase_line, run_summary, summary_md, write_results
@@ -169,6 +169,9 @@ def _start(a: argparse.Namespace, dev, cases: list, impls: list, backends: list,
         env['copy_gbps'] = (lambda bw: bw / 1e9 if bw else None)(copy_bandwidth(dev))
         if env['copy_gbps']: print(f"  device-to-device copy: {env['copy_gbps'] / 1e3:.2f} TB/s", flush=True)
         run.add('copy probe', time.monotonic() - t)
+    if any(c.group == 'small' for c in cases) and torch.device(dev).type == 'cuda':
+        env['trivial_e2e_us'] = trivial_e2e_us(dev)            # the small calls' yardstick on this machine
+        print(f"  a one-element add_ end to end: {env['trivial_e2e_us']:.1f} us", flush=True)
     return env, fla_live
 
 # %% ../../nbs/07i_bench_cli.ipynb #723369ed

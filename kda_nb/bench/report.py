@@ -171,6 +171,9 @@ def _environment(records: list[Mapping], env: dict, meta: dict) -> list[str]:
            f"| FlashKDA | {e('flash_kda')} |",
            f"| kda_nb commit | {e('commit')} (kernel sources sha256 {e('kernels_sha256')}) |",
            f"| command | `{e('command')}` |", f"| device-to-device copy | {copy} |"]
+    if env.get('trivial_e2e_us'):
+        out.append(f"| a one-element `add_` end to end | {env['trivial_e2e_us']:.1f} µs (median of 300: the host time, launch "
+                   "and synchronisation any eager call pays on this machine; the small calls' yardstick) |")
     if meta.get('phases'): out.append(f"| run time | {phase_line(meta['phases'])} |")
     return out
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['time_calls', 'time_e2e', 'copy_bandwidth', 'process_seconds']
+__all__ = ['time_calls', 'time_e2e', 'trivial_e2e_us', 'copy_bandwidth', 'process_seconds']
 
 # %% ../../nbs/07d_bench_timing.ipynb #4a65e3ab
 def time_calls(calls: list, device, *, warmup: int = 5, max_calls: int = 100, min_calls: int = 10,
@@ -72,6 +72,12 @@ def time_e2e(calls: list, device, *, warmup: int = 20, n: int = 200, budget_s: f
     return ms
 
 # %% ../../nbs/07d_bench_timing.ipynb #8b3cd5be
+def trivial_e2e_us(device, n: int = 300) -> float:
+    """Median µs end to end (`time_e2e`) of a one-element `x.add_(1)` on `device`: what any eager call costs this
+    machine in host time, launch and synchronisation, the yardstick for the small calls' end-to-end times."""
+    x = torch.zeros(1, device=device)
+    return statistics.median(time_e2e([lambda: x.add_(1)], device, warmup=30, n=n, budget_s=1.0)) * 1e3
+
 def copy_bandwidth(device, nbytes: int = 2**29, calls: int = 10) -> float | None:
     "Device-to-device copy rate in bytes/s, counting bytes read plus written (the anchors' ceiling); None on a CPU."
     dev = torch.device(device)
