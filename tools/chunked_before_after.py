@@ -2,10 +2,11 @@
 
     python tools/chunked_before_after.py COMMIT
 
-Both versions are built here (the earlier one from git history, as kda_nb_v3 is) and called through
-`fwd_cuda`. GPU time per call: the benchmark's CUDA-event timer over two input sets, the two versions
-alternating for three rounds, the best median of each. Prints a markdown table and whether the two versions'
-outputs and final states are bitwise equal on every case.
+Each version runs in a process of its own (two builds of the kernels in one process fail to launch K1: "invalid
+argument"), the earlier one built from git history as kda_nb_v3 is, and called through `fwd_cuda`: before,
+after, before, after, on the same machine, the same seeded inputs. GPU time per call: the benchmark's
+CUDA-event timer over two input sets; the better of each version's two runs. Prints a markdown table and
+whether the two versions' outputs and final states are bitwise equal on every case.
 """
 import statistics
 import sys
@@ -23,12 +24,10 @@ CASES = [(f'{name}', H, lens, sd) for H in (96, 64) for name, lens in
 CASES += [(f'{N} x {65536 // N}', 32, [65536 // N] * N, torch.float32) for N in (64, 512, 4096)]
 
 
-def main(commit: str):
-    kernels.KERNEL_VERSIONS['before'] = commit
-    kernels.load_kernels(); kernels.load_kernels(version='before')
-    print(f"before: csrc/ of {commit}; after: this tree")
-    print("| case | H | state | before ms | after ms | before/after | same bits |")
-    print("|---|---:|---|---:|---:|---:|---|")
+def run_one(version: str, out_path: str):
+    "Time every case with one version of the kernels; save the times and the first input set's results."
+    kernels.load_kernels(version=version)
+    times, results = [], []
     for name, H, lens, sd in CASES:
         sets = []
         for s in range(2):
@@ -36,21 +35,39 @@ def main(commit: str):
                    else random_inputs(1, 8192, H, 128, device='cuda', seed=s))
             inp['initial_state'] = inp['initial_state'].to(sd)
             sets.append(inp)
-        best, first = {}, {}
-        for _ in range(3):
-            for version in ('before', kernels.KERNEL_VERSION):
-                bufs = [(torch.empty_like(i['v']), torch.empty_like(i['initial_state'])) for i in sets]
-                calls = [lambda i=i, b=b, v=version: kernels.fwd_cuda(**i, out=b[0], final_state=b[1], version=v)
-                         for i, b in zip(sets, bufs)]
-                ms = statistics.median(time_calls(calls, 'cuda', warmup=4, max_calls=40, min_calls=20))
-                best[version] = min(best.get(version, float('inf')), ms)
-                first.setdefault(version, bufs[0])
-        same = all(torch.equal(x, y) for x, y in zip(first['before'], first[kernels.KERNEL_VERSION]))
-        b, a = best['before'], best[kernels.KERNEL_VERSION]
+        bufs = [(torch.empty_like(i['v']), torch.empty_like(i['initial_state'])) for i in sets]
+        calls = [lambda i=i, b=b: kernels.fwd_cuda(**i, out=b[0], final_state=b[1], version=version)
+                 for i, b in zip(sets, bufs)]
+        times.append(statistics.median(time_calls(calls, 'cuda', warmup=4, max_calls=60, min_calls=20)))
+        results.append(tuple(x.cpu() for x in bufs[0]))
+        del sets, bufs, calls
+        torch.cuda.empty_cache()
+    torch.save(dict(times=times, results=results), out_path)
+
+
+def main(commit: str):
+    import subprocess, tempfile
+    from pathlib import Path
+    tmp = Path(tempfile.mkdtemp())
+    runs = {}
+    for k, version in enumerate(('before', kernels.KERNEL_VERSION) * 2):
+        path = tmp / f'{k}.pt'
+        subprocess.run([sys.executable, __file__, commit, '--one', version, str(path)], check=True)
+        runs.setdefault(version, []).append(torch.load(path))
+    before, after = runs['before'], runs[kernels.KERNEL_VERSION]
+    print(f"before: csrc/ of {commit}; after: this tree")
+    print("| case | H | state | before ms | after ms | before/after | same bits |")
+    print("|---|---:|---|---:|---:|---:|---|")
+    for c, (name, H, lens, sd) in enumerate(CASES):
+        b = min(r['times'][c] for r in before)
+        a = min(r['times'][c] for r in after)
+        same = all(torch.equal(x, y) for x, y in zip(before[0]['results'][c], after[0]['results'][c]))
         print(f"| {name} | {H} | {str(sd)[6:]} | {b:.3f} | {a:.3f} | {b / a:.3f} | {same} |", flush=True)
 
 
 if __name__ == '__main__':
     if (why := kernels.kernels_unavailable_reason()) is not None: sys.exit(f"chunked_before_after: cannot run here: {why}")
-    if len(sys.argv) != 2: sys.exit(__doc__)
-    main(sys.argv[1])
+    if len(sys.argv) < 2: sys.exit(__doc__)
+    kernels.KERNEL_VERSIONS['before'] = sys.argv[1]
+    if len(sys.argv) == 5 and sys.argv[2] == '--one': run_one(sys.argv[3], sys.argv[4])
+    else: main(sys.argv[1])
