@@ -151,22 +151,12 @@ __device__ __forceinline__ void bulk_copy_g2s(void* smem, const void* gmem, uint
                  :: "r"(smem_addr(smem)), "l"(gmem), "r"(bytes), "r"(smem_addr(bar)) : "memory");
 }
 
-// Which sequence owns global chunk `c`: the last n with cu_chunks[n] <= c (cu_chunks starts at 0 and never
-// decreases). The 32 lanes of a warp search together and must all call with the same c: each round, lane l
-// tests the candidate lo + 1 + l * step, the lanes that pass form a prefix (cu_chunks is sorted), and a ballot
-// narrows [lo, hi] 32-fold. So up to 33 sequences take one round of loads, 1024 two, where halving the
-// range took one dependent load per halving (K1's hottest varlen line, kernels v4's profile).
+// Which sequence owns global chunk `c`: the last n with cu_chunks[n] <= c (binary search).
 __device__ __forceinline__ int find_sequence(const int64_t* cu_chunks, int n_seq, int64_t c) {
-    const int lane = threadIdx.x & 31;
-    int lo = 0, hi = n_seq - 1;                             // the answer lies in [lo, hi]
+    int lo = 0, hi = n_seq - 1;
     while (lo < hi) {
-        const int step = (hi - lo + 31) / 32;
-        const int64_t cand = lo + 1 + static_cast<int64_t>(lane) * step;
-        const bool passes = cand <= hi && cu_chunks[cand] <= c;
-        const int k = __popc(__ballot_sync(0xffffffffu, passes));
-        if (k == 0) break;                                  // lo + 1 already starts past c
-        lo += 1 + (k - 1) * step;                           // the last candidate that passed;
-        hi = min(hi, lo + step - 1);                        // the next one did not, or lies past hi
+        int mid = (lo + hi + 1) >> 1;
+        if (cu_chunks[mid] <= c) lo = mid; else hi = mid - 1;
     }
     return lo;
 }

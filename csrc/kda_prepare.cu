@@ -44,8 +44,8 @@ struct Item {
 };
 
 // §locate: item = chunk * H + head. Which sequence the chunk belongs to (a division for a fixed-length
-// batch, a search in cu_chunks by the whole warp otherwise: every lane calls with the same item), where
-// the chunk starts, and how many of its 16 tokens are real.
+// batch, a binary search in cu_chunks otherwise), where the chunk starts, and how many of its 16 tokens
+// are real.
 __device__ __forceinline__ Item locate(const FwdArgs& p, int64_t item) {
     Item it;
     it.chunk = item / p.H;
