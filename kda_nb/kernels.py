@@ -418,6 +418,17 @@ inp = random_inputs(3, 2, 2, 128, device='cuda', seed=6)          # fixed length
 decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
             initial_state=inp['initial_state'], final_state=torch.empty_like(inp['initial_state']))
 torch.cuda.synchronize()
+# a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
+from kda_nb.api import DecodeStep
+bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)
+pool, idx = torch.randn(4, 2, 128, 128, device='cuda'), torch.tensor([0, 3, 1], device='cuda')
+step = DecodeStep(**bufs | dict(initial_state=pool), out=torch.empty_like(bufs['v']), final_state=pool,
+                  state_indices=idx, check_values=False)
+for cu, slots in (([0, 19, 60, 2**40], [7, -5, 2]), ([-5, 10, 3, 40], [3, 3, -1]), ([40, 0, 40, 41], [2**30, 0, 1])):
+    bufs['cu_seqlens'].copy_(torch.tensor(cu))
+    idx.copy_(torch.tensor(slots))
+    step()
+    torch.cuda.synchronize()
 print('sanitizer cases ran')
 '''
 
