@@ -190,6 +190,18 @@ void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
 }
 
+// K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given
+kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
+    kda::DecodeArgs a{};
+    fill_common(a, c, scale, lower_bound);
+    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
+    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
+    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
+    a.seq_len = c.varlen ? 0 : c.T;
+    a.total = c.B * c.T;
+    return a;
+}
+
 void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
     if (!c.o.is_same(out)) out.copy_(c.o);
     if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
@@ -322,14 +334,7 @@ void kda_decode(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor
     const c10::DeviceGuard guard(q.device());
     const Call c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens,
                            state_indices, false);
-    kda::DecodeArgs a{};
-    fill_common(a, c, scale, lower_bound);
-    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
-    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
-    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
-    a.seq_len = c.varlen ? 0 : c.T;
-    a.total = c.B * c.T;
-    const cudaError_t err = kda::launch_decode(a, c.stream);
+    const cudaError_t err = kda::launch_decode(decode_args(c, scale, lower_bound), c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
 }
@@ -378,13 +383,7 @@ int64_t kda_decode_plan(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch
     if (final_state.has_value()) require_as_is(*final_state, *c.s_out, "final_state");
     if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
     if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
-    kda::DecodeArgs& a = plan->a;
-    fill_common(a, c, scale, lower_bound);
-    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;
-    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
-    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
-    a.seq_len = c.varlen ? 0 : c.T;
-    a.total = c.B * c.T;
+    plan->a = decode_args(c, scale, lower_bound);
     const std::lock_guard<std::mutex> lock(plans_mutex);
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));

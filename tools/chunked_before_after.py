@@ -1,4 +1,4 @@
-"""Time the chunked kernels (K1 + K2) of this tree against those of an earlier commit, in one process, on the same inputs.
+"""Time the chunked kernels (K1 + K2) of this tree against those of an earlier commit, on the same inputs.
 
     python tools/chunked_before_after.py COMMIT
 
