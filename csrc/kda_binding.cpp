@@ -190,18 +190,6 @@ void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
 }
 
-// K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given
-kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
-    kda::DecodeArgs a{};
-    fill_common(a, c, scale, lower_bound);
-    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
-    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
-    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
-    a.seq_len = c.varlen ? 0 : c.T;
-    a.total = c.B * c.T;
-    return a;
-}
-
 void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
     if (!c.o.is_same(out)) out.copy_(c.o);
     if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
@@ -321,6 +309,18 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     err = launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes), c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_fwd: launching K1 and K2 failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
+}
+
+// K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given
+static kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
+    kda::DecodeArgs a{};
+    fill_common(a, c, scale, lower_bound);
+    a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
+    a.slot_int32 = c.pooled && c.slots.scalar_type() == at::kInt;
+    a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
+    a.seq_len = c.varlen ? 0 : c.T;
+    a.total = c.B * c.T;
+    return a;
 }
 
 // The decode path: K3 alone, one launch, the token recurrence on each state (kda_decode.cu). Same
