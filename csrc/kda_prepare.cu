@@ -12,8 +12,7 @@
 // channel as its column t + 4: the sum over channels only needs every channel once, in any order.
 // So the keys and queries go from global memory to registers to the tensor cores to the record
 // without a trip through shared memory; only the running sum of the gate over the rows (a sum across
-// lanes) and the 16x16 inverse use a small per-warp scratch. The gate's running sum is made and used one
-// half of the channels at a time, so that the scratch is small enough for four blocks per SM (16 warps).
+// lanes) and the 16x16 inverse use a small per-warp scratch.
 #include "kda_common.cuh"
 #include "kda_launch.h"
 
@@ -22,15 +21,13 @@ namespace kda {
 constexpr int K1_WARPS = 4;                 // items per block
 constexpr int K1_THREADS = 32 * K1_WARPS;
 constexpr int K1_STEP_ITEMS = 2;            // items per warp in one step of a pipeline (launch_prepare)
-constexpr int GH = D / 2;    // channels per half of the gate
+constexpr int GS = D + 4;    // fp32 row stride of the G scratch: conflict-free 16-byte accesses
 constexpr int LS = C + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
 
-struct K1Warp {              // one warp's scratch, 14 KB: four blocks of four warps fill an SM's 228 KB
+struct K1Warp {              // one warp's scratch, 16.5 KB
     __nv_bfloat16 qk[2][C][D];   // q and k as loaded; 16-byte piece P of row r sits at P ^ 4 (r & 1)
-    __nv_bfloat16 gate[C][GH];   // the raw gate of one half of the channels, as loaded
     union {
-        float G[C][GH];          // the cumulative gate G of one half, rows x channels: pair P of row r
-                                 // (channels 2P, 2P + 1) sits at pair P ^ (r % 4) (`gpair`)
+        float G[C][GS];          // the cumulative gate G, rows x channels
         struct {
             float L[C][LS];      // L, then |INV diag(beta)|, once G is no longer needed
             float beta[C];
@@ -38,11 +35,6 @@ struct K1Warp {              // one warp's scratch, 14 KB: four blocks of four w
         };
     };
 };
-
-static_assert(sizeof(K1Warp) == 14336, "four blocks of four warps per SM");
-// float offset of channel pair P of row r in a half of G: the 8-byte reads of the mma layout (rows g, g + 8,
-// pairs 4 t + w, in one instruction) then fall in 16 different bank pairs per half warp
-__device__ __forceinline__ int gpair(int r, int P) { return 2 * (P ^ (r & 3)); }
 
 // One unit of K1's work: a (chunk, head) pair, its first token and its length (<= 16).
 struct Item {
@@ -79,17 +71,22 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 __device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void sts4(float* p, float a, float b, float c, float d) {
+    *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+}
 
-// What a warp fetches ahead for its next item into registers: where it is, its two betas (rows g, g + 8)
-// and its head's gate parameters. The gate, q and k rows go to the scratch by cp.async.
+// What a warp fetches ahead for its next item: where it is, its gate rows (lane l: channels 4 l .. 4 l + 3
+// of each of the 16 rows), its two betas (rows g, g + 8) and its head's gate parameters. The q and k
+// rows go to the scratch by cp.async.
 struct Fetched {
     Item it;
+    uint2 graw[C];
     __nv_bfloat16 beta[2];   // the logits
-    float2 bias[2];          // dt_bias of the lane's channels 2 l, 2 l + 1 in each half
+    float4 bias;             // dt_bias of the lane's 4 channels
     float A_log;
 };
 
-__global__ void __launch_bounds__(K1_THREADS, 4) kda_fwd_prepare(FwdArgs p) {
+__global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     K1Warp& sm = reinterpret_cast<K1Warp*>(smem_raw)[warp];
@@ -110,33 +107,23 @@ __global__ void __launch_bounds__(K1_THREADS, 4) kda_fwd_prepare(FwdArgs p) {
     }
     const int64_t stride = static_cast<int64_t>(gridDim.x) * K1_WARPS;
 
-    // §load: the betas and gate parameters into registers; the gate rows of one half of the channels, and
-    // q and k rows g and g + 8, into the scratch by cp.async, 16 bytes per piece. q and k: zeros past the
-    // sequence's end (identity tokens); piece P of row r goes to P ^ 4 (r & 1), so that the lanes of a
-    // quarter warp, rows g and g + 1, read disjoint banks. A warp walks items with a stride of the grid's
-    // warps. Each load is asked for as soon as the scratch it fills is free, and waited for only where it
-    // is used: the next item's first gate half once this item's second half is summed, its q and k rows
-    // once this item's products are done, this item's second gate half once its first half is summed.
+    // §load: the gate rows and betas into registers, and q and k rows g and g + 8 into the scratch by
+    // cp.async, 16 bytes per (row, p); zeros past the sequence's end (identity tokens). Piece P of row r
+    // goes to P ^ 4 (r & 1): the lanes of a quarter warp, rows g and g + 1, then read disjoint banks.
+    // A warp walks items with a stride of the grid's warps; it asks for the next item's gate rows as soon
+    // as it has used the current ones, and for its q and k rows as soon as the current ones are used, so
+    // the loads overlap the current item's arithmetic.
     auto fetch = [&](int64_t item, Fetched& f) {     // loads only: nothing here waits for them
         f.it = locate(p, item);
-        const int last = f.it.len - 1;
+        const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
+        const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
+#pragma unroll
+        for (int r = 0; r < C; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
         const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-            f.bias[hh] = __ldg(reinterpret_cast<const float2*>(p.dt_bias + f.it.h * D + GH * hh + 2 * lane));
+        f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
         f.A_log = __ldg(p.A_log + f.it.h);
-    };
-    auto fetch_gate = [&](const Item& it, int hh) {  // 16 rows x 128 bytes: 4 pieces a lane, one commit group
-        const int last = it.len - 1;                    // rows past the end re-read the last one; masked at use
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int i = lane + 32 * k, r = i >> 3, piece = i & 7;
-            cp_async16(&sm.gate[r][8 * piece], static_cast<const __nv_bfloat16*>(p.g) + (it.t0 + min(r, last)) * HD +
-                                                   it.h * D + GH * hh + 8 * piece);
-        }
-        cp_async_commit();
     };
     auto fetch_qk = [&](const Item& it) {
 #pragma unroll
@@ -158,7 +145,6 @@ __global__ void __launch_bounds__(K1_THREADS, 4) kda_fwd_prepare(FwdArgs p) {
     if (item >= item_end) return;                       // the whole warp: nothing below waits for other warps
     Fetched f;
     fetch(item, f);
-    fetch_gate(f.it, 0);
     fetch_qk(f.it);
 #pragma unroll 1
     for (; item < item_end; item += stride) {
@@ -168,35 +154,31 @@ __global__ void __launch_bounds__(K1_THREADS, 4) kda_fwd_prepare(FwdArgs p) {
         float beta[2];
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
-        const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
 
-        // §decay: for one half hh of the channels, lane l takes channels 64 hh + 2 l and + 1 down the 16
-        // rows: the safe gate in base 2, lb2 * sigmoid(A (g + bias)), summed over the rows into G, the
-        // cumulative decay, written to the scratch for the lanes that need it in the mma layout.
-        // G >= 16 * lower_bound * log2(e) >= -116, so 2^G and 2^-G are normal floats. The last row's G is
-        // the chunk's total decay. The scratch holds one half at a time: §lmqk's products read the first
-        // half before the second is summed into its place.
-        auto decay_half = [&](int hh) {
-            const float2 bias = f.bias[hh];
-            float2 run = make_float2(0.f, 0.f);
+        // §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
+        // lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
+        // scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
+        // 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
+        {
+            const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
+            const float4 bias = f.bias;
+            float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
             for (int r = 0; r < C; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
                 const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
-                const float2 a = unpack_bf16(*reinterpret_cast<const uint32_t*>(&sm.gate[r][2 * lane]));
+                const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
                 run.x += w * sigmoid(A * (a.x + bias.x));
                 run.y += w * sigmoid(A * (a.y + bias.y));
-                *reinterpret_cast<float2*>(&sm.G[r][gpair(r, lane)]) = run;
+                run.z += w * sigmoid(A * (b.x + bias.z));
+                run.w += w * sigmoid(A * (b.y + bias.w));
+                sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
             }
-            *reinterpret_cast<float2*>(rec + REC_DECAY + 4 * (GH * hh + 2 * lane)) =
-                make_float2(fast_exp2(run.x), fast_exp2(run.y));
-        };
-        cp_async_wait<1>();                                 // the first gate half (q and k may still be on the way)
-        __syncwarp();
-        decay_half(0);
-        __syncwarp();                                       // every lane is done with the gate rows
-        fetch_gate(it, 1);
+            *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
+                make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+        }
         const int64_t next = item + stride;
-        cp_async_wait<1>();                                 // this item's q and k rows
+        if (next < item_end) fetch(next, f);                 // the next item's gate rows, while this one computes
+        cp_async_wait<0>();                                 // this item's q and k rows
         __syncwarp();
 
         // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
@@ -234,19 +216,19 @@ __global__ void __launch_bounds__(K1_THREADS, 4) kda_fwd_prepare(FwdArgs p) {
         // a[0] = (row g, col t), a[1] = (g + 8, t), a[2] = (g, t + 4), a[3] = (g + 8, t + 4). B fragment of
         // n-tile nt (ki rows 8 nt .. 8 nt + 7): b0 = (k = t, n = g), b1 = (t + 4, g): the lane's own row g + 8 nt.
         float Lacc[2][4] = {}, Macc[2][4] = {};
-        auto slice = [&](int q4) {                     // G of channel pair 16 q4 + 4 t + w sits in pair 16 (q4 % 2) + 4 t + w
-            const int gp = 16 * (q4 & 1) + 4 * t;
+#pragma unroll 1                                       // one 8-channel slice at a time keeps 4 blocks' worth of registers
+        for (int q4 = 0; q4 < 4; ++q4) {
             const uint4 qa[2] = {raw_qk(0, 0, q4), raw_qk(0, 1, q4)}, ka[2] = {raw_qk(1, 0, q4), raw_qk(1, 1, q4)};
             uint32_t okd[2][4], oqd[2][4], okr[2][4];
 #pragma unroll
             for (int w = 0; w < 4; ++w) {                  // k-step 4 q4 + w: channels 32 q4 + 8 t + 2 w (+1)
                 float kd[2][2], qd[2][2], ki[2][2];        // [row g / g + 8][column t / t + 4]
-                const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[C - 1][gpair(C - 1, gp + w)]);
+                const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[C - 1][32 * q4 + 8 * t + 2 * w]);
                 const float el[2] = {fast_exp2(Gl.x), fast_exp2(Gl.y)};   // the chunk's decay: 2^G_last >= 2^-116
 #pragma unroll
                 for (int hf = 0; hf < 2; ++hf) {
                     const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
-                    const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][gpair(g + 8 * hf, gp + w)]);
+                    const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][32 * q4 + 8 * t + 2 * w]);
                     float kr[2];
 #pragma unroll
                     for (int c = 0; c < 2; ++c) {
@@ -289,19 +271,7 @@ __global__ void __launch_bounds__(K1_THREADS, 4) kda_fwd_prepare(FwdArgs p) {
                 *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
                 *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
             }
-        };
-#pragma unroll 1                                       // one 8-channel slice at a time keeps 4 blocks' worth of registers
-        for (int q4 = 0; q4 < 2; ++q4) slice(q4);
-        cp_async_wait<0>();                               // the second gate half
-        __syncwarp();                                     // and every lane is done reading the first half of G
-        decay_half(1);
-        __syncwarp();                                     // every lane is done with the gate rows: the next item's
-        if (next < item_end) {
-            fetch(next, f);
-            fetch_gate(f.it, 0);
         }
-#pragma unroll 1
-        for (int q4 = 2; q4 < 4; ++q4) slice(q4);
         __syncwarp();                                     // every lane is done with q and k: fetch the next item's
         if (next < item_end) fetch_qk(f.it);
 
