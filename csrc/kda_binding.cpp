@@ -301,8 +301,7 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     }
     // the workspace: K1's records, then (a pipeline) the two carry states
     const int64_t steps = pipeline_steps(N, a.max_chunks, H);
-    a.compact = kda::compact_record(static_cast<int>(N), static_cast<int>(H), steps > 1) ? 1 : 0;
-    const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes(a.compact));
+    const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
     const int64_t ws_bytes = rec_bytes + (steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
     const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
     a.workspace = ws.data_ptr();
@@ -438,7 +437,7 @@ std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
     return {safe, chunks, order, rows.select(1, 0).eq(0)};
 }
 
-int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes(false)); }
+int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
 
 // The chunked path's steps (§pipeline) for the calls that follow, in this process: 1 to 8, or 0 for the
 // rule. For tests and experiments; returns the setting it replaced.

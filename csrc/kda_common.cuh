@@ -42,16 +42,6 @@ constexpr int REC_BYTES = REC_NORM + 16;      // 13840 = 865 x 16 bytes
 __host__ __device__ constexpr int swz_row(int r, int p) { return r * ROW + 8 * (p ^ (r & 7)); }
 __host__ __device__ constexpr int swz_small(int r, int p) { return r * SROW + 8 * (p ^ ((r >> 2) & 1)); }
 static_assert(REC_BYTES % 16 == 0, "record must be a whole number of 16-byte pieces");
-// The compact record (FwdArgs::compact): the record from invb on, then the rows' inverse norms, and no kd, qd,
-// kr: K2 computes those itself from q, k and g (kda_recurrence.cu §prep), in the stage that holds them, so that
-// a stage is laid out as with the full record. Writing kd, qd and kr was 44% of K1's time on batches of
-// several sequences.
-//   [invb | mqk | decay | norm, pad]   REC_TAIL bytes, as above
-//   rnorm [2][C] fp32                  1 / |q|, 1 / |k| of the chunk's rows (K1's rq, rk)
-constexpr int REC_TAIL = REC_BYTES - REC_INVB;        // 1552
-constexpr int REC_RNORM = REC_BYTES;                  // where the norms sit in a stage
-constexpr int CREC_BYTES = REC_TAIL + 2 * C * 4;      // 1680 = 105 x 16 bytes
-static_assert(CREC_BYTES % 16 == 0 && REC_INVB % 16 == 0, "compact record: whole 16-byte pieces");
 
 // §conversions --------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
@@ -131,11 +121,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src
                  :: "r"(smem_addr(smem)), "l"(gmem), "r"(src_bytes));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-// one arrival on `bar` once every cp.async this thread has issued so far has landed (the barrier's count
-// includes it: .noinc)
-__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(smem_addr(bar)) : "memory");
-}
 template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" :: "n"(N));
 }

@@ -39,8 +39,7 @@ struct FwdArgs {
                               // it sizes K1's grid and the workspace; K1 reads the count itself
     float scale;
     float lower_bound;
-    void* workspace;          // max_chunks * H * record_bytes(compact) bytes, written by K1, read by K2
-    int compact = 0;          // the compact record (kda_common.cuh): K2 computes kd, qd, kr from q, k and g
+    void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2
     // One step of a pipeline (kda_binding.cpp): K1 and K2 take only the chunks [chunk_lo, chunk_hi) of the
     // batch. K2 takes the state of a sequence that began before chunk_lo from carry_in, and leaves that of
     // one that goes on past chunk_hi in carry_out ([H, 128, 128] fp32 each). The whole batch: the defaults.
@@ -78,10 +77,7 @@ struct DecodeArgs {
     float lower_bound;
 };
 
-size_t record_bytes(bool compact);                         // bytes K1 leaves per (chunk, head)
-// Whether a launch of K1 and K2 over the whole batch (not a step of a pipeline) takes the compact record:
-// when K2's grid is more than two waves of 3 blocks per SM (KDA_NB_RECORD=full or compact forces it).
-bool compact_record(int n_seq, int H, bool step);
+size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)
 // The layout tables of FwdArgs for a variable-length batch, in one launch, from the caller's cu_seqlens
 // [N + 1] (any values). seq_order may be null (not wanted). Rows of out (row_bytes each, a multiple of
 // 16) that no sequence covers are zeroed.

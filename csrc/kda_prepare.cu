@@ -2,8 +2,7 @@
 // for one (chunk of 16 tokens, head) at a time: the activations (L2 norm, safe gate, beta), the
 // cumulative decay, the decayed / restored keys and decayed queries, the 16x16 matrices Mqk and
 // (I + L)^-1 diag(beta), and the chunk's total decay. It leaves one record per (chunk, head) in the
-// workspace for K2 (layout in kda_common.cuh), already in K2's shared-memory layout; the compact record
-// (COMPACT) leaves out the decayed and restored keys and the decayed queries, which K2 then computes.
+// workspace for K2 (layout in kda_common.cuh), already in K2's shared-memory layout.
 //
 // One warp per (chunk, head) item, and no synchronisation between warps: a block is just four
 // independent warps. Lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the chunk, and 32
@@ -87,7 +86,6 @@ struct Fetched {
     float A_log;
 };
 
-template <bool COMPACT>
 __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -152,8 +150,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     for (; item < item_end; item += stride) {
         const Item it = f.it;
         const int len = it.len;
-        // the record's offsets (REC_*) from `rec`; a compact record starts at its invb (REC_INVB)
-        uint8_t* rec = static_cast<uint8_t*>(p.workspace) + (COMPACT ? item * CREC_BYTES - REC_INVB : item * REC_BYTES);
+        uint8_t* rec = static_cast<uint8_t*>(p.workspace) + item * REC_BYTES;
         float beta[2];
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
@@ -211,12 +208,6 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
             rq[hf] = rsqrtf(sq + 1e-6f);
             rk[hf] = rsqrtf(sk + 1e-6f);
         }
-        if constexpr (COMPACT) {                          // the norms K2 needs to normalise q and k itself
-            if (t == 0) {
-                float* rn = reinterpret_cast<float*>(rec + REC_RNORM);
-                rn[g] = rq[0]; rn[g + 8] = rq[1]; rn[C + g] = rk[0]; rn[C + g + 8] = rk[1];
-            }
-        }
 
         // §lmqk: per k-step, the lane's 2 rows x 2 channels of kd = k_hat 2^G, qd = q_hat 2^G, ki = k_hat 2^-G
         // and kr = k_hat 2^(G_last - G). kd, qd, kr are packed and stored to the record 16 bytes at a time
@@ -249,11 +240,9 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
                         ki[hf][c] = kh * ei;
                         kr[c] = ki[hf][c] * el[c];     // k_hat 2^(G_last - G) <= |k_hat|: fp16 is safe
                     }
-                    if constexpr (!COMPACT) {
-                        okd[hf][w] = pack_bf16(kd[hf][0], kd[hf][1]);
-                        oqd[hf][w] = pack_bf16(qd[hf][0], qd[hf][1]);
-                        okr[hf][w] = pack_f16(kr[0], kr[1]);
-                    }
+                    okd[hf][w] = pack_bf16(kd[hf][0], kd[hf][1]);
+                    oqd[hf][w] = pack_bf16(qd[hf][0], qd[hf][1]);
+                    okr[hf][w] = pack_f16(kr[0], kr[1]);
                 }
                 uint32_t kh4[4], kl4[4], qh4[4], ql4[4], bh[2][2], bl[2][2];
                 split_tf32(kd[0][0], kh4[0], kl4[0]); split_tf32(kd[1][0], kh4[1], kl4[1]);
@@ -276,7 +265,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
                 }
             }
 #pragma unroll
-            for (int hf = 0; hf < 2 && !COMPACT; ++hf) {
+            for (int hf = 0; hf < 2; ++hf) {
                 const int at = 2 * swz_row(g + 8 * hf, 4 * q4 + t);   // bytes
                 *reinterpret_cast<uint4*>(rec + REC_KD + at) = make_uint4(okd[hf][0], okd[hf][1], okd[hf][2], okd[hf][3]);
                 *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
@@ -358,26 +347,24 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     cp_async_wait<0>();
 }
 
-size_t record_bytes(bool compact) { return compact ? CREC_BYTES : REC_BYTES; }
+size_t record_bytes() { return REC_BYTES; }
 
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
     if (a.max_chunks == 0) return cudaSuccess;
     constexpr int smem = K1_WARPS * sizeof(K1Warp);
     constexpr int MAX_DEVICES = 64;
-    static int blocks_per_sm[2][MAX_DEVICES] = {}, sms[MAX_DEVICES] = {};   // per record kind and device, set on first use
+    static int blocks_per_sm[MAX_DEVICES] = {}, sms[MAX_DEVICES] = {};   // per device, set on its first launch
     int device = 0;
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
     if (device >= MAX_DEVICES) return cudaErrorInvalidDevice;
-    const int kind = a.compact ? 1 : 0;
-    auto kernel = a.compact ? kda_fwd_prepare<true> : kda_fwd_prepare<false>;
-    if (blocks_per_sm[kind][device] == 0) {
-        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (blocks_per_sm[device] == 0) {
+        err = cudaFuncSetAttribute(kda_fwd_prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
         int bps = 0;
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kernel, K1_THREADS, smem);
-        blocks_per_sm[kind][device] = bps > 0 ? bps : 1;
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare, K1_THREADS, smem);
+        blocks_per_sm[device] = bps > 0 ? bps : 1;
     }
     // The whole batch: a persistent grid, as many blocks as fit at once, each warp striding over the
     // (chunk, head) items. One step of a pipeline: about two items per warp, so that blocks come and go
@@ -386,10 +373,10 @@ cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
     const int64_t hi = a.chunk_hi < a.max_chunks ? a.chunk_hi : a.max_chunks;
     if (hi <= a.chunk_lo) return cudaSuccess;
     const bool whole = a.chunk_lo == 0 && hi == a.max_chunks;
-    const int64_t resident = static_cast<int64_t>(blocks_per_sm[kind][device]) * sms[device];
+    const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms[device];
     const int64_t needed = ((hi - a.chunk_lo) * a.H + K1_WARPS - 1) / K1_WARPS;
     const int64_t grid = whole ? (needed < resident ? needed : resident) : (needed + K1_STEP_ITEMS - 1) / K1_STEP_ITEMS;
-    kernel<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
+    kda_fwd_prepare<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }
 

@@ -8,19 +8,17 @@
 //   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
 // The chunk's record (K1's output, already in this kernel's layout) and values arrive in shared memory
 // through a pipeline of bulk copies NSTAGE chunks deep, so loads for later chunks overlap the
-// arithmetic of this one. With the compact record (COMPACT) the stage receives q, k and g instead of
-// kd, qd and kr, and the block turns them into kd, qd and kr in place one chunk ahead (§prep).
+// arithmetic of this one.
 #include "kda_common.cuh"
 #include "kda_launch.h"
 
 #include <cstdlib>
-#include <cstring>
 
 namespace kda {
 
 constexpr int K2_MAX_GRID_Y = 32768;                   // sequences per grid.y; more spill into grid.z
 
-template <int WARPS, bool COMPACT = false>
+template <int WARPS>
 struct K2Layout {
     static constexpr int THREADS = 32 * WARPS;
     static constexpr int VB = 16 * WARPS;               // state rows per block
@@ -28,8 +26,7 @@ struct K2Layout {
     // one pipeline stage: the record exactly as K1 wrote it (kda_common.cuh), then the value tile
     static constexpr int KD = REC_KD, QD = REC_QD, KR = REC_KR, INVB = REC_INVB, MQK = REC_MQK;
     static constexpr int DECAY = REC_DECAY, NORM = REC_NORM;
-    static constexpr int RNORM = REC_RNORM;             // compact: 1 / |q|, 1 / |k| of the 16 rows
-    static constexpr int VAL = COMPACT ? REC_RNORM + 2 * C * 4 : REC_BYTES;
+    static constexpr int VAL = REC_BYTES;
     static constexpr int STAGE = VAL + C * VROW * 2;
     static constexpr int OROW = 16 + 8;                 // padded row of a warp's output tile
     static constexpr int OUT_BYTES = WARPS * C * OROW * 2;
@@ -48,15 +45,12 @@ __device__ __forceinline__ float pow2_normalizer(float m) {
 // more), 4 with 3 stages (at most 128 registers).
 template <int WARPS, int NSTAGE> constexpr int k2_min_blocks() { return (NSTAGE <= 3 ? 16 : 12) / WARPS; }
 
-template <int WARPS, int NSTAGE, bool COMPACT>
+template <int WARPS, int NSTAGE>
 __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
-    using Ly = K2Layout<WARPS, COMPACT>;
-    static_assert(!COMPACT || Ly::THREADS == D, "§prep: one thread per channel");
+    using Ly = K2Layout<WARPS>;
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed
     __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every warp is done with stage s
-    __shared__ __align__(8) uint64_t raw[NSTAGE];       // compact: raw[s]: stage s's q, k, g rows have landed
-    __shared__ __align__(8) uint64_t prepped[NSTAGE];   // compact: prepped[s]: every warp has made its kd, qd, kr
     constexpr int VSPLIT = D / Ly::VB;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
@@ -126,10 +120,6 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
         for (int s = 0; s < NSTAGE; ++s) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], WARPS);
-            if (COMPACT) {
-                mbar_init(&raw[s], Ly::THREADS);
-                mbar_init(&prepped[s], WARPS);
-            }
         }
         mbar_init_fence();
     }
@@ -140,32 +130,9 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
             uint8_t* st = smem + stage * Ly::STAGE;
             if (threadIdx.x == 0) {
                 if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
-                const uint8_t* ws = static_cast<const uint8_t*>(p.workspace);
-                if constexpr (COMPACT) {            // the record from invb on, into its place in the stage
-                    mbar_arrive_expect_tx(&full[stage], CREC_BYTES);
-                    bulk_copy_g2s(st + REC_INVB, ws + ((chunk0 + c) * H + h) * CREC_BYTES, CREC_BYTES, &full[stage]);
-                } else {
-                    mbar_arrive_expect_tx(&full[stage], REC_BYTES);
-                    bulk_copy_g2s(st, ws + ((chunk0 + c) * H + h) * REC_BYTES, REC_BYTES, &full[stage]);
-                }
-            }
-            if constexpr (COMPACT) {
-                // the chunk's rows of q, k and g into the places of qd, kd and kr, swizzled as those are: 768
-                // 16-byte pieces, 6 per thread (zeros past the sequence's end). Every warp reads every piece,
-                // so every thread waits until all warps are done with the stage's last chunk.
-                if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
-#pragma unroll
-                for (int m = 0; m < 3 * C * (D / 8) / Ly::THREADS; ++m) {
-                    const int j = threadIdx.x + Ly::THREADS * m;
-                    const int which = j / (C * D / 8), r = (j / (D / 8)) % C, piece = j % (D / 8);
-                    const int64_t tok = tok0 + static_cast<int64_t>(c) * C + r;
-                    const bool inside = tok < tok1;
-                    const void* base = which == 0 ? p.q : which == 1 ? p.k : p.g;
-                    const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(base) + ((inside ? tok : tok0) * H + h) * D + 8 * piece;
-                    const int slot = which == 0 ? Ly::QD : which == 1 ? Ly::KD : Ly::KR;
-                    cp_async16(st + slot + 2 * swz_row(r, piece), src, inside ? 16 : 0);
-                }
-                cp_async_mbar_arrive(&raw[stage]);
+                mbar_arrive_expect_tx(&full[stage], REC_BYTES);
+                bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
+                              REC_BYTES, &full[stage]);
             }
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const int64_t tok = tok0 + static_cast<int64_t>(c) * C + r;
@@ -179,59 +146,15 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 #pragma unroll
     for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
 
-    // §prep (compact record): thread x makes channel x of chunk c's kd = k_hat 2^G, qd = q_hat 2^G and
-    // kr = k_hat 2^-G 2^G_last from the raw rows, in place, with exactly K1's arithmetic (the running sum of
-    // the safe gate down the rows, then the exponentials), so the results are bitwise those of the full
-    // record. Each warp then arrives on prepped[stage]; a chunk is used once all four have.
-    auto prep = [&](int c, int stage) {
-        mbar_wait(&raw[stage], (c / NSTAGE) & 1);
-        // the gate's parameters again each chunk (L1 hits), rather than registers held across the recurrence
-        const float A = __expf(__ldg(p.A_log + h)), lb2 = p.lower_bound * LOG2E;
-        const float bias = __ldg(p.dt_bias + h * D + threadIdx.x);
-        uint8_t* st = smem + stage * Ly::STAGE;
-        __nv_bfloat16* kd = reinterpret_cast<__nv_bfloat16*>(st + Ly::KD);
-        __nv_bfloat16* qd = reinterpret_cast<__nv_bfloat16*>(st + Ly::QD);
-        __half* kr = reinterpret_cast<__half*>(st + Ly::KR);               // holds g until it is overwritten
-        const float* rn = reinterpret_cast<const float*>(st + Ly::RNORM);
-        const int64_t left = tok1 - (tok0 + static_cast<int64_t>(c) * C);
-        const int len = static_cast<int>(left < C ? left : C);
-        const int x = threadIdx.x, col = 8 * (x >> 3), e = x & 7;
-        float ki[C];                                   // k_hat 2^-G of each row, until the chunk's decay is known
-        float run = 0.f;
-#pragma unroll
-        for (int r = 0; r < C; ++r) {
-            const float w = r < len ? lb2 : 0.f;
-            const int at = r * ROW + (col ^ (8 * (r & 7))) + e;            // swz_row(r, x / 8) + x % 8
-            run += w * sigmoid(A * (__bfloat162float(reinterpret_cast<const __nv_bfloat16*>(kr)[at]) + bias));
-            const float kh = __bfloat162float(kd[at]) * rn[C + r], qh = __bfloat162float(qd[at]) * rn[r];
-            const float ex = fast_exp2(run), ei = fast_exp2(-run);
-            ki[r] = kh * ei;
-            kd[at] = __float2bfloat16_rn(kh * ex);
-            qd[at] = __float2bfloat16_rn(qh * ex);
-        }
-        const float el = fast_exp2(run);
-#pragma unroll
-        for (int r = 0; r < C; ++r) kr[r * ROW + (col ^ (8 * (r & 7))) + e] = __float2half_rn(ki[r] * el);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&prepped[stage]);
-    };
-    if constexpr (COMPACT) {
-        if (nch > 0) prep(0, 0);
-    }
-
     __nv_bfloat16* otile = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * Ly::STAGE) + warp * C * Ly::OROW;
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
 
 #pragma unroll 1
     for (int c = 0; c < nch; ++c) {
         load_chunk(c + NSTAGE - 1, (c + NSTAGE - 1) % NSTAGE);   // into the stage of chunk c - 1
-        if constexpr (COMPACT) {
-            if (c + 1 < nch) prep(c + 1, (c + 1) % NSTAGE);        // the next chunk's kd, qd, kr
-        }
         cp_async_wait<NSTAGE - 1>();         // this lane's value piece of chunk c has landed
         __syncwarp();                        // and the warp's
         mbar_wait(&full[c % NSTAGE], (c / NSTAGE) & 1);   // and the record
-        if constexpr (COMPACT) mbar_wait(&prepped[c % NSTAGE], (c / NSTAGE) & 1);   // and every warp's kd, qd, kr
         const uint8_t* st = smem + (c % NSTAGE) * Ly::STAGE;
         const __nv_bfloat16* kd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::KD);
         const __nv_bfloat16* qd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::QD);
@@ -404,11 +327,11 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 // at the first launch).
 constexpr int K2_MAX_DEVICES = 64;
 
-template <int WARPS, int NSTAGE, bool COMPACT = false>
+template <int WARPS, int NSTAGE>
 cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
-    using Ly = K2Layout<WARPS, COMPACT>;
+    using Ly = K2Layout<WARPS>;
     constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
-    auto kernel = kda_fwd_recurrence<WARPS, NSTAGE, COMPACT>;
+    auto kernel = kda_fwd_recurrence<WARPS, NSTAGE>;
     static bool ready[K2_MAX_DEVICES] = {};    // the shared-memory attribute, set once per device
     if (!ready[device]) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -438,8 +361,8 @@ cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
     cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
     if (device >= K2_MAX_DEVICES) return cudaErrorInvalidDevice;
-    if (forced_warps == 8 && !a.compact) return launch_recurrence_with<8, 4>(a, device, stream);
-    if (forced_warps == 2 && !a.compact) return launch_recurrence_with<2, 4>(a, device, stream);
+    if (forced_warps == 8) return launch_recurrence_with<8, 4>(a, device, stream);
+    if (forced_warps == 2) return launch_recurrence_with<2, 4>(a, device, stream);
     int stages = forced_stages;
     const bool step = a.chunk_lo > 0 || a.chunk_hi != INT64_MAX;   // one step of a pipeline: a few sequences at a time
     if (stages == 0 && step) stages = 4;
@@ -448,26 +371,7 @@ cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
         const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<4>::VB);
         stages = blocks > 2 * 3 * static_cast<int64_t>(sms[device]) ? 3 : 4;
     }
-    if (a.compact)      // four warps (§prep takes one thread per channel) and four stages: within the 128
-                        // registers of 4 blocks per SM, §prep's running sums would spill
-        return launch_recurrence_with<4, 4, true>(a, device, stream);
     return stages == 3 ? launch_recurrence_with<4, 3>(a, device, stream) : launch_recurrence_with<4, 4>(a, device, stream);
-}
-
-// The compact record where K2's grid is more than two waves of 3 blocks per SM, the grids where K2 has
-// blocks enough to hide §prep and K1 is half the call; KDA_NB_RECORD=full or compact forces a kind (read once).
-bool compact_record(int n_seq, int H, bool step) {
-    static const int forced = [] {
-        const char* env = std::getenv("KDA_NB_RECORD");
-        return !env ? 0 : std::strcmp(env, "full") == 0 ? 1 : std::strcmp(env, "compact") == 0 ? 2 : 0;
-    }();
-    if (forced) return forced == 2;
-    if (step) return false;
-    static int sms[K2_MAX_DEVICES] = {};
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device >= K2_MAX_DEVICES) return false;
-    if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
-    return static_cast<int64_t>(n_seq) * H * (D / K2Layout<4>::VB) > 2 * 3 * static_cast<int64_t>(sms[device]);
 }
 
 }  // namespace kda
