@@ -214,6 +214,33 @@ int64_t pipeline_steps(int64_t n_seq, int64_t max_chunks, int64_t H) {
     return std::max<int64_t>(1, std::min<int64_t>({steps, MAX_STEPS, max_chunks}));
 }
 
+// §fused: the batch runs as one kernel (kda::launch_fused): one block per (sequence, head) makes each
+// chunk's record in shared memory beside the recurrence, instead of K1 writing it to a workspace and K2
+// reading it back. It takes over where it was faster on the H200 (kernels notebook, v5):
+// - sequences of at least 4 chunks on average (the bound max_chunks / N): each block pays one preparation
+//   before its first chunk, which sequences of 1 or 2 chunks do not win back;
+// - blocks that fill the GPU's waves: a block is one SM's worth (8 + 4 warps, 213 KB of shared memory),
+//   and waves of whole sequences cannot share out a part-filled last one, as K1 and K2 do. So the blocks,
+//   sequences x heads, must fill at least 80% of the SMs times the waves they take (96 or 192 blocks on
+//   132 SMs do not; 128, 256 or 768 do).
+constexpr int64_t FUSED_MIN_CHUNKS = 4;
+constexpr int FUSED_MIN_FILL_PERCENT = 80;
+std::atomic<int> forced_fused{0};          // kda_set_fused (tests, experiments): 1 always, -1 never, 0 by the rule
+
+bool use_fused(int64_t n_seq, int64_t max_chunks, int64_t H) {
+    const int forced = forced_fused.load();
+    if (forced != 0) return forced > 0;
+    if (forced_steps.load() != 0 || max_chunks < FUSED_MIN_CHUNKS * n_seq) return false;
+    constexpr int MAX_DEVICES = 64;
+    static int sms[MAX_DEVICES] = {};          // per device, read on its first call
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || device >= MAX_DEVICES) return false;
+    if (sms[device] == 0 && cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        return false;
+    const int64_t blocks = n_seq * H, waves = (blocks + sms[device] - 1) / sms[device];
+    return 100 * blocks >= FUSED_MIN_FILL_PERCENT * waves * sms[device];
+}
+
 struct SideStream {                        // per thread and device: the second stream and the events that join it
     cudaStream_t stream = nullptr;
     cudaEvent_t ready[MAX_STEPS + 1] = {};
@@ -267,7 +294,7 @@ cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, c
 
 }  // namespace
 
-// The chunked path: the layout kernel (variable lengths only), K1 and K2, on torch's current stream of q's
+// The chunked path: the layout kernel (variable lengths only), K1 and K2 or the fused kernel, on torch's current stream of q's
 // device (K2 on a second stream joined back to it, if the batch runs as a pipeline). Everything the launch
 // needs is derived here on the device from shapes and cu_seqlens, with no copy to the host, so the call
 // can be captured in a CUDA graph.
@@ -293,21 +320,24 @@ void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g,
     // sum of ceil(len / 16) over N lengths that add up to at most B * T
     a.max_chunks = c.varlen ? (T + 15 * N) / 16 : B * ((T + 15) / 16);
     cudaError_t err = cudaSuccess;
-    a.seq_len = c.varlen ? 0 : T;                      // fixed length: K1 writes the two tables itself
+    a.seq_len = c.varlen ? 0 : T;                      // fixed length: the kernels need no tables
     if (c.varlen) {
         err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order, c.o.data_ptr(),
                                  H * 128 * 2, c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
-    // the workspace: K1's records, then (a pipeline) the two carry states
-    const int64_t steps = pipeline_steps(N, a.max_chunks, H);
-    const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
+    // the workspace: K1's records, then (a pipeline) the two carry states; none for the fused kernel
+    const bool fused = use_fused(N, a.max_chunks, H);
+    const int64_t steps = fused ? 1 : pipeline_steps(N, a.max_chunks, H);
+    const int64_t rec_bytes = fused ? 0 : a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
     const int64_t ws_bytes = rec_bytes + (steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
     const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
     a.workspace = ws.data_ptr();
 
-    err = launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes), c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd: launching K1 and K2 failed: ", cudaGetErrorString(err));
+    err = fused ? kda::launch_fused(a, c.stream)
+                : launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes), c.stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_fwd: launching ", fused ? "the fused kernel" : "K1 and K2", " failed: ",
+                cudaGetErrorString(err));
     finish(c, out, final_state);
 }
 
@@ -444,4 +474,11 @@ int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
 int64_t kda_set_pipeline_steps(int64_t steps) {
     TORCH_CHECK(steps >= 0 && steps <= MAX_STEPS, "steps must be 0 (the rule) to ", num(MAX_STEPS).c_str(), ", got ", num(steps).c_str());
     return forced_steps.exchange(static_cast<int>(steps));
+}
+
+// Whether the chunked path runs the fused kernel (§fused) for the calls that follow, in this process: 1
+// always, -1 never, 0 by the rule. For tests and experiments; returns the setting it replaced.
+int64_t kda_set_fused(int64_t mode) {
+    TORCH_CHECK(mode >= -1 && mode <= 1, "mode must be -1 (never), 0 (the rule) or 1 (always), got ", num(mode).c_str());
+    return forced_fused.exchange(static_cast<int>(mode));
 }

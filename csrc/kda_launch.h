@@ -27,19 +27,19 @@ struct FwdArgs {
     int64_t n_slots;          // states in the pool (N without state_slot)
     // The batch layout, on the device, as launch_layout builds it from the caller's cu_seqlens, its
     // token offsets made non-decreasing and clamped to [0, total tokens] (so that no value, however
-    // wrong, sends a kernel outside its tensors); for a fixed-length batch, n * T, written by K1.
+    // wrong, sends a kernel outside its tensors). A fixed-length batch (seq_len > 0) has none: the kernels
+    // find its offsets by multiplication and division.
     const int64_t* cu_seqlens;  // [N + 1] token offsets of the sequences
     const int64_t* cu_chunks;   // [N + 1] chunk offsets: cu_chunks[n+1] - cu_chunks[n] = ceil(len_n / 16)
     const int* seq_order;     // [N] int32: K2 visits the sequences in this order (longest first), or null
     int n_seq;                // N
     int H;
-    int64_t seq_len;          // a fixed-length batch: tokens per sequence (K1 finds chunks by division and writes
-                              // the two offset tables for K2); 0: the tables come from launch_layout
+    int64_t seq_len;          // a fixed-length batch: tokens per sequence; 0: the tables come from launch_layout
     int64_t max_chunks;       // an upper bound on cu_chunks[N], known on the host without reading the device:
                               // it sizes K1's grid and the workspace; K1 reads the count itself
     float scale;
     float lower_bound;
-    void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2
+    void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2 (the fused kernel: none)
     // One step of a pipeline (kda_binding.cpp): K1 and K2 take only the chunks [chunk_lo, chunk_hi) of the
     // batch. K2 takes the state of a sequence that began before chunk_lo from carry_in, and leaves that of
     // one that goes on past chunk_hi in carry_out ([H, 128, 128] fp32 each). The whole batch: the defaults.
@@ -85,6 +85,9 @@ cudaError_t launch_layout(const int64_t* cu_in, int n_seq, int64_t total, int64_
                           int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream);
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream);     // K1
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream);  // K2
+// K1 and K2 in one kernel, for the whole batch (no pipeline step) and with no workspace: one block per
+// (sequence, head), whose preparing warps make each chunk's record in shared memory for its recurrence warps
+cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream);
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream);    // K3
 
 }  // namespace kda

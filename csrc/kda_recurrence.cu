@@ -9,8 +9,14 @@
 // The chunk's record (K1's output, already in this kernel's layout) and values arrive in shared memory
 // through a pipeline of bulk copies NSTAGE chunks deep, so loads for later chunks overlap the
 // arithmetic of this one.
+//
+// The fused kernel is the same kernel with PREP more warps per block: one block per (sequence, head)
+// holds the whole state (8 warps), and the PREP preparing warps make each chunk's record themselves
+// (kda_prep.cuh, K1's work) straight into the pipeline's stages, so neither K1 nor the workspace is
+// needed, and each record is made once and read where it is made.
 #include "kda_common.cuh"
 #include "kda_launch.h"
+#include "kda_prep.cuh"
 
 #include <cstdlib>
 
@@ -41,16 +47,30 @@ __device__ __forceinline__ float pow2_normalizer(float m) {
     return __int_as_float((k + 127) << 23);
 }
 
+// thread 0: the pipeline's barriers, full[s] completed by `producers` arrivals and empty[s] by `consumers`
+template <int NSTAGE>
+__device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* empty, int producers, int consumers) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < NSTAGE; ++s) {
+            mbar_init(&full[s], producers);
+            mbar_init(&empty[s], consumers);
+        }
+        mbar_init_fence();
+    }
+}
+
 // Blocks per SM the registers must allow: 3 blocks of 4 warps with 4 stages (shared memory allows no
 // more), 4 with 3 stages (at most 128 registers).
 template <int WARPS, int NSTAGE> constexpr int k2_min_blocks() { return (NSTAGE <= 3 ? 16 : 12) / WARPS; }
 
-template <int WARPS, int NSTAGE>
-__global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
+// PREP = 0: K2, the record from K1's workspace; PREP > 0: the fused kernel, PREP more warps make it
+template <int WARPS, int NSTAGE, int PREP>
+__device__ __forceinline__ void recurrence_block(const FwdArgs& p) {
     using Ly = K2Layout<WARPS>;
+    static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
     extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed
-    __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every warp is done with stage s
+    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed (or been made)
+    __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every recurrence warp is done with stage s
     constexpr int VSPLIT = D / Ly::VB;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
@@ -62,13 +82,16 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     // §step: the sequence's chunks inside this launch's range [chunk_lo, chunk_hi) (all of them, unless
     // the launch is one step of a pipeline). A sequence with no chunk there has nothing to do here; one
     // with no chunk at all (length 0) belongs to the step whose range holds its place.
-    const int64_t first = p.cu_chunks[n], end = p.cu_chunks[n + 1];
+    // A fixed-length batch (seq_len > 0) has no tables: its offsets are multiples of seq_len.
+    const int64_t per = p.seq_len > 0 ? (p.seq_len + C - 1) / C : 0;
+    const int64_t first = p.seq_len > 0 ? n * per : p.cu_chunks[n], end = p.seq_len > 0 ? first + per : p.cu_chunks[n + 1];
     const int64_t chunk0 = max(first, p.chunk_lo), chunk1 = min(end, p.chunk_hi);
     if (!(chunk0 < chunk1 || (first == end && first >= p.chunk_lo && first < p.chunk_hi))) return;
     const bool from_caller = first >= p.chunk_lo, to_caller = end <= p.chunk_hi;   // else from / to the carry
     const int nch = static_cast<int>(chunk1 - chunk0);
-    const int64_t tok0 = p.cu_seqlens[n] + (chunk0 - first) * C;
-    const int64_t tok1 = min(p.cu_seqlens[n + 1], tok0 + static_cast<int64_t>(nch) * C);
+    const int64_t tok0 = (p.seq_len > 0 ? n * p.seq_len : p.cu_seqlens[n]) + (chunk0 - first) * C;
+    const int64_t tok1 = min(p.seq_len > 0 ? (n + 1) * p.seq_len : p.cu_seqlens[n + 1], tok0 + static_cast<int64_t>(nch) * C);
+    const int ntok = static_cast<int>(tok1 - tok0);     // <= 16 nch: the chunk loop counts tokens from tok0 in 32 bits
     const int vbase = vblk * Ly::VB;                    // first state row of the block
     const int vrow = vbase + warp * 16;                 // first state row of this warp
     // §slot: the state this sequence reads and writes: its own (n), or a pool slot. A slot outside the
@@ -80,13 +103,50 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     };
     if (state_offset() < 0) {
         __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS) {
+        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
             const int64_t tok = tok0 + i / (Ly::VB / 8);
             *reinterpret_cast<uint4*>(out + (tok * H + h) * D + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
         }
         return;
     }
     int64_t state_off = state_offset();
+
+    // §prepare (the fused kernel): preparing warp w makes the records of chunks w, w + PREP, ... into their
+    // stages, chunk c into stage c % NSTAGE once every recurrence warp is done with chunk c - NSTAGE, and
+    // then arrives on full[stage] from every lane (each lane's arrive releases its own writes). NSTAGE is a
+    // multiple of PREP, so each stage has one preparing warp and its phases come in order. Each next item's
+    // loads are issued while the current one computes, as in K1.
+    if constexpr (PREP > 0) {
+        init_stage_barriers<NSTAGE>(full, empty, 32, WARPS);   // full: every lane of the stage's preparing warp
+        __syncthreads();                                // the block's last barrier: warps meet only through mbarriers
+        if (warp >= WARPS) {
+            const int w = warp - WARPS;
+            K1Warp& scratch = reinterpret_cast<K1Warp*>(smem + NSTAGE * Ly::STAGE + Ly::OUT_BYTES)[w];
+            auto item_of = [&](int c) {
+                Item it;
+                it.h = h;
+                it.t0 = tok0 + static_cast<int64_t>(c) * C;
+                it.len = static_cast<int>(min(static_cast<int64_t>(C), tok1 - it.t0));
+                return it;
+            };
+            if (w < nch) {
+                Fetched f;
+                f.it = item_of(w);
+                prep_fetch(p, f, lane);
+                prep_fetch_qk(p, f.it, scratch, lane);
+#pragma unroll 1
+                for (int c = w; c < nch; c += PREP) {
+                    const int stage = c % NSTAGE;
+                    if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
+                    prep_item(p, f, scratch, smem + stage * Ly::STAGE,
+                              [&](Item& nx) { if (c + PREP >= nch) return false; nx = item_of(c + PREP); return true; }, lane);
+                    mbar_arrive(&full[stage]);
+                }
+            }
+            cp_async_wait<0>();
+            return;
+        }
+    }
 
     // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1);
     // from the step before, through the carry, if the sequence began before this step's chunks
@@ -112,32 +172,28 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     }
 
     // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
-    // full[stage]; it first waits on empty[stage] until every warp is done with the chunk that stage held.
+    // full[stage]; it first waits on empty[stage] until every warp is done with the chunk that stage held
+    // (the fused kernel: the preparing warps do both, §prepare).
     // Each warp copies its own 16 rows of the values with cp.async (one 16-byte piece per lane; zeros past
     // the sequence's end), one commit group per chunk. Warps meet only through these two barriers, never
     // all at once: a warp that is ahead starts the next chunk without waiting for the others.
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NSTAGE; ++s) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], WARPS);
-        }
-        mbar_init_fence();
+    if constexpr (PREP == 0) {
+        init_stage_barriers<NSTAGE>(full, empty, 1, WARPS);
+        __syncthreads();
     }
-    __syncthreads();
     const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(p.v);
     auto load_chunk = [&](int c, int stage) {
         if (c < nch) {
             uint8_t* st = smem + stage * Ly::STAGE;
-            if (threadIdx.x == 0) {
+            if (PREP == 0 && threadIdx.x == 0) {
                 if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
                 mbar_arrive_expect_tx(&full[stage], REC_BYTES);
                 bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
                               REC_BYTES, &full[stage]);
             }
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
-            const int64_t tok = tok0 + static_cast<int64_t>(c) * C + r;
-            const bool inside = tok < tok1;
-            const __nv_bfloat16* src = v + ((inside ? tok : tok0) * H + h) * D + vbase + piece * 8;
+            const bool inside = c * C + r < ntok;
+            const __nv_bfloat16* src = v + ((tok0 + (inside ? c * C + r : 0)) * H + h) * D + vbase + piece * 8;
             cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
         }
         cp_async_commit();
@@ -263,8 +319,8 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
                               pack_bf16(P[1][0] * o0, P[1][1] * o0), pack_bf16(P[1][2] * o1, P[1][3] * o1));
             __syncwarp();
             const int tok = lane >> 1, part = lane & 1;
-            const int64_t gtok = tok0 + static_cast<int64_t>(c) * C + tok;
-            if (gtok < tok1)
+            const int64_t gtok = tok0 + (c * C + tok);
+            if (c * C + tok < ntok)
                 *reinterpret_cast<uint4*>(out + (gtok * H + h) * D + vrow + 8 * part) =
                     *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
         }
@@ -317,6 +373,15 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     }
 }
 
+template <int WARPS, int NSTAGE>
+__global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
+    recurrence_block<WARPS, NSTAGE, 0>(p);
+}
+template <int WARPS, int NSTAGE, int PREP>
+__global__ void __launch_bounds__(32 * (WARPS + PREP), 1) kda_fwd_fused(FwdArgs p) {
+    recurrence_block<WARPS, NSTAGE, PREP>(p);
+}
+
 // The configurations: WARPS warps (16 * WARPS state rows) per block, NSTAGE stages. Wider blocks read
 // each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64 and 96;
 // fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the library
@@ -327,11 +392,13 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 // at the first launch).
 constexpr int K2_MAX_DEVICES = 64;
 
-template <int WARPS, int NSTAGE>
+template <int WARPS, int NSTAGE, int PREP = 0>
 cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
     using Ly = K2Layout<WARPS>;
-    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
-    auto kernel = kda_fwd_recurrence<WARPS, NSTAGE>;
+    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES + PREP * static_cast<int>(sizeof(K1Warp));
+    void (*kernel)(FwdArgs);
+    if constexpr (PREP > 0) kernel = kda_fwd_fused<WARPS, NSTAGE, PREP>;
+    else kernel = kda_fwd_recurrence<WARPS, NSTAGE>;
     static bool ready[K2_MAX_DEVICES] = {};    // the shared-memory attribute, set once per device
     if (!ready[device]) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -340,7 +407,7 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t st
     }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     const dim3 grid(a.H * (D / Ly::VB), ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
-    kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
+    kernel<<<grid, Ly::THREADS + 32 * PREP, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -372,6 +439,18 @@ cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
         stages = blocks > 2 * 3 * static_cast<int64_t>(sms[device]) ? 3 : 4;
     }
     return stages == 3 ? launch_recurrence_with<4, 3>(a, device, stream) : launch_recurrence_with<4, 4>(a, device, stream);
+}
+
+// The fused kernel: 8 recurrence warps (the whole state of one head) and 4 preparing warps per block, 8
+// stages of shared memory: 213 KB, one block per SM. On the H200 (8 x 1024 tokens, H = 64 and 96) two
+// preparing warps were 1.5x slower than four: the preparation, not the recurrence, sets its pace.
+cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
+    if (a.n_seq == 0) return cudaSuccess;
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    if (device >= K2_MAX_DEVICES) return cudaErrorInvalidDevice;
+    return launch_recurrence_with<8, 8, 4>(a, device, stream);
 }
 
 }  // namespace kda

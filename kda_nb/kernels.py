@@ -13,26 +13,29 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS',
-           'KERNEL_VERSION', 'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source', 'workspace_bytes',
-           'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage',
-           'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda', 'pipeline_steps',
-           'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize', 'race_reports']
+__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL', 'CUDA_FLAGS', 'ARCH',
+           'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source',
+           'workspace_bytes', 'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason',
+           'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda',
+           'pipeline_steps', 'fused', 'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize', 'race_reports']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
-CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu',
-              'kda_decode.cu', 'kda_binding.cpp')
+CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_prep.cuh', 'kda_layout.cu', 'kda_prepare.cu',
+              'kda_recurrence.cu', 'kda_decode.cu', 'kda_binding.cpp')
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
+FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
-KERNEL_VERSIONS = {'v4': None,                             # version -> the commit of main whose csrc/ it is
+KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
+                   'v4': 'bfedf82b2384862aa6e1e79824b34f66fc13e20d',     # csrc/ before v5
                    'v3': '87917b5b2d44a7f2c6518dd9a84631ee3f6d07c1',     # csrc/ before v4
                    'v2': '5dd184af464bea6b50472048e08eb1023c8d4ed3',     # csrc/ before v3 (2e9a8e5)
                    'v1': 'ad8593a82d782fde7bc14d8864fa0a32073ea3ae'}     # csrc/ before v2 (febdf81)
@@ -138,24 +141,31 @@ def version_unavailable_reason(version: str) -> str | None:
 
 # %% ../nbs/04_kernels.ipynb #4bc6c527
 def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
-    "Compile each kernel source of `version` with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
+    "Compile `version`'s kernels as the library builds them, one translation unit, with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
-    rows = []
     folder = version_sources(version)                     # an earlier version: from git history
-    for src in [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_decode.cu') if (folder / f).exists()]:
+    files = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_decode.cu') if (folder / f).exists()]
+    # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
+    # beside it (v4's 3-stage K2 spilled 4 bytes built so, and none built alone).
+    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL)
+    home = {k: next((f for f in files if re.search(rf'\b{k}\s*\(', (folder / f).read_text())), None) for k in names}
+    with tempfile.TemporaryDirectory() as tmp:
+        unit = Path(tmp) / 'kda_nb_kernels.cu'
+        unit.write_text(''.join(f'#include "{f}"\n' for f in files))
         cmd = [str(nvcc), '-std=c++17', '-O3', '-lineinfo', f'-gencode=arch=compute_{arch[3:]},code={arch}',
-               '-Xptxas', '-v', '-c', str(folder / src), '-o', os.devnull]
+               f'-I{folder}', '-Xptxas', '-v', '-c', str(unit), '-o', os.devnull]
         res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0: raise RuntimeError(f"nvcc failed on {src}:\n{res.stderr}")
-        for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers(.*?)\n", res.stderr, re.S):
-            block = res.stderr[m.start():m.end()]
-            spill = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', block)
-            smem = re.search(r'(\d+) bytes smem', m.group(3))
-            name = next((k for k in (*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL) if k in m.group(1)), m.group(1))
-            rows.append(dict(kernel=name, file=src, registers=int(m.group(2)),
-                             spill_stores=int(spill.group(1)), spill_loads=int(spill.group(2)),
-                             static_smem=int(smem.group(1)) if smem else 0))
+    if res.returncode != 0: raise RuntimeError(f"nvcc failed on {', '.join(files)}:\n{res.stderr}")
+    rows = []
+    for m in re.finditer(r"Compiling entry function '(\w+)'.*?Used (\d+) registers(.*?)\n", res.stderr, re.S):
+        block = res.stderr[m.start():m.end()]
+        spill = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', block)
+        smem = re.search(r'(\d+) bytes smem', m.group(3))
+        name = next((k for k in names if k in m.group(1)), m.group(1))
+        rows.append(dict(kernel=name, file=home.get(name), registers=int(m.group(2)),
+                         spill_stores=int(spill.group(1)), spill_loads=int(spill.group(2)),
+                         static_smem=int(smem.group(1)) if smem else 0))
     return rows
 
 # %% ../nbs/04_kernels.ipynb #2f83e39c
@@ -236,6 +246,7 @@ def _build(version: str, verbose: bool):
                            functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else [])
                                      + (['kda_decode'] if 'kda_decode.cu' in files else [])
                                      + (['kda_set_pipeline_steps'] if 'kda_set_pipeline_steps' in binding else [])
+                                     + (['kda_set_fused'] if 'kda_set_fused' in binding else [])
                                      + (['kda_decode_plan', 'kda_decode_run', 'kda_decode_free']
                                         if 'kda_decode_plan' in binding else []),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
@@ -266,6 +277,15 @@ def pipeline_steps(steps: int):
     before = ext.kda_set_pipeline_steps(int(steps))
     try: yield
     finally: ext.kda_set_pipeline_steps(before)
+
+@contextlib.contextmanager
+def fused(mode: int = 1):
+    "Inside the block, the chunked path of this process runs the fused kernel: 1 always, -1 never (K1 and K2), 0 by the library's rule. For tests and experiments."
+    ext = load_kernels()
+    if not hasattr(ext, 'kda_set_fused'): raise RuntimeError(f"kernels {KERNEL_VERSION} have no fused kernel")
+    before = ext.kda_set_fused(int(mode))
+    try: yield
+    finally: ext.kda_set_fused(before)
 
 # %% ../nbs/04_kernels.ipynb #517a0b10
 def _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -398,6 +418,24 @@ with pipeline_steps(3):
         o, s = run_kernels(inp)
         torch.cuda.synchronize()
     inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=9)
+    pool = torch.randn(3, 2, 128, 128, device='cuda')
+    fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+             initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
+    torch.cuda.synchronize()
+# the fused kernel (v5): fixed and varlen with empties, adversarial offsets, a pool with padding
+from kda_nb.kernels import fused
+with fused(1):
+    for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
+        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=10))
+        torch.cuda.synchronize()
+        assert torch.isfinite(o).all()
+    for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+        inp = random_inputs(1, 40, 2, 128, device='cuda', seed=11)
+        inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+        inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+        o, s = run_kernels(inp)
+        torch.cuda.synchronize()
+    inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=12)
     pool = torch.randn(3, 2, 128, 128, device='cuda')
     fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
              initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))

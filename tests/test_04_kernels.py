@@ -77,6 +77,11 @@ import shutil
 from pathlib import Path
 import pytest
 
+# What an earlier version shipped with, built as the library builds it (one unit): v4's 3-stage K2, at its
+# 128-register bound, spilled 4 bytes in its chunk loop. The per-file build the check used until v5 did not
+# show it; v5 moved the loop's token bounds to 32 bits and has none.
+SHIPPED_SPILLS = {'v4': {('kda_fwd_recurrence', 128): 4}}
+
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 @pytest.mark.parametrize('version', list(KERNEL_VERSIONS))
 def test_kernels_compile_without_spills(version):
@@ -85,10 +90,12 @@ def test_kernels_compile_without_spills(version):
     usage = nvcc_resource_usage(version=version)
     files = {f.name for f in version_sources(version).iterdir()}
     extra = {k for k, f in ((LAYOUT_KERNEL, 'kda_layout.cu'), (DECODE_KERNEL, 'kda_decode.cu')) if f in files}   # v1, v2: neither
+    if FUSED_KERNEL in (version_sources(version) / 'kda_recurrence.cu').read_text(): extra.add(FUSED_KERNEL)   # v5 on
     assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | extra
     for r in usage:
         print(r)
-        assert r['spill_stores'] == 0 and r['spill_loads'] == 0, r
+        allowed = SHIPPED_SPILLS.get(version, {}).get((r['kernel'], r['registers']), 0)
+        assert r['spill_stores'] <= allowed and r['spill_loads'] <= allowed, r
 
 
 @pytest.mark.skipif(not (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'include' / 'cuda_runtime.h').exists(),
@@ -324,6 +331,79 @@ def test_pipeline_cuda_graph_replays_new_lengths():
     assert torch.equal(replayed[0], o1) and torch.equal(replayed[1], s1)
 
 
+def fused_short():
+    gen = torch.Generator().manual_seed(0)
+    return torch.randint(1, 40, (3000,), generator=gen).tolist()
+
+FUSED_CASES = {
+    'rows of one token': lambda: random_inputs(4, 1, 3, 128, device='cuda', seed=21),
+    'rows of 17': lambda: random_inputs(2, 17, 3, 128, device='cuda', seed=22),
+    'one row of 1000': lambda: random_inputs(1, 1000, 3, 128, device='cuda', seed=23),
+    'varlen with empties': lambda: random_inputs(1, 0, 3, 128, seqlens=[1000, 1, 17, 0, 300, 16, 15], device='cuda', seed=24),
+    'thousands of short': lambda: random_inputs(1, 0, 2, 128, seqlens=fused_short(), device='cuda', seed=25),
+    'g=8, A_log=8': lambda: random_inputs(2, 333, 2, 128, gate='g=8', A_log=8.0, device='cuda', seed=26),
+    'g=-8': lambda: random_inputs(2, 333, 2, 128, gate='g=-8', device='cuda', seed=27),
+    'bias=±8, A_log=-3': lambda: random_inputs(2, 333, 2, 128, gate='bias=±8', A_log=-3.0, device='cuda', seed=28),
+}
+
+@needs_kernels
+@pytest.mark.parametrize('case', list(FUSED_CASES))
+@pytest.mark.parametrize('state_out', ['fp32', 'bf16', None])
+def test_fused_same_bits(case, state_out):
+    inp = FUSED_CASES[case]()
+    with fused(-1): o1, s1 = run_kernels(inp, state_out)
+    with fused(1): o, s = check_against_fp64(inp, state_out)
+    assert torch.equal(o, o1) and (s is None if s1 is None else torch.equal(s, s1))
+
+@needs_kernels
+@pytest.mark.parametrize('state_in', [None, 'bf16'])
+@pytest.mark.parametrize('v_scale', [1e-6, 1e6])
+def test_fused_state_in_and_value_scales(state_in, v_scale):
+    inp = random_inputs(2, 200, 2, 128, state=state_in, device='cuda', seed=29)
+    inp['v'] = (inp['v'].float() * v_scale).bfloat16()
+    if state_in: inp['initial_state'] = (inp['initial_state'].float() * v_scale).to(inp['initial_state'].dtype)
+    with fused(-1): o1, s1 = run_kernels(inp)
+    with fused(1): o, s = check_against_fp64(inp)
+    assert torch.equal(o, o1) and torch.equal(s, s1)
+
+@needs_kernels
+@pytest.mark.parametrize('cu', ADVERSARIAL)
+def test_fused_adversarial_cu_seqlens(cu):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    with fused(-1): o1, s1 = run_kernels(inp)
+    with fused(1): o, s = check_against_fp64(inp)
+    assert torch.equal(o, o1) and torch.equal(s, s1)
+
+@needs_kernels
+def test_fused_pool_with_padding():
+    inp = random_inputs(1, 0, 2, 128, seqlens=[90, 40, 0, 150], device='cuda', seed=13)
+    pool = torch.randn(6, 2, 128, 128, device='cuda')
+    idx = torch.tensor([4, -1, 0, 2], device='cuda')
+    with fused(-1): o1, p1 = run_steps(inp, 1, state_indices=idx, pool=pool)
+    with fused(1): o, p = run_steps(inp, 1, state_indices=idx, pool=pool)
+    assert (o[0, 90:130] == 0).all() and torch.equal(p[[1, 3, 5]], pool[[1, 3, 5]])
+    assert torch.equal(o, o1) and torch.equal(p, p1)
+
+@needs_kernels
+def test_fused_cuda_graph_replays_new_lengths():
+    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 0, 212], device='cuda', seed=14)
+    cu = inp['cu_seqlens']
+    out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+    args = {k: x for k, x in inp.items() if k != 'initial_state'}
+    call = lambda: fwd_cuda(**args, out=out, initial_state=inp['initial_state'], final_state=fs)
+    with fused(1):
+        call(); torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph): call()
+        cu.copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
+        graph.replay(); torch.cuda.synchronize()
+    replayed = out.clone(), fs.clone()
+    with fused(-1): o1, s1 = run_kernels(inp)
+    assert torch.equal(replayed[0], o1) and torch.equal(replayed[1], s1)
+
+
 import subprocess, sys
 
 BINDING_ERRORS = {
@@ -353,7 +433,8 @@ except RuntimeError as e: print('RAISED', e)
 
 @needs_kernels
 @pytest.mark.slow
-def test_kernels_64bit_offsets():
+@pytest.mark.parametrize('mode', [-1, 1])                 # K1 and K2, the fused kernel
+def test_kernels_64bit_offsets(mode):
     H, tail = 128, [300, 211]
     head = (2**31) // (H * 128) + 1000                     # tokens before the checked sequences
     inp = random_inputs(1, 0, H, 128, seqlens=[16] + tail, device='cuda', seed=8)
@@ -369,7 +450,7 @@ def test_kernels_64bit_offsets():
     assert (head * H * 128) > 2**31
     big_inp = dict(inp, **big, cu_seqlens=cu)
     big_inp['initial_state'] = torch.cat([torch.zeros_like(inp['initial_state'][:1]), inp['initial_state'][1:]])
-    o, s = run_kernels(big_inp)
+    with fused(mode): o, s = run_kernels(big_inp)
     small = dict(inp, cu_seqlens=torch.tensor([0, tail[0], sum(tail)], device='cuda'),
                  initial_state=inp['initial_state'][1:])
     for name in ('q', 'k', 'v', 'g', 'beta'): small[name] = inp[name][:, 16:]

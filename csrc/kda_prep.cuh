@@ -1,0 +1,305 @@
+// kda_prep.cuh: one warp's preparation of one (chunk, head) item. Everything of the chunked form that
+// does not depend on the state: the activations (L2 norm, safe gate, beta), the cumulative decay, the
+// decayed / restored keys and decayed queries, the 16x16 matrices Mqk and (I + L)^-1 diag(beta), and
+// the chunk's total decay, left as one record (layout in kda_common.cuh) at an address the caller
+// gives. K1 (kda_prepare.cu) gives one in the workspace, for K2 to read back; the fused kernel's
+// preparing warps (kda_recurrence.cu) give a stage of shared memory that the recurrence warps beside
+// them read, so the record never leaves the SM.
+//
+// Lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the chunk, and 32 of the 128 channels:
+// 32 p + 8 t + e for p = 0..3, e = 0..7, i.e. 16 contiguous bytes of bf16 per (row, p). That is
+// exactly what the tf32 mma fragments need for L = kd ki^T and Mqk = qd ki^T, if the k-step
+// kk = 4 p + e / 2 reads channel 32 p + 8 t + 2 (kk % 4) as its column t and the next channel as its
+// column t + 4: the sum over channels only needs every channel once, in any order. So the keys and
+// queries go from global memory to registers to the tensor cores to the record without a trip through
+// shared memory; only the running sum of the gate over the rows (a sum across lanes) and the 16x16
+// inverse use a small per-warp scratch.
+#pragma once
+#include "kda_common.cuh"
+#include "kda_launch.h"
+
+namespace kda {
+
+constexpr int GS = D + 4;    // fp32 row stride of the G scratch: conflict-free 16-byte accesses
+constexpr int LS = C + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
+
+struct K1Warp {              // one warp's scratch, 16.25 KB
+    __nv_bfloat16 qk[2][C][D];   // q and k as loaded; 16-byte piece P of row r sits at P ^ 4 (r & 1)
+    union {
+        float G[C][GS];          // the cumulative gate G, rows x channels
+        struct {
+            float L[C][LS];      // L, then |INV diag(beta)|, once G is no longer needed
+            float beta[C];
+            __half small[2][C][SROW];   // invb and mqk as the record holds them, written out 16 bytes a lane
+        };
+    };
+};
+
+// One unit of preparation: a (chunk, head) pair, by its head, first token and length (<= 16).
+struct Item {
+    int h, len;
+    int64_t t0;
+};
+
+__device__ __forceinline__ float2 unpack_bf16(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+    return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+__device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ void sts4(float* p, float a, float b, float c, float d) {
+    *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
+}
+
+// What a warp fetches ahead for its next item: where it is, its gate rows (lane l: channels 4 l .. 4 l + 3
+// of each of the 16 rows), its two betas (rows g, g + 8) and its head's gate parameters. The q and k
+// rows go to the scratch by cp.async.
+struct Fetched {
+    Item it;
+    uint2 graw[C];
+    __nv_bfloat16 beta[2];   // the logits
+    float4 bias;             // dt_bias of the lane's 4 channels
+    float A_log;
+};
+
+// §load: the gate rows and betas into registers, and q and k rows g and g + 8 into the scratch by
+// cp.async, 16 bytes per (row, p); zeros past the sequence's end (identity tokens). Piece P of row r
+// goes to P ^ 4 (r & 1): the lanes of a quarter warp, rows g and g + 1, then read disjoint banks.
+// A warp asks for the next item's gate rows as soon as it has used the current ones, and for its q and
+// k rows as soon as the current ones are used (prep_item), so the loads overlap the current item's
+// arithmetic.
+__device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lane) {   // loads only: nothing waits
+    const int g = lane >> 2, H = p.H;
+    const int64_t HD = static_cast<int64_t>(H) * D;
+    const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
+    const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
+#pragma unroll
+    for (int r = 0; r < C; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
+    const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
+    f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
+    f.A_log = __ldg(p.A_log + f.it.h);
+}
+__device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t HD = static_cast<int64_t>(p.H) * D;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int r = g + 8 * hf;
+        const bool in = r < it.len;
+        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + it.h * D;
+#pragma unroll
+        for (int q4 = 0; q4 < 4; ++q4) {
+            const int piece = (4 * q4 + t) ^ (4 * (r & 1));
+            cp_async16(&sm.qk[0][r][8 * piece], static_cast<const __nv_bfloat16*>(p.q) + off + 32 * q4 + 8 * t, in ? 16 : 0);
+            cp_async16(&sm.qk[1][r][8 * piece], static_cast<const __nv_bfloat16*>(p.k) + off + 32 * q4 + 8 * t, in ? 16 : 0);
+        }
+    }
+    cp_async_commit();
+}
+
+// The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
+// or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
+// here, into f and the scratch, as soon as the current ones are used.
+template <class Next>
+__device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const int len = f.it.len;
+    float beta[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
+
+    // §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
+    // lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
+    // scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
+    // 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
+    {
+        const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
+        const float4 bias = f.bias;
+        float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int r = 0; r < C; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
+            const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
+            const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+            run.x += w * sigmoid(A * (a.x + bias.x));
+            run.y += w * sigmoid(A * (a.y + bias.y));
+            run.z += w * sigmoid(A * (b.x + bias.z));
+            run.w += w * sigmoid(A * (b.y + bias.w));
+            sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
+        }
+        *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
+            make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+    }
+    Item nx;
+    const bool more = next(nx);
+    if (more) { f.it = nx; prep_fetch(p, f, lane); }     // the next item's gate rows, while this one computes
+    cp_async_wait<0>();                                 // this item's q and k rows
+    __syncwarp();
+
+    // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
+    auto raw_qk = [&](int which, int hf, int q4) {
+        const int r = g + 8 * hf;
+        return *reinterpret_cast<const uint4*>(&sm.qk[which][r][8 * ((4 * q4 + t) ^ (4 * (r & 1)))]);
+    };
+    float rq[2], rk[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        float sq = 0.f, sk = 0.f;
+#pragma unroll
+        for (int q4 = 0; q4 < 4; ++q4) {
+            const uint4 qa = raw_qk(0, hf, q4), ka = raw_qk(1, hf, q4);
+#pragma unroll
+            for (int w = 0; w < 4; ++w) {
+                const float2 a = unpack_bf16(word(qa, w)), b = unpack_bf16(word(ka, w));
+                sq = fmaf(a.x, a.x, fmaf(a.y, a.y, sq));
+                sk = fmaf(b.x, b.x, fmaf(b.y, b.y, sk));
+            }
+        }
+#pragma unroll
+        for (int o = 1; o <= 2; o <<= 1) {
+            sq += __shfl_xor_sync(0xffffffffu, sq, o);
+            sk += __shfl_xor_sync(0xffffffffu, sk, o);
+        }
+        rq[hf] = rsqrtf(sq + 1e-6f);
+        rk[hf] = rsqrtf(sk + 1e-6f);
+    }
+
+    // §lmqk: per k-step, the lane's 2 rows x 2 channels of kd = k_hat 2^G, qd = q_hat 2^G, ki = k_hat 2^-G
+    // and kr = k_hat 2^(G_last - G). kd, qd, kr are packed and stored to the record 16 bytes at a time
+    // (each warp store covers 8 rows x 64 contiguous bytes); kd, qd, ki feed L = kd ki^T and
+    // Mqk = qd ki^T on the tensor cores, to fp32 accuracy with the 3xTF32 split. A fragment (kd or qd):
+    // a[0] = (row g, col t), a[1] = (g + 8, t), a[2] = (g, t + 4), a[3] = (g + 8, t + 4). B fragment of
+    // n-tile nt (ki rows 8 nt .. 8 nt + 7): b0 = (k = t, n = g), b1 = (t + 4, g): the lane's own row g + 8 nt.
+    float Lacc[2][4] = {}, Macc[2][4] = {};
+#pragma unroll 1                                       // one 8-channel slice at a time keeps 4 blocks' worth of registers
+    for (int q4 = 0; q4 < 4; ++q4) {
+        const uint4 qa[2] = {raw_qk(0, 0, q4), raw_qk(0, 1, q4)}, ka[2] = {raw_qk(1, 0, q4), raw_qk(1, 1, q4)};
+        uint32_t okd[2][4], oqd[2][4], okr[2][4];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {                  // k-step 4 q4 + w: channels 32 q4 + 8 t + 2 w (+1)
+            float kd[2][2], qd[2][2], ki[2][2];        // [row g / g + 8][column t / t + 4]
+            const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[C - 1][32 * q4 + 8 * t + 2 * w]);
+            const float el[2] = {fast_exp2(Gl.x), fast_exp2(Gl.y)};   // the chunk's decay: 2^G_last >= 2^-116
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
+                const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][32 * q4 + 8 * t + 2 * w]);
+                float kr[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const float G = c ? Gv.y : Gv.x;
+                    const float e = fast_exp2(G), ei = fast_exp2(-G);
+                    const float kh = (c ? kk.y : kk.x) * rk[hf], qh = (c ? qq.y : qq.x) * rq[hf];
+                    kd[hf][c] = kh * e;
+                    qd[hf][c] = qh * e;           // unscaled: K2 applies the output scale
+                    ki[hf][c] = kh * ei;
+                    kr[c] = ki[hf][c] * el[c];     // k_hat 2^(G_last - G) <= |k_hat|: fp16 is safe
+                }
+                okd[hf][w] = pack_bf16(kd[hf][0], kd[hf][1]);
+                oqd[hf][w] = pack_bf16(qd[hf][0], qd[hf][1]);
+                okr[hf][w] = pack_f16(kr[0], kr[1]);
+            }
+            uint32_t kh4[4], kl4[4], qh4[4], ql4[4], bh[2][2], bl[2][2];
+            split_tf32(kd[0][0], kh4[0], kl4[0]); split_tf32(kd[1][0], kh4[1], kl4[1]);
+            split_tf32(kd[0][1], kh4[2], kl4[2]); split_tf32(kd[1][1], kh4[3], kl4[3]);
+            split_tf32(qd[0][0], qh4[0], ql4[0]); split_tf32(qd[1][0], qh4[1], ql4[1]);
+            split_tf32(qd[0][1], qh4[2], ql4[2]); split_tf32(qd[1][1], qh4[3], ql4[3]);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                split_tf32(ki[nt][0], bh[nt][0], bl[nt][0]);
+                split_tf32(ki[nt][1], bh[nt][1], bl[nt][1]);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                mma_tf32(Lacc[nt], kl4, bh[nt][0], bh[nt][1]);      // the small terms first
+                mma_tf32(Lacc[nt], kh4, bl[nt][0], bl[nt][1]);
+                mma_tf32(Lacc[nt], kh4, bh[nt][0], bh[nt][1]);
+                mma_tf32(Macc[nt], ql4, bh[nt][0], bh[nt][1]);
+                mma_tf32(Macc[nt], qh4, bl[nt][0], bl[nt][1]);
+                mma_tf32(Macc[nt], qh4, bh[nt][0], bh[nt][1]);
+            }
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int at = 2 * swz_row(g + 8 * hf, 4 * q4 + t);   // bytes
+            *reinterpret_cast<uint4*>(rec + REC_KD + at) = make_uint4(okd[hf][0], okd[hf][1], okd[hf][2], okd[hf][3]);
+            *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
+            *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
+        }
+    }
+    __syncwarp();                                     // every lane is done with q and k: fetch the next item's
+    if (more) prep_fetch_qk(p, f.it, sm, lane);
+
+    // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the scratch's
+    // copy of the record's small matrices.
+    // C fragment of n-tile nt: (row g, cols 8 nt + 2 t, +1) and (row g + 8, same cols).
+    __syncwarp();                                     // every lane is done reading G: L and beta take its place
+    if (t == 0) { sm.beta[g] = beta[0]; sm.beta[g + 8] = beta[1]; }
+    __half* mqk = &sm.small[1][0][0];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int i = g + 8 * hf, j = 8 * nt + 2 * t;
+            const float l0 = Lacc[nt][2 * hf] * beta[hf];
+            const float l1 = Lacc[nt][2 * hf + 1] * beta[hf];
+            *reinterpret_cast<float2*>(&sm.L[i][j]) = make_float2(j < i ? l0 : 0.f, j + 1 < i ? l1 : 0.f);
+            const float m0 = Macc[nt][2 * hf], m1 = Macc[nt][2 * hf + 1];
+            *reinterpret_cast<__half2*>(mqk + swz_small(i, nt) + 2 * t) = __floats2half2_rn(j <= i ? m0 : 0.f, j + 1 <= i ? m1 : 0.f);
+        }
+    __syncwarp();
+
+    // §inverse: X = (I + L)^-1 by forward substitution, X_i = e_i - sum_{m < i} L_im X_m, one column per
+    // lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
+    // of the lane's column stay in registers.
+    const int j = lane & 15;
+    float X[C];
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+        float s = i == j ? 1.f : 0.f;
+#pragma unroll
+        for (int m4 = 0; m4 < i; m4 += 4) {
+            const float4 l = lds4(&sm.L[i][m4]);
+            s = fmaf(-l.x, X[m4], s);
+            if (m4 + 1 < i) s = fmaf(-l.y, X[m4 + 1], s);
+            if (m4 + 2 < i) s = fmaf(-l.z, X[m4 + 2], s);
+            if (m4 + 3 < i) s = fmaf(-l.w, X[m4 + 3], s);
+        }
+        X[i] = s;
+    }
+
+    // §invb: fold beta into the inverse's columns, store fp16, and the largest row sum of |INV diag(beta)|
+    const float bj = sm.beta[j];
+    __syncwarp();                                     // every lane is done reading L
+    __half* invb = &sm.small[0][0][0];
+#pragma unroll
+    for (int i = 0; i < C; ++i) {
+        const float x = X[i] * bj;
+        if (lane < C) {
+            invb[swz_small(i, j >> 3) + (j & 7)] = __float2half_rn(x);
+            sm.L[i][j] = fabsf(x);
+        }
+    }
+    __syncwarp();
+    float row = 0.f;
+    if (lane < C) {
+#pragma unroll
+        for (int m4 = 0; m4 < C; m4 += 4) {
+            const float4 a = lds4(&sm.L[lane][m4]);
+            row += (a.x + a.y) + (a.z + a.w);
+        }
+    }
+#pragma unroll
+    for (int o = 16; o; o >>= 1) row = fmaxf(row, __shfl_xor_sync(0xffffffffu, row, o));
+    if (lane == 0) *reinterpret_cast<float4*>(rec + REC_NORM) = make_float4(row, 0.f, 0.f, 0.f);
+    // invb and mqk, 1 KB contiguous in the record, 16 bytes per lane and store
+    static_assert(REC_MQK == REC_INVB + C * SROW * 2 && sizeof(sm.small) == 2 * C * SROW * 2, "invb, mqk adjacent");
+#pragma unroll
+    for (int i = lane; i < 2 * C * SROW * 2 / 16; i += 32)
+        *reinterpret_cast<uint4*>(rec + REC_INVB + 16 * i) = reinterpret_cast<const uint4*>(&sm.small[0][0][0])[i];
+    __syncwarp();                                     // the scratch is free for the next item
+}
+
+}  // namespace kda
