@@ -270,22 +270,21 @@ def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
 
 # %% ../nbs/04_kernels.ipynb #92fd5010
 @contextlib.contextmanager
+def _forced(setter: str, value: int, what: str):
+    "Inside the block, the binding's setting `setter` (which returns the one it replaces) holds `value`."
+    ext = load_kernels()
+    if not hasattr(ext, setter): raise RuntimeError(f"kernels {KERNEL_VERSION} have no {what}")
+    before = getattr(ext, setter)(int(value))
+    try: yield
+    finally: getattr(ext, setter)(before)
+
 def pipeline_steps(steps: int):
     "Inside the block, the chunked path of this process runs in `steps` pipeline steps (1 to 8; 0: the library's rule). For tests and experiments."
-    ext = load_kernels()
-    if not hasattr(ext, 'kda_set_pipeline_steps'): raise RuntimeError(f"kernels {KERNEL_VERSION} have no pipeline")
-    before = ext.kda_set_pipeline_steps(int(steps))
-    try: yield
-    finally: ext.kda_set_pipeline_steps(before)
+    return _forced('kda_set_pipeline_steps', steps, 'pipeline')
 
-@contextlib.contextmanager
 def fused(mode: int = 1):
     "Inside the block, the chunked path of this process runs the fused kernel: 1 always, -1 never (K1 and K2), 0 by the library's rule. For tests and experiments."
-    ext = load_kernels()
-    if not hasattr(ext, 'kda_set_fused'): raise RuntimeError(f"kernels {KERNEL_VERSION} have no fused kernel")
-    before = ext.kda_set_fused(int(mode))
-    try: yield
-    finally: ext.kda_set_fused(before)
+    return _forced('kda_set_fused', mode, 'fused kernel')
 
 # %% ../nbs/04_kernels.ipynb #517a0b10
 def _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -403,43 +402,26 @@ for name in ('dt_bias', 'q'):
     inp[name] = flat[1:].view(x.shape)
 run_kernels(inp)
 torch.cuda.synchronize()
-# the pipeline (K1 and K2 in steps, K2 on a second stream): fixed and varlen, empty sequences on step
-# boundaries, adversarial offsets, a pool with padding
-from kda_nb.kernels import pipeline_steps
-with pipeline_steps(3):
-    for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
-        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=7))
+# the pipeline (K1 and K2 in steps, K2 on a second stream) and the fused kernel (v5), each forced: fixed
+# and varlen, empty sequences (on step boundaries), adversarial offsets, a pool with padding
+from kda_nb.kernels import pipeline_steps, fused
+for path, seed in ((pipeline_steps(3), 7), (fused(1), 10)):
+    with path:
+        for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
+            o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=seed))
+            torch.cuda.synchronize()
+            assert torch.isfinite(o).all()
+        for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+            inp = random_inputs(1, 40, 2, 128, device='cuda', seed=seed + 1)
+            inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+            inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+            o, s = run_kernels(inp)
+            torch.cuda.synchronize()
+        inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=seed + 2)
+        pool = torch.randn(3, 2, 128, 128, device='cuda')
+        fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+                 initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
         torch.cuda.synchronize()
-        assert torch.isfinite(o).all()
-    for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
-        inp = random_inputs(1, 40, 2, 128, device='cuda', seed=8)
-        inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-        inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
-        o, s = run_kernels(inp)
-        torch.cuda.synchronize()
-    inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=9)
-    pool = torch.randn(3, 2, 128, 128, device='cuda')
-    fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
-             initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
-    torch.cuda.synchronize()
-# the fused kernel (v5): fixed and varlen with empties, adversarial offsets, a pool with padding
-from kda_nb.kernels import fused
-with fused(1):
-    for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
-        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=10))
-        torch.cuda.synchronize()
-        assert torch.isfinite(o).all()
-    for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
-        inp = random_inputs(1, 40, 2, 128, device='cuda', seed=11)
-        inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-        inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
-        o, s = run_kernels(inp)
-        torch.cuda.synchronize()
-    inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=12)
-    pool = torch.randn(3, 2, 128, 128, device='cuda')
-    fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
-             initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
-    torch.cuda.synchronize()
 # K3 (decode, 04a_decode): adversarial offsets with a bf16 pool, an int32 padding index and one outside the pool
 from kda_nb.decode import decode_cuda
 for cu in ([0, 1, 2, 3], [0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):

@@ -233,14 +233,18 @@ def test_layout_kernel_many_sequences():
     check_layout(cu.flip(0), int(cu[-1]))                      # decreasing everywhere
 
 
+def adversarial_inputs(cu: list[int]) -> dict:
+    "A batch of 40 tokens whose `cu_seqlens` is `cu`, whatever it holds, with a state per entry."
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    return inp
+
 @needs_kernels
 @pytest.mark.parametrize('cu', ADVERSARIAL)
 def test_kernels_adversarial_cu_seqlens(cu):
     "Whatever cu_seqlens holds, the kernels compute what the reference computes on the safe offsets."
-    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
-    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
-    check_against_fp64(inp)
+    check_against_fp64(adversarial_inputs(cu))
 
 def odd_view(x):
     "The same values at an element offset of 1 into a larger buffer: not 16-byte aligned."
@@ -306,29 +310,30 @@ def test_pipeline_pool_with_padding():
 @needs_kernels
 @pytest.mark.parametrize('cu', ADVERSARIAL)
 def test_pipeline_adversarial_cu_seqlens(cu):
-    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
-    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    inp = adversarial_inputs(cu)
     o1, s1 = run_steps(inp, 1)
     o, s = run_steps(inp, 3)
     assert torch.equal(o, o1) and torch.equal(s, s1)
 
-@needs_kernels
-def test_pipeline_cuda_graph_replays_new_lengths():
+def replay_with_new_lengths(context):
+    "Inside `context`, capture a varlen call in a CUDA graph, write new lengths into its `cu_seqlens`, replay: (out, final state, the inputs as replayed)."
     inp = random_inputs(1, 0, 2, 128, seqlens=[300, 0, 212], device='cuda', seed=14)
-    cu = inp['cu_seqlens']
     out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
     args = {k: x for k, x in inp.items() if k != 'initial_state'}
     call = lambda: fwd_cuda(**args, out=out, initial_state=inp['initial_state'], final_state=fs)
-    with pipeline_steps(4):
+    with context:
         call(); torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph): call()
-        cu.copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
+        inp['cu_seqlens'].copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
         graph.replay(); torch.cuda.synchronize()
-    replayed = out.clone(), fs.clone()
+    return out.clone(), fs.clone(), inp
+
+@needs_kernels
+def test_pipeline_cuda_graph_replays_new_lengths():
+    o, s, inp = replay_with_new_lengths(pipeline_steps(4))
     o1, s1 = run_steps(inp, 1)
-    assert torch.equal(replayed[0], o1) and torch.equal(replayed[1], s1)
+    assert torch.equal(o, o1) and torch.equal(s, s1)
 
 
 def fused_short():
@@ -369,9 +374,7 @@ def test_fused_state_in_and_value_scales(state_in, v_scale):
 @needs_kernels
 @pytest.mark.parametrize('cu', ADVERSARIAL)
 def test_fused_adversarial_cu_seqlens(cu):
-    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=3)
-    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    inp = adversarial_inputs(cu)
     with fused(-1): o1, s1 = run_kernels(inp)
     with fused(1): o, s = check_against_fp64(inp)
     assert torch.equal(o, o1) and torch.equal(s, s1)
@@ -388,20 +391,9 @@ def test_fused_pool_with_padding():
 
 @needs_kernels
 def test_fused_cuda_graph_replays_new_lengths():
-    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 0, 212], device='cuda', seed=14)
-    cu = inp['cu_seqlens']
-    out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
-    args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    call = lambda: fwd_cuda(**args, out=out, initial_state=inp['initial_state'], final_state=fs)
-    with fused(1):
-        call(); torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph): call()
-        cu.copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
-        graph.replay(); torch.cuda.synchronize()
-    replayed = out.clone(), fs.clone()
+    o, s, inp = replay_with_new_lengths(fused(1))
     with fused(-1): o1, s1 = run_kernels(inp)
-    assert torch.equal(replayed[0], o1) and torch.equal(replayed[1], s1)
+    assert torch.equal(o, o1) and torch.equal(s, s1)
 
 
 import subprocess, sys
