@@ -10,15 +10,13 @@ import math
 import torch
 
 from .activations import activate
-from .layout import seq_bounds
+from .layout import CHUNK, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['CHUNK', 'neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked']
+__all__ = ['neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked']
 
 # %% ../nbs/03_chunked.ipynb #99f3596c
-CHUNK = 16   # tokens per chunk: the kernels' C
-
 def neumann_inverse(L: torch.Tensor) -> torch.Tensor:
     "`(I + L)^-1` for strictly lower-triangular `L [..., 16, 16]`, as `(I - L)(I + L^2)(I + L^4)(I + L^8)`."
     C = L.shape[-1]
@@ -84,7 +82,7 @@ def _to_chunks(x: torch.Tensor, tok) -> torch.Tensor:
     "`x [B, T, H, ...]` -> step-major chunks `[M, H, C, ...]`: gathered by `tok`, or reshaped (`tok=None`)."
     B, T, H = x.shape[:3]
     if tok is None:                                                 # fixed length: chunk c of row b is row c*B+b
-        n = -(-T // CHUNK)
+        n = n_chunks(T)
         x = torch.nn.functional.pad(x, [0, 0] * (x.dim() - 2) + [0, n * CHUNK - T])
         x = x.reshape(B, n, CHUNK, H, *x.shape[3:]).transpose(0, 1).transpose(2, 3)
         return x.reshape(n * B, H, CHUNK, *x.shape[4:])
@@ -98,7 +96,7 @@ def _from_chunks(oc: torch.Tensor, tok, B: int, T: int) -> torch.Tensor:
     "Step-major `oc [M, H, C, V]` -> `[B, T, H, V]`: the inverse of `_to_chunks` on the tokens that exist."
     M, H, C, V = oc.shape
     if tok is None:
-        oc = oc.reshape(-(-T // CHUNK), B, H, C, V).permute(1, 0, 3, 2, 4)
+        oc = oc.reshape(n_chunks(T), B, H, C, V).permute(1, 0, 3, 2, 4)
         return oc.reshape(B, -1, H, V)[:, :T].contiguous()
     idx, valid = tok
     out = oc.new_zeros(B * T, H, V)                                 # tokens of no sequence stay zero
@@ -128,7 +126,7 @@ def kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_st
     N = len(bounds)
     S0 = (initial_state.to(dtype) if initial_state is not None
           else q.new_zeros(N, H, V, K, dtype=dtype))
-    order, active = step_schedule([-(-(e - s) // CHUNK) for s, e in bounds])   # chunks per sequence
+    order, active = step_schedule([n_chunks(e - s) for s, e in bounds])   # chunks per sequence
     seq, step = step_rows(active)
     tok = None if cu_seqlens is None else [t.to(q.device) for t in _chunk_tokens(bounds, order, seq, step)]
     xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype))

@@ -10,25 +10,56 @@ import math
 import torch
 
 # %% auto #0
-__all__ = ['CHUNK_TOKENS', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'safe_cu_seqlens',
-           'chunk_offsets', 'longest_first', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs', 'scaled_six',
-           'anchor_workloads', 'rel_rms']
+__all__ = ['CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'n_chunks', 'max_chunks',
+           'safe_cu_seqlens', 'chunk_offsets', 'longest_first', 'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded',
+           'from_padded', 'random_inputs', 'scaled_six', 'anchor_workloads', 'rel_rms']
 
 # %% ../nbs/00_layout.ipynb #c52ad9e1
-CHUNK_TOKENS = 16    # tokens per chunk of the chunked form and the kernels
+CHUNK = 16    # tokens per chunk of the chunked form and the kernels: the one name for it (csrc/kda_layout.cuh: kda::CHUNK)
+
+def n_chunks(length: int) -> int:
+    "Chunks of `CHUNK` tokens that a sequence of `length` tokens takes (the last one may be partly filled)."
+    return -(-length // CHUNK)
+
+def max_chunks(B: int, T: int, N: int, varlen: bool) -> int:
+    "An upper bound on a batch's chunks, from shapes alone: `B` rows of `T`, or `N` sequences sharing `T` tokens."
+    return (T + (CHUNK - 1) * N) // CHUNK if varlen else B * n_chunks(T)
 
 def safe_cu_seqlens(cu_seqlens: torch.Tensor, T: int) -> torch.Tensor:
     "`cu_seqlens` made harmless: the running maximum of its entries clamped at 0, capped at `T` (itself if valid)."
     return cu_seqlens.clamp(min=0).cummax(0).values.clamp(max=T)
 
-def chunk_offsets(cu: torch.Tensor, chunk: int = CHUNK_TOKENS) -> torch.Tensor:
+def chunk_offsets(cu: torch.Tensor) -> torch.Tensor:
     "`[N+1]` chunk offsets of safe token offsets `cu`: sequence n owns chunks `[cu_chunks[n], cu_chunks[n+1])`."
-    n = (cu.diff() + chunk - 1) // chunk
+    n = (cu.diff() + CHUNK - 1) // CHUNK
     return torch.cat([n.new_zeros(1), n.cumsum(0)])
 
 def longest_first(cu: torch.Tensor) -> torch.Tensor:
     "The sequences of safe offsets `cu`, longest first (ties in their given order)."
     return torch.sort(cu.diff(), descending=True, stable=True).indices
+
+# %% ../nbs/00_layout.ipynb #25c2643a
+def seqlens_of(cu: list[int], T: int) -> list[int]:
+    "The sequence lengths of a valid `cu_seqlens` (as a list) over `T` tokens; `ValueError` naming the first bad entry."
+    if cu[0] != 0: raise ValueError(f"cu_seqlens must start at 0, got {cu[0]}")
+    if cu[-1] != T: raise ValueError(f"cu_seqlens must end at T = {T}, got {cu[-1]}")
+    bad = next((i for i in range(len(cu) - 1) if cu[i + 1] < cu[i]), None)
+    if bad is not None:
+        raise ValueError(f"cu_seqlens must not decrease, got cu_seqlens[{bad}] = {cu[bad]} > "
+                         f"cu_seqlens[{bad + 1}] = {cu[bad + 1]}")
+    return [b - a for a, b in zip(cu[:-1], cu[1:])]
+
+def check_slots(idx: list[int], P: int) -> bool:
+    "Is `state_indices` (as a list) valid for a pool of `P` slots: each in [-1, P), no slot named twice? Else `ValueError`."
+    bad = next((i for i, s in enumerate(idx) if not -1 <= s < P), None)
+    if bad is not None:
+        raise ValueError(f"state_indices must be in [-1, {P}) (a slot of the pool, or -1 for a padding sequence), "
+                         f"got state_indices[{bad}] = {idx[bad]}")
+    first = {}
+    for i, s in enumerate(idx):
+        if s >= 0 and first.setdefault(s, i) != i:
+            raise ValueError(f"state_indices must not name a slot twice, got slot {s} at {first[s]} and {i}")
+    return True
 
 # %% ../nbs/00_layout.ipynb #e3d79f20
 def seq_bounds(B: int, T: int, cu_seqlens: torch.Tensor | None = None) -> list[tuple[int, int]]:

@@ -44,6 +44,7 @@ def test_chunked_split_carries_state(T, cut, seed):
     assert rel_rms(torch.cat([o1, o2], 1), whole_o) < 1e-12 and rel_rms(s2, whole_s) < 1e-12
 
 
+from kda_nb.layout import CHUNK, n_chunks
 def test_chunked_ragged_equals_separate():
     seqlens = [37, 0, 16, 1, 0, 70, 5, 16, 33]
     inp = random_inputs(1, 0, 2, 8, 4, seqlens=seqlens, state='fp64', dtype=torch.float64, seed=5)
@@ -92,7 +93,7 @@ def best_time(f, inp, n=2):
 
 def test_chunked_cost_linear_in_tokens():
     seqlens = [4096] + [1] * 1023
-    _, active = step_schedule([-(-n // CHUNK) for n in seqlens])
+    _, active = step_schedule([n_chunks(n) for n in seqlens])
     assert len(active) == 256 and sum(active) == 256 + 1023              # one row per chunk that exists
     ragged = random_inputs(1, 0, 1, 16, 16, seqlens=seqlens, seed=0)
     single = random_inputs(1, sum(seqlens), 1, 16, 16, seed=0)           # the same number of tokens, one sequence
