@@ -38,3 +38,41 @@ def test_profiler_without_plot_packages():
         "except ImportError as e: print('ok' if \"pip install 'kda_nb[plots]'\" in str(e) else e)"])
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().splitlines()[-1] == 'ok', (r.stdout[-2000:], r.stderr[-2000:])
+
+
+import importlib.util, tempfile
+from pathlib import Path
+import kda_nb
+
+def _import_graph():
+    "tools/import_graph.py of the checkout, loaded as a module."
+    spec = importlib.util.spec_from_file_location('import_graph', Path(kda_nb.__file__).resolve().parents[1] / 'tools' / 'import_graph.py')
+    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    return mod
+
+def test_import_graph_finds_lazy_circles_and_the_library_using_the_lab(tmp_path):
+    ig = _import_graph()
+    pkg = tmp_path / 'kda_nb'; (pkg / 'ncu').mkdir(parents=True)
+    for f, text in {'__init__.py': '', 'api.py': 'from .kernels import x\n',
+                    'kernels.py': 'x = 1\ndef f():\n    from kda_nb.ncu.checks import y\n',
+                    'ncu/__init__.py': 'from . import checks\n', 'ncu/capturing.py': 'from ..kernels import x\n',
+                    'ncu/checks.py': 'from .capturing import x\ny = 2\ndef g():\n    from kda_nb import api\n'}.items():
+        (pkg / f).write_text(text)
+    g, lines = ig.graph(tmp_path, 'kda_nb')
+    assert g['kda_nb.ncu'] == {'kda_nb.ncu.checks'} and g['kda_nb.api'] == {'kda_nb.kernels'}
+    assert g['kda_nb.ncu.checks'] == {'kda_nb.ncu.capturing', 'kda_nb.api'} and lines['kda_nb.kernels'] == 3
+    assert ig.cycles(g) == [['kda_nb.api', 'kda_nb.kernels', 'kda_nb.ncu.capturing', 'kda_nb.ncu.checks']]
+    assert ig.core_uses_lab(g) == [('kda_nb.kernels', 'kda_nb.ncu.checks')]
+    (pkg / 'kernels.py').write_text('x = 1\n')                 # the lazy import gone: no circle
+    g, _ = ig.graph(tmp_path, 'kda_nb')
+    assert ig.cycles(g) == [] and ig.core_uses_lab(g) == []
+
+def test_kda_nb_has_no_import_circle():
+    ig = _import_graph()
+    g, _ = ig.graph()
+    assert {'kda_nb.ncu.capturing', 'kda_nb.ncu.checks', 'kda_nb.bench.run', 'kda_nb.api'} <= set(g)
+    assert ig.cycles(g) == [], ig.cycles(g)
+    assert ig.core_uses_lab(g) == [], ig.core_uses_lab(g)
+
+test_import_graph_finds_lazy_circles_and_the_library_using_the_lab(Path(tempfile.mkdtemp()))
+test_kda_nb_has_no_import_circle()

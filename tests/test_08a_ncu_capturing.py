@@ -92,6 +92,19 @@ def test_flash_kda_capture_plan():
     with pytest.raises(ValueError, match='impl must be one of'): mode_regex('fixed', 'fla')
 
 
+def test_log_reading_and_the_missing_kernel_pitfall():
+    log = ('==PROF== Profiling "elementwise_kernel" - 0: 0%....50%....100% - 8 passes\n'
+           '==PROF== Profiling "kda_fwd_prepare" - 1: 0%....50%....100% - 8 passes\n'
+           '==WARNING== No kernels were profiled.\n')
+    assert profiled_names(log) == ['elementwise_kernel', 'kda_fwd_prepare']
+    f = check_kernels([], launched=['elementwise_kernel', 'my_kernel'])
+    assert f[0].level == 'error' and 'matched no kernel' in f[0].message and 'my_kernel' in f[0].message
+    f = check_kernels(['kda_fwd_prepare', 'kda_fwd_recurrence', 'elementwise_kernel'])
+    assert [x.level for x in f] == ['warning']
+    assert check_kernels([])[0].message.count('--set basic') == 1
+test_log_reading_and_the_missing_kernel_pitfall()
+
+
 def test_capture_says_clearly_when_it_cannot_run(capsys):
     with pytest.raises(SystemExit, match="cannot profile on this machine: Nsight Compute's `no-such-ncu`"):
         capture(ncu='no-such-ncu')

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..kernels import DECODE_KERNEL, KERNEL_NAMES, csrc_dir, kernels_unavailable_reason
@@ -22,8 +23,8 @@ __all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS'
            'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape',
            'workload_seqlens', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload', 'mode_regex',
            'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
-           'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'capture_record', 'command_of',
-           'flash_kda_source_folder', 'capture']
+           'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture_record',
+           'command_of', 'flash_kda_source_folder', 'capture']
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #67f76c69
 T_DEFAULT, H_DEFAULT, D = ANCHOR_T, ANCHOR_HEADS[0], 128     # the anchors' main problem (kda_nb.layout)
@@ -234,6 +235,35 @@ def profiled_names(log: str) -> list[str]:
     "The kernel names ncu says it profiled (`==PROF== Profiling \"name\"` lines), in order."
     return _PROFILING.findall(log)
 
+# %% ../../nbs/08a_ncu_capturing.ipynb #a61cc327
+@dataclass
+class Finding:
+    "One check's verdict: `level` is 'ok', 'warning' or 'error'."
+    level: str
+    check: str
+    message: str
+
+def check_kernels(names, regex: str = KERNEL_REGEX, expected=KERNEL_NAMES, launched=None) -> list[Finding]:
+    "Did the capture profile exactly the kernels `expected`? `names`: the kernels in a report; `launched`: all kernels the program ran, if known."
+    names, launched = list(names), list(launched if launched is not None else [])
+    seen = ', '.join(dict.fromkeys(launched or names)) or 'none'
+    if not names or not regex_matches(names, regex):
+        if launched: what = f"none of the kernels the program launched matches it ({seen})"
+        elif names: what = f"none of the profiled kernels ({seen}) matches it"
+        else: what = ("the report holds no kernel; run `python -m kda_nb.ncu capture --set basic` (no -k) to list "
+                      "the kernels the program launches")
+        return [Finding('error', 'kernels', f"the -k filter {regex} matched no kernel: {what}. Fix the regex against "
+                        "those names (ncu matches the function name; --kernel-name-base demangled matches the full "
+                        "signature).")]
+    out = []
+    for k in expected:
+        if not any(k in n for n in names):
+            out.append(Finding('error', 'kernels', f"{k} is not in the report (profiled: {seen})"))
+    extra = [n for n in dict.fromkeys(names) if not any(k in n for k in expected)]
+    if extra: out.append(Finding('warning', 'kernels', f"the report also holds other kernels: {', '.join(extra)}"))
+    what = 'both kernels' if len(expected) == 2 else 'the kernel' if len(expected) == 1 else f'all {len(expected)} kernels'
+    return out or [Finding('ok', 'kernels', f"{what} profiled: {', '.join(expected)}")]
+
 # %% ../../nbs/08a_ncu_capturing.ipynb #7d627053
 def capture_record(folder=None) -> dict:
     "`capture.json` of a capture (commands, versions, times, sizes), or {} if there is none."
@@ -276,7 +306,6 @@ def _show_plan(steps: list[dict]):
 
 def _check_step(s: dict, text: str, names: list[str]):
     "Stop the capture when a step's output shows the regex would miss the mode's kernels."
-    from kda_nb.ncu.checks import check_kernels
     mode, impl = s.get('mode') or 'fixed', s.get('impl', 'kda_nb')
     rx, expected = mode_regex(mode, impl), impl_kernels(mode, impl)
     locating = s['name'] == report_name('locate', impl) or s.get('set') == 'basic'

@@ -6,49 +6,17 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..kernels import CSRC_FILES, KERNEL_NAMES
 from .capturing import (ALL_KERNELS, DECODE_KERNEL, FLASH_KDA_KERNELS, KERNEL_REGEX, MODE_KERNELS, ROLES,
-                                  _kernel_regex, impl_kernels,
-                                  regex_matches)
+                                  Finding, _kernel_regex, check_kernels, impl_kernels, regex_matches)
 from .reports import PC_COUNTERS, SUMMARY_METRICS, Profile, _candidates, _pandas, missing_metrics
 
 if TYPE_CHECKING: import pandas as pd
 
 # %% auto #0
-__all__ = ['Finding', 'check_kernels', 'check_sources', 'check_sections', 'check_clocks', 'check_metrics', 'expected_kernels',
-           'check_profile']
-
-# %% ../../nbs/08c_ncu_checks.ipynb #a61cc327
-@dataclass
-class Finding:
-    "One check's verdict: `level` is 'ok', 'warning' or 'error'."
-    level: str
-    check: str
-    message: str
-
-def check_kernels(names, regex: str = KERNEL_REGEX, expected=KERNEL_NAMES, launched=None) -> list[Finding]:
-    "Did the capture profile exactly the kernels `expected`? `names`: the kernels in a report; `launched`: all kernels the program ran, if known."
-    names, launched = list(names), list(launched if launched is not None else [])
-    seen = ', '.join(dict.fromkeys(launched or names)) or 'none'
-    if not names or not regex_matches(names, regex):
-        if launched: what = f"none of the kernels the program launched matches it ({seen})"
-        elif names: what = f"none of the profiled kernels ({seen}) matches it"
-        else: what = ("the report holds no kernel; run `python -m kda_nb.ncu capture --set basic` (no -k) to list "
-                      "the kernels the program launches")
-        return [Finding('error', 'kernels', f"the -k filter {regex} matched no kernel: {what}. Fix the regex against "
-                        "those names (ncu matches the function name; --kernel-name-base demangled matches the full "
-                        "signature).")]
-    out = []
-    for k in expected:
-        if not any(k in n for n in names):
-            out.append(Finding('error', 'kernels', f"{k} is not in the report (profiled: {seen})"))
-    extra = [n for n in dict.fromkeys(names) if not any(k in n for k in expected)]
-    if extra: out.append(Finding('warning', 'kernels', f"the report also holds other kernels: {', '.join(extra)}"))
-    what = 'both kernels' if len(expected) == 2 else 'the kernel' if len(expected) == 1 else f'all {len(expected)} kernels'
-    return out or [Finding('ok', 'kernels', f"{what} profiled: {', '.join(expected)}")]
+__all__ = ['check_sources', 'check_sections', 'check_clocks', 'check_metrics', 'expected_kernels', 'check_profile']
 
 # %% ../../nbs/08c_ncu_checks.ipynb #12660e25
 def check_sources(p: Profile, expected=ALL_KERNELS) -> list[Finding]:
