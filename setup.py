@@ -14,6 +14,7 @@ statuses = ['Planning', 'Pre-Alpha', 'Alpha', 'Beta', 'Production/Stable', 'Matu
 lic_name, lic_classifier = licenses[cfg['license']]
 min_python = cfg['min_python']
 plot_requirements = cfg.get('plot_requirements', '').split()
+fla_requirements = cfg.get('fla_requirements', '').split()
 
 setuptools.setup(
     name=cfg['lib_name'],
@@ -38,8 +39,10 @@ setuptools.setup(
     include_package_data=True,
     package_data={cfg['lib_name']: [f'csrc/*.{x}' for x in ('cu', 'cuh', 'h', 'cpp')]},  # kda_nb/csrc -> ../csrc: the current kernels (earlier ones live in git history)
     install_requires=cfg.get('requirements', '').split(),
-    # plots: the figures and the report tables (matplotlib, pandas), which the library itself does not import
-    extras_require={'plots': plot_requirements, 'dev': plot_requirements + cfg.get('dev_requirements', '').split()},
+    # plots: the figures and the report tables (matplotlib, pandas), which the library itself does not import;
+    # fla: fla-core, for kda_nb.fla_backend (kda_nb inside fla's chunk_kda) and the comparisons with fla
+    extras_require={'plots': plot_requirements, 'fla': fla_requirements,
+                    'dev': plot_requirements + cfg.get('dev_requirements', '').split()},
     entry_points={
         'console_scripts': cfg.get('console_scripts', '').split(),
         'nbdev': [f"{cfg['lib_name']}={cfg['lib_name']}._modidx:d"],
