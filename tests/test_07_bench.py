@@ -8,11 +8,11 @@ import subprocess, sys
 import kda_nb.bench as bench
 
 def test_every_module_s_names_from_the_package():
-    from kda_nb.bench import cases, backends, check, timing, records, run, report, plots, cli
-    for m in (cases, backends, check, timing, records, run, report, plots, cli):
+    from kda_nb.bench import cases, backends, check, timing, records, run, report, plots, paths, cli
+    for m in (cases, backends, check, timing, records, run, report, plots, paths, cli):
         assert m.__all__ and all(getattr(bench, n) is getattr(m, n) for n in m.__all__), m.__name__
     assert len(bench.__all__) == len(set(bench.__all__)) > 70
-    from kda_nb.bench import time_calls, load_results, main, Case, Record, run_case, pivot_table, plot_cases  # noqa: F401
+    from kda_nb.bench import time_calls, load_results, main, Case, Record, run_case, pivot_table, plot_cases, plot_paths  # noqa: F401
 
 def test_the_package_imports_without_plot_packages():
     "`import kda_nb.bench` with matplotlib and pandas made unimportable: neither is needed until a figure is drawn."

@@ -6,6 +6,7 @@ from kda_nb.bench.backends import *
 
 import pytest
 from kda_nb.bench.cases import build_cases
+from kda_nb.plan import Plan
 
 def test_default_backends_by_name():
     assert [bk.name for bk in default_backends(['reference', 'kda_nb', 'fla'])] == ['reference', 'kda_nb', 'fla']
@@ -22,3 +23,19 @@ def test_step_backend_skips_what_it_cannot_time():
     bk = default_backends(['kda_nb_step'])[0]
     assert bk.name == 'kda_nb_step' and LABELS['kda_nb_step'] == 'kda_nb DecodeStep'
     assert 'CUDA devices only' in bk.why_not(cpu[0], 'cpu')
+
+def test_earlier_builds_launch_through_their_own_entry_points():
+    calls = []
+    class PerPath:                                   # a binding like today's: one entry point per path
+        def kda_fwd_chunked(self, *a): calls.append(('chunked', len(a), a[-1]))
+        def kda_fwd_fused(self, *a): calls.append(('fused', len(a)))
+        def kda_decode(self, *a): calls.append(('decode', len(a)))
+    class OneEntry:                                  # v3 to v5 (and the build before the plan): kda_fwd picks
+        def kda_layout(self, *a): pass
+        def kda_fwd(self, *a): calls.append(('kda_fwd', len(a)))
+    args = tuple(range(14))
+    version_launcher(PerPath(), Plan('chunked', 'test', 4))(*args)
+    version_launcher(PerPath(), Plan('decode', 'test'))(*args)
+    version_launcher(OneEntry(), Plan('fused', 'ignored: the binding picks'))(*args)
+    assert calls == [('chunked', 15, 4), ('decode', 14), ('kda_fwd', 14)]
+    with pytest.raises(RuntimeError, match='v1, v2'): version_launcher(object(), Plan('chunked', 'test'))

@@ -2,7 +2,8 @@
 
     python tools/decode_paths.py [tag]        # tag: h200 by default
 
-The decode notebook (nbs/04a_decode.ipynb) draws its table and figure from the file this writes.
+The decode notebook (nbs/04a_decode.ipynb) draws its table and figure from the file this writes, with
+kda_nb.bench.plot_paths; measure_paths lives beside it in kda_nb.bench.paths (nbs/07k_bench_paths.ipynb).
 """
 import json
 import sys
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from kda_nb.decode import measure_paths
+from kda_nb.bench.paths import measure_paths
 from kda_nb.kernels import kernels_unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[1]

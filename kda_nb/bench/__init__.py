@@ -6,7 +6,7 @@
 __all__ = []
 
 # %% ../../nbs/07_bench.ipynb #898a3a1f
-from . import cases, backends, check, timing, records, run, report, plots, cli
+from . import cases, backends, check, timing, records, run, report, plots, paths, cli
 from .cases import *
 from .backends import *
 from .check import *
@@ -15,6 +15,7 @@ from .records import *
 from .run import *
 from .report import *
 from .plots import *
+from .paths import *
 from .cli import *
 
-__all__ = [name for m in (cases, backends, check, timing, records, run, report, plots, cli) for name in m.__all__]   # every module's names
+__all__ = [name for m in (cases, backends, check, timing, records, run, report, plots, paths, cli) for name in m.__all__]   # every module's names

@@ -14,14 +14,16 @@ from typing import Callable
 import torch
 
 from ..api import DecodeStep, fwd
-from ..decode import use_decode
-from ..kernels import KERNEL_VERSION, KERNEL_VERSIONS, fwd_cuda, kernels_unavailable_reason, load_kernels
+from ..kernels import (KERNEL_VERSION, KERNEL_VERSIONS, kernels_unavailable_reason, load_kernels, version_sources,
+                            version_unavailable_reason)
+from ..plan import Plan, plan, plan_for
 from ..peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 from .cases import STATES, Case
 
 # %% auto #0
-__all__ = ['IMPLS', 'LABELS', 'Backend', 'kernels_ready', 'fwd_backend', 'step_backend', 'kernels_version_backend',
-           'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
+__all__ = ['IMPLS', 'LABELS', 'Backend', 'case_plan', 'kernels_ready', 'fwd_backend', 'step_backend', 'version_refusal',
+           'version_launcher', 'kernels_version_backend', 'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend',
+           'flash_kda_backend', 'default_backends']
 
 # %% ../../nbs/07b_bench_backends.ipynb #cb552273
 @dataclass
@@ -42,6 +44,12 @@ def _cuda_reason(case: Case, device, who: str) -> str | None:
     if torch.device(device).type != 'cuda': return f"{who}: CUDA devices only, not {device}"
     if (case.K, case.V) != (128, 128): return f"{who}: K = V = 128 only"
     return None
+
+def case_plan(case: Case, device, step: bool = False) -> Plan:
+    "The path `kda_nb.plan` gives `case` on `device` (as `fwd` would see it: the lengths known on the host)."
+    return plan(torch.device(device), torch.bfloat16, 1, case.T, case.H, case.K, case.V, case.N, varlen=case.varlen,
+                max_len=max(case.seqlens), state_dtypes=(('initial_state', STATES[case.state]),
+                                                         ('final_state', STATES[case.state])), step=step)
 
 # %% ../../nbs/07b_bench_backends.ipynb #35be32b3
 _BUILDS: dict = {}
@@ -84,8 +92,9 @@ def step_backend() -> Backend:
     def why_not(case, device):
         why = _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device)
         if why: return why
-        if not use_decode(case.T, case.N, case.varlen, case.seqlens):
-            return "DecodeStep always runs K3: timed only where fwd picks K3 (a few tokens per sequence)"
+        p = case_plan(case, device)
+        if p.path != 'decode':
+            return f"DecodeStep always runs K3: timed only where fwd picks K3 (here the plan says {p.path}: {p.reason})"
         return None
     def bind(inp, case):
         out, fs = _buffers(inp, case)
@@ -96,16 +105,40 @@ def step_backend() -> Backend:
         return call
     return Backend('kda_nb_step', why_not, bind)
 
+# %% ../../nbs/07b_bench_backends.ipynb #54f824a5
+_ENTRY_POINTS = {'chunked': 'kda_fwd_chunked', 'fused': 'kda_fwd_fused', 'decode': 'kda_decode'}
+
+def version_refusal(version: str) -> str | None:
+    "Why an earlier version cannot be timed here, from its sources alone (no build): no git history, or v1/v2's host-made tables."
+    why = version_unavailable_reason(version)
+    if why: return why
+    binding = (version_sources(version) / 'kda_binding.cpp').read_text()
+    if 'kda_layout' not in binding and 'kda_fwd_chunked' not in binding:
+        return (f"kernels {version} took host-made tables (v1, v2): not runnable any more; their committed "
+                "numbers stay in benchmarks/")
+    return None
+
+def version_launcher(ext, p: Plan) -> Callable:
+    "`launch(<the 14 arguments>)` for a built version's binding: on the path of plan `p` where the binding has one entry point per path, else through its own `kda_fwd`."
+    if all(hasattr(ext, n) for n in _ENTRY_POINTS.values()):        # one entry point per path: the plan picks
+        entry, extra = getattr(ext, _ENTRY_POINTS[p.path]), ((p.steps,) if p.path == 'chunked' else ())
+        return lambda *args: entry(*args, *extra)
+    if hasattr(ext, 'kda_fwd') and hasattr(ext, 'kda_layout'):      # v3 to v5: the binding picks its path itself
+        return ext.kda_fwd
+    raise RuntimeError("this build has neither per-path entry points nor kda_fwd with a layout kernel (v1, v2)")
+
 def kernels_version_backend(version: str) -> Backend:
     "An earlier version of the kernels (from git history: `KERNEL_VERSIONS` names its commit), timed beside the current one to show what a change bought."
     def why_not(case, device):
-        return _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device, version)
+        return _cuda_reason(case, device, "kda_nb's kernels") or version_refusal(version) or kernels_ready(device, version)
     def bind(inp, case):
         out, fs = _buffers(inp, case)
-        args = {k: x for k, x in inp.items() if k != 'seqlens'}
-        seqlens = None if inp.get('cu_seqlens') is None else list(case.seqlens)
+        p = plan_for(inp['q'], inp['v'], inp['initial_state'], fs, inp['cu_seqlens'], seqlens=case.seqlens)
+        launch = version_launcher(load_kernels(version=version), p)         # the path is chosen here, once
+        args = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], float(inp['scale']), out, inp['A_log'],
+                inp['dt_bias'], float(inp['lower_bound']), inp['initial_state'], fs, inp['cu_seqlens'], None)
         def call():
-            fwd_cuda(**args, out=out, final_state=fs, seqlens=seqlens, version=version)
+            launch(*args)
             return out, fs
         return call
     return Backend(f'kda_nb_{version}', why_not, bind)
