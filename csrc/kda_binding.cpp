@@ -1,22 +1,33 @@
 // kda_binding.cpp: the torch side of the kernels. Checks what the kernels assume (devices, dtypes,
 // shapes), makes misaligned or strided tensors safe to hand over, builds the batch layout on the device,
-// fills kda::FwdArgs (or DecodeArgs) and launches the layout kernel, K1 and K2 (or K3 alone) on torch's current stream of the inputs'
-// device. It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a
-// CPU build of torch (CI does).
-// kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it gets here;
-// these checks are the last line of defence for direct callers.
+// fills kda::FwdArgs (or DecodeArgs) and launches the kernels of one path on torch's current stream of the
+// inputs' device. It chooses nothing: one entry point per path, each with the same 14 arguments
+// (KDA_CALL_PARAMS), and the choice between them (and of the pipeline's steps) is kda_nb.plan's, in Python:
+//   kda_fwd_chunked(<14>, steps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline steps
+//   kda_fwd_fused(<14>)           the layout kernel (variable lengths) and the fused kernel
+//   kda_decode(<14>)              K3; kda_decode_plan(<14>) / kda_decode_run(id) / kda_decode_free(id)
+// It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
+// torch (CI does). kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it
+// gets here; these checks are the last line of defence for direct callers.
 #include <torch/extension.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 
 #include "kda_launch.h"
+
+// The 14 arguments of every entry point, as parameters and as the names passed on: written once here.
+#define KDA_CALL_PARAMS                                                                                        \
+    torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta, double scale,        \
+        torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,                       \
+        c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,                    \
+        c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices
+#define KDA_CALL_TENSORS q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens, state_indices
 
 namespace {
 
@@ -69,8 +80,8 @@ torch::Tensor kernel_ready(const torch::Tensor& t) {
 }
 
 
-// The checked, kernel-ready form of a call's tensors, shared by the chunked path (kda_fwd) and the decode
-// path (kda_decode). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
+// The checked, kernel-ready form of a call's tensors, shared by every path (kda_fwd_chunked, kda_fwd_fused,
+// kda_decode, kda_decode_plan). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
 // [H, 128] fp32; states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
 // (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
 // Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
@@ -196,50 +207,12 @@ void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor
 }
 
 // §pipeline: K2 runs each sequence's chunks one after another, so a batch of one long sequence gives it
-// few blocks (192 at H = 96: two per head) and leaves most of the GPU idle while it runs. Such a batch is
-// cut into steps of consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step
+// few blocks (192 at H = 96: two per head) and leaves most of the GPU idle while it runs. Such a batch can
+// be cut into steps of consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step
 // s on a second stream of higher priority, and the state passes from one step to the next in fp32 (the
-// carry), so the results are bitwise those of one step. Only one sequence: steps of consecutive chunks
-// would run the sequences of a batch one after another instead of side by side, and on the H200 every
-// batch of several sequences tried got slower (kernels notebook, step d), as did sequences of less than
-// STEP_ITEMS * RULE_STEPS (chunk, head) items.
+// carry), so the results are bitwise those of one step. Which batches take it, and in how many steps, is
+// kda_nb.plan's rule (the kernels notebook and the plan notebook say why).
 constexpr int MAX_STEPS = 8;
-constexpr int RULE_STEPS = 4;              // the steps the rule takes
-constexpr int64_t STEP_ITEMS = 8192;       // at least this many (chunk, head) items of K1 per step
-std::atomic<int> forced_steps{0};          // kda_set_pipeline_steps (tests, experiments); 0: by the rule
-
-int64_t pipeline_steps(int64_t n_seq, int64_t max_chunks, int64_t H) {
-    const int forced = forced_steps.load();
-    const int64_t steps = forced > 0 ? forced : n_seq == 1 && max_chunks * H >= RULE_STEPS * STEP_ITEMS ? RULE_STEPS : 1;
-    return std::max<int64_t>(1, std::min<int64_t>({steps, MAX_STEPS, max_chunks}));
-}
-
-// §fused: the batch runs as one kernel (kda::launch_fused): one block per (sequence, head) makes each
-// chunk's record in shared memory beside the recurrence, instead of K1 writing it to a workspace and K2
-// reading it back. It takes over where it was faster on the H200 (kernels notebook, v5):
-// - sequences of at least 4 chunks on average (the bound max_chunks / N): each block pays one preparation
-//   before its first chunk, which sequences of 1 or 2 chunks do not win back;
-// - blocks that fill the GPU's waves: a block is one SM's worth (8 + 4 warps, 213 KB of shared memory),
-//   and waves of whole sequences cannot share out a part-filled last one, as K1 and K2 do. So the blocks,
-//   sequences x heads, must fill at least 80% of the SMs times the waves they take (96 or 192 blocks on
-//   132 SMs do not; 128, 256 or 768 do).
-constexpr int64_t FUSED_MIN_CHUNKS = 4;
-constexpr int FUSED_MIN_FILL_PERCENT = 80;
-std::atomic<int> forced_fused{0};          // kda_set_fused (tests, experiments): 1 always, -1 never, 0 by the rule
-
-bool use_fused(int64_t n_seq, int64_t max_chunks, int64_t H) {
-    const int forced = forced_fused.load();
-    if (forced != 0) return forced > 0;
-    if (forced_steps.load() != 0 || max_chunks < FUSED_MIN_CHUNKS * n_seq) return false;
-    constexpr int MAX_DEVICES = 64;
-    static int sms[MAX_DEVICES] = {};          // per device, read on its first call
-    int device = 0;
-    if (cudaGetDevice(&device) != cudaSuccess || device >= MAX_DEVICES) return false;
-    if (sms[device] == 0 && cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-        return false;
-    const int64_t blocks = n_seq * H, waves = (blocks + sms[device] - 1) / sms[device];
-    return 100 * blocks >= FUSED_MIN_FILL_PERCENT * waves * sms[device];
-}
 
 struct SideStream {                        // per thread and device: the second stream and the events that join it
     cudaStream_t stream = nullptr;
@@ -247,16 +220,14 @@ struct SideStream {                        // per thread and device: the second 
 };
 
 cudaError_t side_stream(SideStream*& out) {
-    constexpr int MAX_DEVICES = 64;
-    thread_local SideStream sides[MAX_DEVICES];
+    thread_local SideStream sides[kda::MAX_DEVICES];
     int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    if (device >= MAX_DEVICES) return cudaErrorInvalidDevice;
+    const cudaError_t found = kda::current_device(device);
+    if (found != cudaSuccess) return found;
     SideStream& s = sides[device];
     if (!s.stream) {
         int least = 0, greatest = 0;
-        err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+        cudaError_t err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
         if (err == cudaSuccess) err = cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, greatest);
         for (auto& e : s.ready)
             if (err == cudaSuccess) err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
@@ -292,52 +263,66 @@ cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, c
     return cudaStreamWaitEvent(stream, side->ready[steps], 0);     // the caller's stream goes on after the last step
 }
 
-}  // namespace
-
-// The chunked path: the layout kernel (variable lengths only), K1 and K2 or the fused kernel, on torch's current stream of q's
-// device (K2 on a second stream joined back to it, if the batch runs as a pipeline). Everything the launch
-// needs is derived here on the device from shapes and cu_seqlens, with no copy to the host, so the call
-// can be captured in a CUDA graph.
-void kda_fwd(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-             double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
-             c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
-             c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
-    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    const c10::DeviceGuard guard(q.device());
-    const Call c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens,
-                           state_indices, true);
+// §forward: what both forward paths share. The call's FwdArgs, with the layout tables [offsets N+1 | chunk
+// offsets N+1 | order, N int32] filled by the layout kernel from cu_seqlens (a fixed-length batch needs
+// none: the kernels find its chunks by division), and the bound on the chunks (kda_layout.cuh) that sizes
+// K1's grid and the workspace. Everything is derived on the device from shapes and cu_seqlens, with no copy
+// to the host, so the call can be captured in a CUDA graph. `tables` keeps the tables alive.
+kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch::Tensor& tables) {
     const int64_t B = c.B, T = c.T, H = c.H, N = c.N;
     kda::FwdArgs a{};
     fill_common(a, c, scale, lower_bound);
     a.state_slot = c.pooled ? c.slots.data_ptr<int64_t>() : nullptr;
-
-    // the layout tables [offsets N+1 | chunk offsets N+1 | order, N int32], filled by the layout kernel
-    // from cu_seqlens, or by K1 for a fixed-length batch
-    const torch::Tensor tables = torch::empty({2 * (N + 1) + (N + 1) / 2}, q.options().dtype(at::kLong));
+    tables = torch::empty({2 * (N + 1) + (N + 1) / 2}, c.qc.options().dtype(at::kLong));
     int64_t* t = tables.data_ptr<int64_t>();
     int* order = c.varlen && N > 1 ? reinterpret_cast<int*>(t + 2 * (N + 1)) : nullptr;
     a.cu_seqlens = t; a.cu_chunks = t + (N + 1); a.seq_order = order;
-    // sum of ceil(len / 16) over N lengths that add up to at most B * T
-    a.max_chunks = c.varlen ? (T + 15 * N) / 16 : B * ((T + 15) / 16);
-    cudaError_t err = cudaSuccess;
+    a.max_chunks = c.varlen ? kda::max_chunks_varlen(B * T, N) : kda::max_chunks_fixed(B, T);
     a.seq_len = c.varlen ? 0 : T;                      // fixed length: the kernels need no tables
     if (c.varlen) {
-        err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order, c.o.data_ptr(),
-                                 H * 128 * 2, c.stream);
+        const cudaError_t err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order,
+                                                   c.o.data_ptr(), H * 128 * 2, c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
-    // the workspace: K1's records, then (a pipeline) the two carry states; none for the fused kernel
-    const bool fused = use_fused(N, a.max_chunks, H);
-    const int64_t steps = fused ? 1 : pipeline_steps(N, a.max_chunks, H);
-    const int64_t rec_bytes = fused ? 0 : a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
+    return a;
+}
+
+}  // namespace
+
+// The chunked path: the layout kernel (variable lengths only), K1 and K2, on torch's current stream of q's
+// device, in `steps` pipeline steps (1 to 8, at most one per chunk; K2 on a second stream joined back to
+// the caller's, if steps > 1). The workspace holds K1's records, then (a pipeline) the two carry states.
+void kda_fwd_chunked(KDA_CALL_PARAMS, int64_t steps) {
+    TORCH_CHECK(steps >= 1 && steps <= MAX_STEPS, "steps must be 1 to ", num(MAX_STEPS).c_str(), ", got ", num(steps).c_str());
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    const Call c = prepare(KDA_CALL_TENSORS, true);
+    torch::Tensor tables;
+    kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
+    steps = std::max<int64_t>(1, std::min<int64_t>(steps, a.max_chunks));
+    const int64_t H = c.H;
+    const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
     const int64_t ws_bytes = rec_bytes + (steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
     const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
     a.workspace = ws.data_ptr();
+    const cudaError_t err = launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes),
+                                           c.stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_fwd_chunked: launching K1 and K2 failed: ", cudaGetErrorString(err));
+    finish(c, out, final_state);
+}
 
-    err = fused ? kda::launch_fused(a, c.stream)
-                : launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes), c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd: launching ", fused ? "the fused kernel" : "K1 and K2", " failed: ",
-                cudaGetErrorString(err));
+// The fused path: the layout kernel (variable lengths only) and the fused kernel (kda_fwd_fused.cu), one
+// launch for the whole batch, with no workspace.
+void kda_fwd_fused(KDA_CALL_PARAMS) {
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    const Call c = prepare(KDA_CALL_TENSORS, true);
+    torch::Tensor tables;
+    kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
+    const torch::Tensor ws = torch::empty({16}, q.options().dtype(at::kByte));
+    a.workspace = ws.data_ptr();
+    const cudaError_t err = kda::launch_fused(a, c.stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_fwd_fused: launching the fused kernel failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
 }
 
@@ -354,16 +339,12 @@ static kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bou
 }
 
 // The decode path: K3 alone, one launch, the token recurrence on each state (kda_decode.cu). Same
-// arguments and results as kda_fwd; fast for sequences of a few tokens, slow for long ones (the caller,
-// kda_nb.api, picks the path by the shapes).
-void kda_decode(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-                double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
-                c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
-                c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
+// arguments and results as the forward paths; fast for sequences of a few tokens, slow for long ones
+// (kda_nb.plan picks the path by the shapes).
+void kda_decode(KDA_CALL_PARAMS) {
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
-    const Call c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens,
-                           state_indices, false);
+    const Call c = prepare(KDA_CALL_TENSORS, false);
     const cudaError_t err = kda::launch_decode(decode_args(c, scale, lower_bound), c.stream);
     TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     finish(c, out, final_state);
@@ -396,14 +377,11 @@ void require_as_is(const torch::Tensor& given, const torch::Tensor& used, const 
 
 }  // namespace
 
-int64_t kda_decode_plan(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-                        double scale, torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,
-                        c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,
-                        c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices) {
+int64_t kda_decode_plan(KDA_CALL_PARAMS) {
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     auto plan = std::make_shared<DecodePlan>();
-    plan->c = prepare(q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens, state_indices, false);
+    plan->c = prepare(KDA_CALL_TENSORS, false);
     const Call& c = plan->c;
     require_as_is(q, c.qc, "q"); require_as_is(k, c.kc, "k"); require_as_is(v, c.vc, "v"); require_as_is(g, c.gc, "g");
     require_as_is(beta, c.bc, "beta"); require_as_is(A_log, c.Ac, "A_log", "float32, contiguous and 16-byte aligned");
@@ -468,17 +446,3 @@ std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
 }
 
 int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
-
-// The chunked path's steps (§pipeline) for the calls that follow, in this process: 1 to 8, or 0 for the
-// rule. For tests and experiments; returns the setting it replaced.
-int64_t kda_set_pipeline_steps(int64_t steps) {
-    TORCH_CHECK(steps >= 0 && steps <= MAX_STEPS, "steps must be 0 (the rule) to ", num(MAX_STEPS).c_str(), ", got ", num(steps).c_str());
-    return forced_steps.exchange(static_cast<int>(steps));
-}
-
-// Whether the chunked path runs the fused kernel (§fused) for the calls that follow, in this process: 1
-// always, -1 never, 0 by the rule. For tests and experiments; returns the setting it replaced.
-int64_t kda_set_fused(int64_t mode) {
-    TORCH_CHECK(mode >= -1 && mode <= 1, "mode must be -1 (never), 0 (the rule) or 1 (always), got ", num(mode).c_str());
-    return forced_fused.exchange(static_cast<int>(mode));
-}

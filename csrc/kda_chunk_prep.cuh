@@ -1,9 +1,9 @@
-// kda_prep.cuh: one warp's preparation of one (chunk, head) item. Everything of the chunked form that
+// kda_chunk_prep.cuh: one warp's preparation of one (chunk, head) item. Everything of the chunked form that
 // does not depend on the state: the activations (L2 norm, safe gate, beta), the cumulative decay, the
 // decayed / restored keys and decayed queries, the 16x16 matrices Mqk and (I + L)^-1 diag(beta), and
 // the chunk's total decay, left as one record (layout in kda_common.cuh) at an address the caller
-// gives. K1 (kda_prepare.cu) gives one in the workspace, for K2 to read back; the fused kernel's
-// preparing warps (kda_recurrence.cu) give a stage of shared memory that the recurrence warps beside
+// gives. K1 (kda_fwd_prepare.cu) gives one in the workspace, for K2 to read back; the fused kernel's
+// preparing warps (kda_fwd_fused.cu) give a stage of shared memory that the recurrence warps beside
 // them read, so the record never leaves the SM.
 //
 // Lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the chunk, and 32 of the 128 channels:
@@ -17,20 +17,21 @@
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
+#include "kda_layout.cuh"
 
 namespace kda {
 
 constexpr int GS = D + 4;    // fp32 row stride of the G scratch: conflict-free 16-byte accesses
-constexpr int LS = C + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
+constexpr int LS = CHUNK + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
 
 struct K1Warp {              // one warp's scratch, 16.25 KB
-    __nv_bfloat16 qk[2][C][D];   // q and k as loaded; 16-byte piece P of row r sits at P ^ 4 (r & 1)
+    __nv_bfloat16 qk[2][CHUNK][D];   // q and k as loaded; 16-byte piece P of row r sits at P ^ 4 (r & 1)
     union {
-        float G[C][GS];          // the cumulative gate G, rows x channels
+        float G[CHUNK][GS];          // the cumulative gate G, rows x channels
         struct {
-            float L[C][LS];      // L, then |INV diag(beta)|, once G is no longer needed
-            float beta[C];
-            __half small[2][C][SROW];   // invb and mqk as the record holds them, written out 16 bytes a lane
+            float L[CHUNK][LS];      // L, then |INV diag(beta)|, once G is no longer needed
+            float beta[CHUNK];
+            __half small[2][CHUNK][SROW];   // invb and mqk as the record holds them, written out 16 bytes a lane
         };
     };
 };
@@ -57,7 +58,7 @@ __device__ __forceinline__ void sts4(float* p, float a, float b, float c, float 
 // rows go to the scratch by cp.async.
 struct Fetched {
     Item it;
-    uint2 graw[C];
+    uint2 graw[CHUNK];
     __nv_bfloat16 beta[2];   // the logits
     float4 bias;             // dt_bias of the lane's 4 channels
     float A_log;
@@ -75,7 +76,7 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lan
     const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
     const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
 #pragma unroll
-    for (int r = 0; r < C; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
+    for (int r = 0; r < CHUNK; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
     const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
@@ -120,7 +121,7 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
         const float4 bias = f.bias;
         float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-        for (int r = 0; r < C; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
+        for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
             const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
             const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
             run.x += w * sigmoid(A * (a.x + bias.x));
@@ -180,7 +181,7 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
 #pragma unroll
         for (int w = 0; w < 4; ++w) {                  // k-step 4 q4 + w: channels 32 q4 + 8 t + 2 w (+1)
             float kd[2][2], qd[2][2], ki[2][2];        // [row g / g + 8][column t / t + 4]
-            const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[C - 1][32 * q4 + 8 * t + 2 * w]);
+            const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[CHUNK - 1][32 * q4 + 8 * t + 2 * w]);
             const float el[2] = {fast_exp2(Gl.x), fast_exp2(Gl.y)};   // the chunk's decay: 2^G_last >= 2^-116
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
@@ -255,9 +256,9 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
     // lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
     // of the lane's column stay in registers.
     const int j = lane & 15;
-    float X[C];
+    float X[CHUNK];
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
+    for (int i = 0; i < CHUNK; ++i) {
         float s = i == j ? 1.f : 0.f;
 #pragma unroll
         for (int m4 = 0; m4 < i; m4 += 4) {
@@ -275,18 +276,18 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
     __syncwarp();                                     // every lane is done reading L
     __half* invb = &sm.small[0][0][0];
 #pragma unroll
-    for (int i = 0; i < C; ++i) {
+    for (int i = 0; i < CHUNK; ++i) {
         const float x = X[i] * bj;
-        if (lane < C) {
+        if (lane < CHUNK) {
             invb[swz_small(i, j >> 3) + (j & 7)] = __float2half_rn(x);
             sm.L[i][j] = fabsf(x);
         }
     }
     __syncwarp();
     float row = 0.f;
-    if (lane < C) {
+    if (lane < CHUNK) {
 #pragma unroll
-        for (int m4 = 0; m4 < C; m4 += 4) {
+        for (int m4 = 0; m4 < CHUNK; m4 += 4) {
             const float4 a = lds4(&sm.L[lane][m4]);
             row += (a.x + a.y) + (a.z + a.w);
         }
@@ -295,9 +296,9 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
     for (int o = 16; o; o >>= 1) row = fmaxf(row, __shfl_xor_sync(0xffffffffu, row, o));
     if (lane == 0) *reinterpret_cast<float4*>(rec + REC_NORM) = make_float4(row, 0.f, 0.f, 0.f);
     // invb and mqk, 1 KB contiguous in the record, 16 bytes per lane and store
-    static_assert(REC_MQK == REC_INVB + C * SROW * 2 && sizeof(sm.small) == 2 * C * SROW * 2, "invb, mqk adjacent");
+    static_assert(REC_MQK == REC_INVB + CHUNK * SROW * 2 && sizeof(sm.small) == 2 * CHUNK * SROW * 2, "invb, mqk adjacent");
 #pragma unroll
-    for (int i = lane; i < 2 * C * SROW * 2 / 16; i += 32)
+    for (int i = lane; i < 2 * CHUNK * SROW * 2 / 16; i += 32)
         *reinterpret_cast<uint4*>(rec + REC_INVB + 16 * i) = reinterpret_cast<const uint4*>(&sm.small[0][0][0])[i];
     __syncwarp();                                     // the scratch is free for the next item
 }

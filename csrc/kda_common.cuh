@@ -1,27 +1,27 @@
-// kda_common.cuh: constants, the workspace record K1 leaves for K2, and thin wrappers around the
-// warp-level PTX both kernels use (mma.sync, ldmatrix, cp.async, conversions).
-// Compiles with nvcc alone: no torch headers.
+// kda_common.cuh: constants, the workspace record K1 leaves for K2, thin wrappers around the warp-level
+// PTX the kernels use (mma.sync, ldmatrix, cp.async, conversions).
+// Compiles with nvcc alone: no torch headers. The chunk size and the layout rules: kda_layout.cuh.
 #pragma once
 #include <cstdint>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kda_launch.h"
+#include "kda_layout.cuh"
 
 namespace kda {
 
-constexpr int C = 16;            // tokens per chunk
 constexpr int D = 128;           // head dimension, K = V = D
 constexpr float LOG2E = 1.4426950408889634f;
 
 // §record --------------------------------------------------------------------------------------
 // The record K1 writes for every (chunk, head) and K2 reads back. It is laid out exactly as K2 wants
 // it in shared memory, so K2 fetches it with one bulk copy. In this order (bytes):
-//   kd   [C][D] bf16    k_hat * exp(G)                 (decayed keys)
-//   qd   [C][D] bf16    q_hat * exp(G)                 (decayed queries, *without* scale)
-//   kr   [C][D] fp16    k_hat * exp(G_last - G)        (restored keys, |kr| <= 1)
-//   invb [C][C] fp16    (I + L)^-1 diag(beta)          (entries bounded by 2^14)
-//   mqk  [C][C] fp16    lower_incl_diag(qd ki^T)       (|entries| <= 1)
+//   kd   [CHUNK][D] bf16      k_hat * exp(G)             (decayed keys)
+//   qd   [CHUNK][D] bf16      q_hat * exp(G)             (decayed queries, *without* scale)
+//   kr   [CHUNK][D] fp16      k_hat * exp(G_last - G)    (restored keys, |kr| <= 1)
+//   invb [CHUNK][CHUNK] fp16  (I + L)^-1 diag(beta)      (entries bounded by 2^14)
+//   mqk  [CHUNK][CHUNK] fp16  lower_incl_diag(qd ki^T)   (|entries| <= 1)
 //   decay[D]    fp32    exp(G_last)                    (the chunk's total decay per channel)
 //   norm, pad   fp32 x4 max row sum of |invb|          (K2's bound on |U| / |X|)
 // No padding: the 16-byte pieces of each row are swizzled instead, so that the eight rows an ldmatrix
@@ -29,13 +29,13 @@ constexpr float LOG2E = 1.4426950408889634f;
 // (`swz_row`); piece p (0 or 1) of row r of invb, mqk at p ^ ((r / 4) % 2) (`swz_small`).
 // ---------------------------------------------------------------------------------------------
 constexpr int ROW = D;           // 256-byte rows of kd, qd, kr
-constexpr int SROW = C;          // 32-byte rows of invb, mqk
+constexpr int SROW = CHUNK;          // 32-byte rows of invb, mqk
 constexpr int REC_KD = 0;
-constexpr int REC_QD = REC_KD + C * ROW * 2;
-constexpr int REC_KR = REC_QD + C * ROW * 2;
-constexpr int REC_INVB = REC_KR + C * ROW * 2;
-constexpr int REC_MQK = REC_INVB + C * SROW * 2;
-constexpr int REC_DECAY = REC_MQK + C * SROW * 2;
+constexpr int REC_QD = REC_KD + CHUNK * ROW * 2;
+constexpr int REC_KR = REC_QD + CHUNK * ROW * 2;
+constexpr int REC_INVB = REC_KR + CHUNK * ROW * 2;
+constexpr int REC_MQK = REC_INVB + CHUNK * SROW * 2;
+constexpr int REC_DECAY = REC_MQK + CHUNK * SROW * 2;
 constexpr int REC_NORM = REC_DECAY + D * 4;
 constexpr int REC_BYTES = REC_NORM + 16;      // 13840 = 865 x 16 bytes
 // element offset of (row r, first element of 16-byte piece p) in kd, qd, kr, and in invb, mqk

@@ -19,6 +19,7 @@
 // The row sums (S k^ and S q^) are shuffles across the 8 lanes.
 #include "kda_common.cuh"
 #include "kda_launch.h"
+#include "kda_layout.cuh"
 
 namespace kda {
 
@@ -58,10 +59,10 @@ __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
 }
 __device__ __forceinline__ float4 lds4f(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
-// §bounds: the sequence's tokens [t0, t1) by the layout rules (kda_layout.cu): with the caller's
-// offsets cu, t0 = min(total, max(0, cu[0..n])) and t1 = min(total, max(0, cu[0..n+1])); a fixed-length
-// batch has n * T. The running maximum is a block-wide reduction over cu[0..n], so no value of cu,
-// however wrong, sends a read or write outside the tensors.
+// §bounds: the sequence's tokens [t0, t1) = [safe[n], safe[n + 1]) by the safe-offset rule of
+// kda_layout.cuh, from the caller's offsets cu: the running maximum is a block-wide reduction over cu[0..n]
+// (started at 0), so no value of cu, however wrong, sends a read or write outside the tensors; a
+// fixed-length batch has n * T.
 __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_t& t0, int64_t& t1,
                                               int64_t* red) {
     if (!p.cu_seqlens) {
@@ -78,8 +79,8 @@ __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < DEC_WARPS; ++w) m = max(m, red[w]);
-    t0 = min(p.total, m);
-    t1 = min(p.total, max(m, __ldg(p.cu_seqlens + n + 1)));
+    t0 = safe_offset(m, p.total);
+    t1 = safe_offset(max(m, __ldg(p.cu_seqlens + n + 1)), p.total);
 }
 
 // Zero rows [a, b) of this block's columns of `out` (head h): padding sequences and tokens no sequence covers.

@@ -1,21 +1,18 @@
-// kda_layout.cu: the batch layout, built on the device in one launch, so that a call copies nothing to
-// the host and a CUDA graph that captured it replays correctly after new lengths are written into the
-// same cu_seqlens buffer (fixed-length batches need none: K1 writes their tables). One block walks the N + 1
-// offsets in tiles of LAYOUT_THREADS and writes, for K1 and K2:
-//   cu_seqlens  the offsets made safe: safe[i] = min(total, max(0, cu[0], ..., cu[i])). For a valid
-//               cu_seqlens (0 = cu[0] <= ... <= cu[N] = total) this is cu itself; for any other values
-//               it is still non-decreasing and inside [0, total], so no kernel ever reads or writes
-//               outside the tensors it was given. Tokens that no sequence covers (before the first
-//               offset, after the last) get zero outputs, here, as in the reference.
-//   cu_chunks   chunk offsets, cu_chunks[n + 1] - cu_chunks[n] = ceil(len_n / 16); their total is at
-//               most (total + 15 N) / 16, the bound the host sizes K1's grid and the workspace by.
+// kda_fwd_layout.cu: the layout kernel, the batch layout built on the device in one launch, so that a call
+// copies nothing to the host and a CUDA graph that captured it replays correctly after new lengths are
+// written into the same cu_seqlens buffer (fixed-length batches need none: K1 and K2 find their chunks by
+// division). One block walks the N + 1 offsets in tiles of LAYOUT_THREADS and writes, for K1 and K2, by the
+// rules of kda_layout.cuh:
+//   cu_seqlens  the safe offsets (safe_offset). Tokens that no sequence covers (before the first offset,
+//               after the last) get zero outputs, here, as in the reference.
+//   cu_chunks   chunk offsets, cu_chunks[n + 1] - cu_chunks[n] = chunk_count(len_n); their total is at most
+//               max_chunks_varlen, the bound the host sizes K1's grid and the workspace by.
 //   seq_order   the sequences longest first, for K2: a counting sort on a bucket of the chunk count
 //               (exact below 1024 chunks, 8 buckets per power of two above). Ties land in any order:
 //               the order only changes which block starts first, never a result.
-// The same rules, in PyTorch, are kda_nb.layout's `safe_cu_seqlens` and `chunk_offsets`; the tests
-// hold the two to each other.
 #include "kda_common.cuh"
 #include "kda_launch.h"
+#include "kda_layout.cuh"
 
 namespace kda {
 
@@ -72,10 +69,10 @@ __global__ void __launch_bounds__(LAYOUT_THREADS) kda_fwd_layout(const int64_t* 
     for (int base = 0; base < n_off; base += LAYOUT_THREADS) {
         const int i = base + threadIdx.x;
         const int64_t given = i >= n_off ? 0 : cu_in[i];
-        const int64_t x = given > 0 ? given : 0;
+        const int64_t x = offset_at_least_zero(given);
         int64_t tile;
         const int64_t run = block_scan(x, carry, max_op, warp_sums, tile);
-        if (i < n_off) safe[i] = run < total ? run : total;
+        if (i < n_off) safe[i] = safe_offset(run, total);
         carry = tile;
     }
     __syncthreads();                                      // safe[] is read across threads below
@@ -85,13 +82,13 @@ __global__ void __launch_bounds__(LAYOUT_THREADS) kda_fwd_layout(const int64_t* 
     for (int64_t i = safe[n_seq] * row_pieces + threadIdx.x; i < total * row_pieces; i += LAYOUT_THREADS)
         out[i] = make_uint4(0, 0, 0, 0);
 
-    // §chunk offsets: exclusive sum of ceil(len / 16); and the histogram of the order's buckets
+    // §chunk offsets: exclusive sum of chunk_count(len); and the histogram of the order's buckets
     for (int b = threadIdx.x; b < N_BUCKETS; b += LAYOUT_THREADS) bucket_start[b] = 0;
     __syncthreads();
     carry = 0;
     for (int base = 0; base < n_seq; base += LAYOUT_THREADS) {
         const int i = base + threadIdx.x;
-        const int64_t chunks = i < n_seq ? (safe[i + 1] - safe[i] + C - 1) / C : 0;
+        const int64_t chunks = i < n_seq ? chunk_count(safe[i + 1] - safe[i]) : 0;
         if (i < n_seq) atomicAdd(&bucket_start[order_bucket(chunks)], 1);
         int64_t tile;
         const int64_t run = block_scan(chunks, carry, sum_op, warp_sums, tile);

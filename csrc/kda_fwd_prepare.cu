@@ -1,4 +1,4 @@
-// kda_prepare.cu: K1 "prepare". The state-free part of the chunked form (kda_prep.cuh) for every
+// kda_fwd_prepare.cu: K1 "prepare". The state-free part of the chunked form (kda_chunk_prep.cuh) for every
 // (chunk of 16 tokens, head) of the batch, one record per item left in the workspace for K2 (layout in
 // kda_common.cuh), already in K2's shared-memory layout.
 //
@@ -6,7 +6,8 @@
 // independent warps, each striding over the items with its own scratch (K1Warp).
 #include "kda_common.cuh"
 #include "kda_launch.h"
-#include "kda_prep.cuh"
+#include "kda_chunk_prep.cuh"
+#include "kda_layout.cuh"
 
 namespace kda {
 
@@ -23,15 +24,15 @@ __device__ __forceinline__ Item locate(const FwdArgs& p, int64_t item) {
     it.h = static_cast<int>(item - chunk * p.H);
     int64_t left;
     if (p.seq_len > 0) {
-        const int64_t per = (p.seq_len + C - 1) / C, n = chunk / per;
-        it.t0 = n * p.seq_len + (chunk - n * per) * C;
+        const int64_t per = chunk_count(p.seq_len), n = chunk / per;
+        it.t0 = n * p.seq_len + (chunk - n * per) * CHUNK;
         left = (n + 1) * p.seq_len - it.t0;
     } else {
         const int n = find_sequence(p.cu_chunks, p.n_seq, chunk);
-        it.t0 = p.cu_seqlens[n] + (chunk - p.cu_chunks[n]) * C;
+        it.t0 = p.cu_seqlens[n] + (chunk - p.cu_chunks[n]) * CHUNK;
         left = p.cu_seqlens[n + 1] - it.t0;
     }
-    it.len = static_cast<int>(left < C ? left : C);
+    it.len = static_cast<int>(left < CHUNK ? left : CHUNK);
     return it;
 }
 
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     K1Warp& sm = reinterpret_cast<K1Warp*>(smem_raw)[warp];
     const int H = p.H;
-    const int64_t per_seq = p.seq_len > 0 ? (p.seq_len + C - 1) / C : 0;
+    const int64_t per_seq = p.seq_len > 0 ? chunk_count(p.seq_len) : 0;
     const int64_t n_chunks = p.seq_len > 0 ? p.n_seq * per_seq : p.cu_chunks[p.n_seq];    // <= max_chunks
     // this launch's items: the chunks [chunk_lo, chunk_hi) of the batch, all heads (one step of a pipeline)
     const int64_t item_end = (p.chunk_hi < n_chunks ? p.chunk_hi : n_chunks) * H;
@@ -68,16 +69,13 @@ size_t record_bytes() { return REC_BYTES; }
 cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
     if (a.max_chunks == 0) return cudaSuccess;
     constexpr int smem = K1_WARPS * sizeof(K1Warp);
-    constexpr int MAX_DEVICES = 64;
-    static int blocks_per_sm[MAX_DEVICES] = {}, sms[MAX_DEVICES] = {};   // per device, set on its first launch
+    static int blocks_per_sm[MAX_DEVICES] = {};        // per device, set on its first launch
     int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
+    cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
-    if (device >= MAX_DEVICES) return cudaErrorInvalidDevice;
     if (blocks_per_sm[device] == 0) {
         err = cudaFuncSetAttribute(kda_fwd_prepare, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
-        cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
         int bps = 0;
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare, K1_THREADS, smem);
         blocks_per_sm[device] = bps > 0 ? bps : 1;
@@ -89,7 +87,7 @@ cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
     const int64_t hi = a.chunk_hi < a.max_chunks ? a.chunk_hi : a.max_chunks;
     if (hi <= a.chunk_lo) return cudaSuccess;
     const bool whole = a.chunk_lo == 0 && hi == a.max_chunks;
-    const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms[device];
+    const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sm_count(device);
     const int64_t needed = ((hi - a.chunk_lo) * a.H + K1_WARPS - 1) / K1_WARPS;
     const int64_t grid = whole ? (needed < resident ? needed : resident) : (needed + K1_STEP_ITEMS - 1) / K1_STEP_ITEMS;
     kda_fwd_prepare<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);

@@ -1,405 +1,41 @@
-// kda_recurrence.cu: K2 "recurrence". Sequential over the chunks of one sequence, parallel over
-// heads and over slices of the state's V rows (rows of S never mix). One block per
-// (sequence, head, slice of 16 * WARPS rows); each warp owns 16 rows of the state, 16 x 128 fp32,
-// in registers, for the whole sequence. Per chunk, with S the state entering it:
-//   W = S kd^T,  P = S qd^T                  (bf16 x bf16 -> fp32, the two products with the state)
-//   U^T = (V - W)^T (INV diag(beta))^T       (fp16 x fp16 -> fp32)
-//   O^T = scale (P + U^T Mqk^T)              (fp16 x fp16 -> fp32)
-//   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
-// The chunk's record (K1's output, already in this kernel's layout) and values arrive in shared memory
-// through a pipeline of bulk copies NSTAGE chunks deep, so loads for later chunks overlap the
-// arithmetic of this one.
-//
-// The fused kernel is the same kernel with PREP more warps per block: one block per (sequence, head)
-// holds the whole state (8 warps), and the PREP preparing warps make each chunk's record themselves
-// (kda_prep.cuh, K1's work) straight into the pipeline's stages, so neither K1 nor the workspace is
-// needed, and each record is made once and read where it is made.
+// kda_fwd_recurrence.cu: K2 "recurrence". The chunk loop of kda_recurrence.cuh, each chunk's record read
+// back from the workspace K1 (kda_fwd_prepare.cu) left, by one bulk copy per chunk into a pipeline stage.
+// One block per (sequence, head, slice of 16 * K2_WARPS state rows).
 #include "kda_common.cuh"
 #include "kda_launch.h"
-#include "kda_prep.cuh"
-
-#include <cstdlib>
+#include "kda_recurrence.cuh"
 
 namespace kda {
 
-constexpr int K2_MAX_GRID_Y = 32768;                   // sequences per grid.y; more spill into grid.z
-
-template <int WARPS>
-struct K2Layout {
-    static constexpr int THREADS = 32 * WARPS;
-    static constexpr int VB = 16 * WARPS;               // state rows per block
-    static constexpr int VROW = VB + 8;                 // padded row of the value tile
-    // one pipeline stage: the record exactly as K1 wrote it (kda_common.cuh), then the value tile
-    static constexpr int KD = REC_KD, QD = REC_QD, KR = REC_KR, INVB = REC_INVB, MQK = REC_MQK;
-    static constexpr int DECAY = REC_DECAY, NORM = REC_NORM;
-    static constexpr int VAL = REC_BYTES;
-    static constexpr int STAGE = VAL + C * VROW * 2;
-    static constexpr int OROW = 16 + 8;                 // padded row of a warp's output tile
-    static constexpr int OUT_BYTES = WARPS * C * OROW * 2;
-    static_assert(STAGE % 16 == 0 && (VROW * 2) % 16 == 0, "16-byte aligned stages and rows");
-};
-
-// 2^k with k chosen so that m * 2^k lies in [2^12, 2^13); 1 for m = 0 (or NaN, which then propagates).
-__device__ __forceinline__ float pow2_normalizer(float m) {
-    if (!(m > 1e-30f)) return 1.f;
-    const int e = ((__float_as_int(m) >> 23) & 0xff) - 127;   // floor(log2 m)
-    const int k = max(-100, min(100, 12 - e));
-    return __int_as_float((k + 127) << 23);
-}
-
-// thread 0: the pipeline's barriers, full[s] completed by `producers` arrivals and empty[s] by `consumers`
-template <int NSTAGE>
-__device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* empty, int producers, int consumers) {
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < NSTAGE; ++s) {
-            mbar_init(&full[s], producers);
-            mbar_init(&empty[s], consumers);
-        }
-        mbar_init_fence();
-    }
-}
+// The configurations: K2_WARPS warps (16 * K2_WARPS state rows) per block, 3 or 4 stages. Wider blocks
+// read each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64 and 96;
+// fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% of 2 and 8 in every case, so K2 runs 4.
+// Four stages (3 blocks per SM) suit a grid that fits on the GPU at once, and a step of a pipeline
+// (kda_binding.cpp); three stages (4 blocks per SM, fewer chunks in flight each) suit one of more than
+// K2_WAVES_FOR_3_STAGES such waves, where more resident blocks keep the schedulers busier: kernels notebook.
+constexpr int K2_WARPS = 4;
+constexpr int K2_STAGES = 4;               // a grid that fits on the GPU at once, or a pipeline step
+constexpr int K2_STAGES_MANY_WAVES = 3;    // a grid of more than K2_WAVES_FOR_3_STAGES waves
+constexpr int K2_WAVES_FOR_3_STAGES = 2;   // waves of 3 blocks per SM (the 4-stage residency)
 
 // Blocks per SM the registers must allow: 3 blocks of 4 warps with 4 stages (shared memory allows no
 // more), 4 with 3 stages (at most 128 registers).
 template <int WARPS, int NSTAGE> constexpr int k2_min_blocks() { return (NSTAGE <= 3 ? 16 : 12) / WARPS; }
 
-// PREP = 0: K2, the record from K1's workspace; PREP > 0: the fused kernel, PREP more warps make it
-template <int WARPS, int NSTAGE, int PREP>
-__device__ __forceinline__ void recurrence_block(const FwdArgs& p) {
-    using Ly = K2Layout<WARPS>;
-    static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
-    extern __shared__ __align__(128) uint8_t smem[];
-    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed (or been made)
-    __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every recurrence warp is done with stage s
-    constexpr int VSPLIT = D / Ly::VB;
-    // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
-    // sequence (seq_order) starts before any block of the next one, across all heads
-    const int H = p.H, vblk = blockIdx.x % VSPLIT, h = blockIdx.x / VSPLIT;
-    const int rank = blockIdx.z * K2_MAX_GRID_Y + blockIdx.y;
-    if (rank >= p.n_seq) return;
-    const int n = p.seq_order ? p.seq_order[rank] : rank;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    // §step: the sequence's chunks inside this launch's range [chunk_lo, chunk_hi) (all of them, unless
-    // the launch is one step of a pipeline). A sequence with no chunk there has nothing to do here; one
-    // with no chunk at all (length 0) belongs to the step whose range holds its place.
-    // A fixed-length batch (seq_len > 0) has no tables: its offsets are multiples of seq_len.
-    const int64_t per = p.seq_len > 0 ? (p.seq_len + C - 1) / C : 0;
-    const int64_t first = p.seq_len > 0 ? n * per : p.cu_chunks[n], end = p.seq_len > 0 ? first + per : p.cu_chunks[n + 1];
-    const int64_t chunk0 = max(first, p.chunk_lo), chunk1 = min(end, p.chunk_hi);
-    if (!(chunk0 < chunk1 || (first == end && first >= p.chunk_lo && first < p.chunk_hi))) return;
-    const bool from_caller = first >= p.chunk_lo, to_caller = end <= p.chunk_hi;   // else from / to the carry
-    const int nch = static_cast<int>(chunk1 - chunk0);
-    const int64_t tok0 = (p.seq_len > 0 ? n * p.seq_len : p.cu_seqlens[n]) + (chunk0 - first) * C;
-    const int64_t tok1 = min(p.seq_len > 0 ? (n + 1) * p.seq_len : p.cu_seqlens[n + 1], tok0 + static_cast<int64_t>(nch) * C);
-    const int ntok = static_cast<int>(tok1 - tok0);     // <= 16 nch: the chunk loop counts tokens from tok0 in 32 bits
-    const int vbase = vblk * Ly::VB;                    // first state row of the block
-    const int vrow = vbase + warp * 16;                 // first state row of this warp
-    // §slot: the state this sequence reads and writes: its own (n), or a pool slot. A slot outside the
-    // pool (-1 marks padding) means no state is read or written, and the sequence's outputs are zero.
-    // (read again before the state is written, rather than kept in a register across the chunk loop)
-    auto state_offset = [&]() -> int64_t {
-        const int64_t slot = p.state_slot ? __ldg(p.state_slot + n) : n;
-        return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * D * D;
-    };
-    if (state_offset() < 0) {
-        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
-            const int64_t tok = tok0 + i / (Ly::VB / 8);
-            *reinterpret_cast<uint4*>(out + (tok * H + h) * D + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
-        }
-        return;
-    }
-    int64_t state_off = state_offset();
-
-    // §prepare (the fused kernel): preparing warp w makes the records of chunks w, w + PREP, ... into their
-    // stages, chunk c into stage c % NSTAGE once every recurrence warp is done with chunk c - NSTAGE, and
-    // then arrives on full[stage] from every lane (each lane's arrive releases its own writes). NSTAGE is a
-    // multiple of PREP, so each stage has one preparing warp and its phases come in order. Each next item's
-    // loads are issued while the current one computes, as in K1.
-    if constexpr (PREP > 0) {
-        init_stage_barriers<NSTAGE>(full, empty, 32, WARPS);   // full: every lane of the stage's preparing warp
-        __syncthreads();                                // the block's last barrier: warps meet only through mbarriers
-        if (warp >= WARPS) {
-            const int w = warp - WARPS;
-            K1Warp& scratch = reinterpret_cast<K1Warp*>(smem + NSTAGE * Ly::STAGE + Ly::OUT_BYTES)[w];
-            auto item_of = [&](int c) {
-                Item it;
-                it.h = h;
-                it.t0 = tok0 + static_cast<int64_t>(c) * C;
-                it.len = static_cast<int>(min(static_cast<int64_t>(C), tok1 - it.t0));
-                return it;
-            };
-            if (w < nch) {
-                Fetched f;
-                f.it = item_of(w);
-                prep_fetch(p, f, lane);
-                prep_fetch_qk(p, f.it, scratch, lane);
-#pragma unroll 1
-                for (int c = w; c < nch; c += PREP) {
-                    const int stage = c % NSTAGE;
-                    if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
-                    prep_item(p, f, scratch, smem + stage * Ly::STAGE,
-                              [&](Item& nx) { if (c + PREP >= nch) return false; nx = item_of(c + PREP); return true; }, lane);
-                    mbar_arrive(&full[stage]);
-                }
-            }
-            cp_async_wait<0>();
-            return;
-        }
-    }
-
-    // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1);
-    // from the step before, through the carry, if the sequence began before this step's chunks
-    float S[16][4];
-    const int64_t carry_off = static_cast<int64_t>(h) * D * D;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
-            float2 s = make_float2(0.f, 0.f);
-            if (!from_caller) {
-                s = *reinterpret_cast<const float2*>(p.carry_in + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t);
-            } else if (p.state_in_kind == STATE_FP32) {
-                s = *reinterpret_cast<const float2*>(static_cast<const float*>(p.state_in) + off);
-            } else if (p.state_in_kind == STATE_BF16) {
-                s = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
-                        static_cast<const __nv_bfloat16*>(p.state_in) + off));
-            }
-            S[j][2 * half] = s.x;
-            S[j][2 * half + 1] = s.y;
-        }
-    }
-
-    // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
-    // full[stage]; it first waits on empty[stage] until every warp is done with the chunk that stage held
-    // (the fused kernel: the preparing warps do both, §prepare).
-    // Each warp copies its own 16 rows of the values with cp.async (one 16-byte piece per lane; zeros past
-    // the sequence's end), one commit group per chunk. Warps meet only through these two barriers, never
-    // all at once: a warp that is ahead starts the next chunk without waiting for the others.
-    if constexpr (PREP == 0) {
-        init_stage_barriers<NSTAGE>(full, empty, 1, WARPS);
-        __syncthreads();
-    }
-    const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(p.v);
-    auto load_chunk = [&](int c, int stage) {
-        if (c < nch) {
-            uint8_t* st = smem + stage * Ly::STAGE;
-            if (PREP == 0 && threadIdx.x == 0) {
-                if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
-                mbar_arrive_expect_tx(&full[stage], REC_BYTES);
-                bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
-                              REC_BYTES, &full[stage]);
-            }
-            const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
-            const bool inside = c * C + r < ntok;
-            const __nv_bfloat16* src = v + ((tok0 + (inside ? c * C + r : 0)) * H + h) * D + vbase + piece * 8;
-            cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
-        }
-        cp_async_commit();
-    };
-
-#pragma unroll
-    for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
-
-    __nv_bfloat16* otile = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * Ly::STAGE) + warp * C * Ly::OROW;
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-
-#pragma unroll 1
-    for (int c = 0; c < nch; ++c) {
-        load_chunk(c + NSTAGE - 1, (c + NSTAGE - 1) % NSTAGE);   // into the stage of chunk c - 1
-        cp_async_wait<NSTAGE - 1>();         // this lane's value piece of chunk c has landed
-        __syncwarp();                        // and the warp's
-        mbar_wait(&full[c % NSTAGE], (c / NSTAGE) & 1);   // and the record
-        const uint8_t* st = smem + (c % NSTAGE) * Ly::STAGE;
-        const __nv_bfloat16* kd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::KD);
-        const __nv_bfloat16* qd = reinterpret_cast<const __nv_bfloat16*>(st + Ly::QD);
-        const __half* kr = reinterpret_cast<const __half*>(st + Ly::KR);
-        const __half* invb = reinterpret_cast<const __half*>(st + Ly::INVB);
-        const __half* mqk = reinterpret_cast<const __half*>(st + Ly::MQK);
-        const float* decay = reinterpret_cast<const float*>(st + Ly::DECAY);
-        const float norm = fmaxf(*reinterpret_cast<const float*>(st + Ly::NORM), 1.f);
-        const __nv_bfloat16* vt = reinterpret_cast<const __nv_bfloat16*>(st + Ly::VAL);
-
-        // §products: the state as bf16 A fragments, then W = S kd^T and P = S qd^T (16 rows x 16 tokens).
-        // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
-        uint32_t Sa[8][4];
-#pragma unroll
-        for (int kb = 0; kb < 8; ++kb) {
-            Sa[kb][0] = pack_bf16(S[2 * kb][0], S[2 * kb][1]);
-            Sa[kb][1] = pack_bf16(S[2 * kb][2], S[2 * kb][3]);
-            Sa[kb][2] = pack_bf16(S[2 * kb + 1][0], S[2 * kb + 1][1]);
-            Sa[kb][3] = pack_bf16(S[2 * kb + 1][2], S[2 * kb + 1][3]);
-        }
-        // §decay: S <- S diag(decay) now, while the products below (which read Sa) are in flight
-#pragma unroll
-        for (int j = 0; j < 16; ++j) {
-            const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-            S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
-        }
-        float W[2][2][4] = {}, P[2][4] = {};
-        const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;   // ldmatrix, B of 2 n-tiles
-#pragma unroll
-        for (int kb = 0; kb < 8; ++kb) {
-            uint32_t bk[4], bq[4];
-            ldmatrix_x4(bk, kd + swz_row(brow, 2 * kb + bpiece));
-            ldmatrix_x4(bq, qd + swz_row(brow, 2 * kb + bpiece));
-            mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
-            mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
-            mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
-            mma_bf16(P[1], Sa[kb], bq[2], bq[3]);
-        }
-
-        // §residual: X^T = V^T - W^T for this warp's rows; element (nt, e) is row g + 8(e/2), token 8nt + 2t + e%2.
-        // The value tile is [token][row]; ldmatrix.trans hands each lane its (row, two tokens) pairs: matrix m
-        // holds tokens 8 (m / 2) .. + 7 and rows 8 (m % 2) .. + 7 of the warp's 16.
-        float X[2][4];
-        {
-            uint32_t vv[4];
-            const int m = lane >> 3;
-            ldmatrix_x4_trans(vv, vt + (8 * (m >> 1) + (lane & 7)) * Ly::VROW + warp * 16 + 8 * (m & 1));
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                for (int hr = 0; hr < 2; ++hr) {
-                    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vv[2 * nt + hr]));
-                    X[nt][2 * hr] = x.x - (W[0][nt][2 * hr] + W[1][nt][2 * hr]);
-                    X[nt][2 * hr + 1] = x.y - (W[0][nt][2 * hr + 1] + W[1][nt][2 * hr + 1]);
-                }
-        }
-
-        // §range: fp16 holds X and U exactly enough if |X| is neither tiny nor huge. Per row, the
-        // largest |X| (4 lanes share a row) bounds |U| <= norm * max|X|. If any row of the warp is
-        // outside the comfortable window, every row is rescaled by a power of two (exact), undone below.
-        float m0 = fmaxf(fmaxf(fabsf(X[0][0]), fabsf(X[0][1])), fmaxf(fabsf(X[1][0]), fabsf(X[1][1])));
-        float m1 = fmaxf(fmaxf(fabsf(X[0][2]), fabsf(X[0][3])), fmaxf(fabsf(X[1][2]), fabsf(X[1][3])));
-#pragma unroll
-        for (int o = 1; o <= 2; o <<= 1) {
-            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, o));
-            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, o));
-        }
-        const bool comfortable = (m0 == 0.f || (m0 >= 0x1p-8f && m0 * norm <= 0x1p14f)) &&
-                                 (m1 == 0.f || (m1 >= 0x1p-8f && m1 * norm <= 0x1p14f));
-        const bool scaled = !__all_sync(0xffffffffu, comfortable);
-        float sc0 = 1.f, sc1 = 1.f;
-        if (scaled) {
-            sc0 = pow2_normalizer(m0 * norm);
-            sc1 = pow2_normalizer(m1 * norm);
-#pragma unroll
-            for (int nt = 0; nt < 2; ++nt) {
-                X[nt][0] *= sc0; X[nt][1] *= sc0; X[nt][2] *= sc1; X[nt][3] *= sc1;
-                P[nt][0] *= sc0; P[nt][1] *= sc0; P[nt][2] *= sc1; P[nt][3] *= sc1;
-            }
-        }
-
-        // §u: U^T = X^T (INV diag(beta))^T, with X^T's C fragments reused as an fp16 A fragment
-        const uint32_t Xa[4] = {pack_f16(X[0][0], X[0][1]), pack_f16(X[0][2], X[0][3]),
-                                pack_f16(X[1][0], X[1][1]), pack_f16(X[1][2], X[1][3])};
-        float U[2][4] = {};
-        {
-            uint32_t b[4];
-            ldmatrix_x4(b, invb + swz_small(brow, bpiece));
-            mma_f16(U[0], Xa, b[0], b[1]);
-            mma_f16(U[1], Xa, b[2], b[3]);
-        }
-        const uint32_t Ua[4] = {pack_f16(U[0][0], U[0][1]), pack_f16(U[0][2], U[0][3]),
-                                pack_f16(U[1][0], U[1][1]), pack_f16(U[1][2], U[1][3])};
-
-        // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
-        // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row]
-        {
-            uint32_t b[4];
-            ldmatrix_x4(b, mqk + swz_small(brow, bpiece));
-            mma_f16(P[0], Ua, b[0], b[1]);
-            mma_f16(P[1], Ua, b[2], b[3]);
-            const float o0 = p.scale / sc0, o1 = p.scale / sc1;
-            const int m = lane >> 3;
-            stmatrix_x4_trans(otile + (8 * (m >> 1) + (lane & 7)) * Ly::OROW + 8 * (m & 1),
-                              pack_bf16(P[0][0] * o0, P[0][1] * o0), pack_bf16(P[0][2] * o1, P[0][3] * o1),
-                              pack_bf16(P[1][0] * o0, P[1][1] * o0), pack_bf16(P[1][2] * o1, P[1][3] * o1));
-            __syncwarp();
-            const int tok = lane >> 1, part = lane & 1;
-            const int64_t gtok = tok0 + (c * C + tok);
-            if (c * C + tok < ntok)
-                *reinterpret_cast<uint4*>(out + (gtok * H + h) * D + vrow + 8 * part) =
-                    *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
-        }
-
-        // §state: S <- S diag(decay) + U^T kr, the decay already applied (in the scaled frame if rows were rescaled)
-        if (scaled) {
-#pragma unroll
-            for (int j = 0; j < 16; ++j) { S[j][0] *= sc0; S[j][1] *= sc0; S[j][2] *= sc1; S[j][3] *= sc1; }
-        }
-        const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tpiece = lane >> 4;   // ldmatrix.trans of kr
-#pragma unroll
-        for (int jj = 0; jj < 8; ++jj) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, kr + swz_row(trow, 2 * jj + tpiece));
-            mma_f16(S[2 * jj], Ua, b[0], b[1]);
-            mma_f16(S[2 * jj + 1], Ua, b[2], b[3]);
-        }
-        if (scaled) {
-            const float i0 = 1.f / sc0, i1 = 1.f / sc1;
-#pragma unroll
-            for (int j = 0; j < 16; ++j) { S[j][0] *= i0; S[j][1] *= i0; S[j][2] *= i1; S[j][3] *= i1; }
-        }
-        __syncwarp();                        // every lane is done reading the stage
-        if (lane == 0) mbar_arrive(&empty[c % NSTAGE]);
-    }
-    cp_async_wait<0>();
-
-    // §state_out (to the carry if the sequence goes on past this step's chunks)
-    if (!to_caller) {
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int half = 0; half < 2; ++half)
-                *reinterpret_cast<float2*>(p.carry_out + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t) =
-                    make_float2(S[j][2 * half], S[j][2 * half + 1]);
-    } else if (p.state_out_kind != STATE_NONE) {
-        state_off = state_offset();
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
-                if (p.state_out_kind == STATE_FP32)
-                    *reinterpret_cast<float2*>(static_cast<float*>(p.state_out) + off) =
-                        make_float2(S[j][2 * half], S[j][2 * half + 1]);
-                else
-                    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.state_out) + off) =
-                        __floats2bfloat162_rn(S[j][2 * half], S[j][2 * half + 1]);
-            }
-    }
-}
-
 template <int WARPS, int NSTAGE>
 __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
-    recurrence_block<WARPS, NSTAGE, 0>(p);
-}
-template <int WARPS, int NSTAGE, int PREP>
-__global__ void __launch_bounds__(32 * (WARPS + PREP), 1) kda_fwd_fused(FwdArgs p) {
-    recurrence_block<WARPS, NSTAGE, PREP>(p);
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed
+    __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every warp is done with stage s
+    recurrence_block<WARPS, NSTAGE, 0, NoPrepare>(p, smem, full, empty);
 }
 
-// The configurations: WARPS warps (16 * WARPS state rows) per block, NSTAGE stages. Wider blocks read
-// each record fewer times; narrower ones put more SMs to work. On the H200 (T = 8192, H = 64 and 96;
-// fixed, six lengths, 1024 x 8) 4 warps were fastest or within 1% in every case, so the library
-// launches 4. Four stages (3 blocks per SM) suit a grid that fits on the GPU at once, and a step of a
-// pipeline (kda_binding.cpp); three stages (4 blocks per SM, fewer chunks in flight each) suit one of
-// more than two such waves, where more resident blocks keep the schedulers busier: kernels notebook.
-// KDA_NB_K2_WARPS (2, 4 or 8) and KDA_NB_K2_STAGES (3 or 4) force a configuration, for experiments (read
-// at the first launch).
-constexpr int K2_MAX_DEVICES = 64;
-
-template <int WARPS, int NSTAGE, int PREP = 0>
+template <int NSTAGE>
 cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
-    using Ly = K2Layout<WARPS>;
-    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES + PREP * static_cast<int>(sizeof(K1Warp));
-    void (*kernel)(FwdArgs);
-    if constexpr (PREP > 0) kernel = kda_fwd_fused<WARPS, NSTAGE, PREP>;
-    else kernel = kda_fwd_recurrence<WARPS, NSTAGE>;
-    static bool ready[K2_MAX_DEVICES] = {};    // the shared-memory attribute, set once per device
+    using Ly = K2Layout<K2_WARPS>;
+    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
+    void (*kernel)(FwdArgs) = kda_fwd_recurrence<K2_WARPS, NSTAGE>;
+    static bool ready[MAX_DEVICES] = {};       // the shared-memory attribute, set once per device
     if (!ready[device]) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
@@ -407,50 +43,20 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t st
     }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     const dim3 grid(a.H * (D / Ly::VB), ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
-    kernel<<<grid, Ly::THREADS + 32 * PREP, smem, stream>>>(a);
+    kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
     return cudaGetLastError();
-}
-
-// an experiment's override from the environment, read once (getenv on every launch costs host time
-// that a small call sees): the value if it is one of the allowed two, else 0
-static int env_choice(const char* name, int x, int y) {
-    const char* env = std::getenv(name);
-    const int v = env ? std::atoi(env) : 0;
-    return v == x || v == y ? v : 0;
 }
 
 cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
-    static const int forced_warps = env_choice("KDA_NB_K2_WARPS", 2, 8);
-    static const int forced_stages = env_choice("KDA_NB_K2_STAGES", 3, 4);
-    static int sms[K2_MAX_DEVICES] = {};       // per device, read on its first launch
     int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
+    const cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
-    if (device >= K2_MAX_DEVICES) return cudaErrorInvalidDevice;
-    if (forced_warps == 8) return launch_recurrence_with<8, 4>(a, device, stream);
-    if (forced_warps == 2) return launch_recurrence_with<2, 4>(a, device, stream);
-    int stages = forced_stages;
     const bool step = a.chunk_lo > 0 || a.chunk_hi != INT64_MAX;   // one step of a pipeline: a few sequences at a time
-    if (stages == 0 && step) stages = 4;
-    if (stages == 0) {                          // by the grid: more than two waves of 3 blocks per SM take 3 stages
-        if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
-        const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<4>::VB);
-        stages = blocks > 2 * 3 * static_cast<int64_t>(sms[device]) ? 3 : 4;
-    }
-    return stages == 3 ? launch_recurrence_with<4, 3>(a, device, stream) : launch_recurrence_with<4, 4>(a, device, stream);
-}
-
-// The fused kernel: 8 recurrence warps (the whole state of one head) and 4 preparing warps per block, 8
-// stages of shared memory: 213 KB, one block per SM. On the H200 (8 x 1024 tokens, H = 64 and 96) two
-// preparing warps were 1.5x slower than four: the preparation, not the recurrence, sets its pace.
-cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
-    if (a.n_seq == 0) return cudaSuccess;
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err != cudaSuccess) return err;
-    if (device >= K2_MAX_DEVICES) return cudaErrorInvalidDevice;
-    return launch_recurrence_with<8, 8, 4>(a, device, stream);
+    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<K2_WARPS>::VB);
+    const bool many_waves = blocks > K2_WAVES_FOR_3_STAGES * 3 * static_cast<int64_t>(sm_count(device));
+    return !step && many_waves ? launch_recurrence_with<K2_STAGES_MANY_WAVES>(a, device, stream)
+                               : launch_recurrence_with<K2_STAGES>(a, device, stream);
 }
 
 }  // namespace kda

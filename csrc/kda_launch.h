@@ -1,81 +1,35 @@
-// kda_launch.h: the C interface between the torch binding (kda_binding.cpp) and the kernels.
-// Plain pointers and sizes only, so that the kernels compile with nvcc alone.
+// kda_launch.h: the launchers the binding (kda_binding.cpp) calls, one per kernel, each on the caller's
+// stream. They take the launch configuration from the arguments alone (the choice of path, fused or K1 + K2
+// or K3, and of pipeline steps, is kda_nb.plan's, in Python). Plain C++ with the CUDA runtime's headers: the
+// binding compiles without nvcc.
+// Files: kda_fwd_layout.cu (the layout kernel), kda_fwd_prepare.cu (K1), kda_fwd_recurrence.cu (K2),
+// kda_fwd_fused.cu (K1 and K2 in one kernel), kda_decode.cu (K3); kda_chunk_prep.cuh is the per-chunk
+// preparation K1 and the fused kernel share, kda_recurrence.cuh the chunk loop K2 and the fused kernel share.
+// Backward kernels would sit beside the forward ones as kda_bwd_*.cu, with their launchers declared here.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <cuda_runtime.h>
 
+#include "kda_args.h"
+#include "kda_layout.cuh"
+
 namespace kda {
 
-enum StateKind : int { STATE_NONE = 0, STATE_BF16 = 1, STATE_FP32 = 2 };
-
-struct FwdArgs {
-    const void* q;            // [total_tokens, H, 128] bf16 (B*T tokens, or the varlen concatenation)
-    const void* k;            // same
-    const void* v;            // same
-    const void* g;            // same: raw gate
-    const void* beta;         // [total_tokens, H] bf16 logits
-    const float* A_log;       // [H]
-    const float* dt_bias;     // [H, 128]
-    void* out;                // [total_tokens, H, 128] bf16
-    const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
-    void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
-    int state_in_kind;
-    int state_out_kind;
-    const int64_t* state_slot;  // [N]: the pool slot sequence n reads and writes, or null (slot n); a slot
-                              // outside [0, n_slots) marks a padding sequence (no state, zero outputs)
-    int64_t n_slots;          // states in the pool (N without state_slot)
-    // The batch layout, on the device, as launch_layout builds it from the caller's cu_seqlens, its
-    // token offsets made non-decreasing and clamped to [0, total tokens] (so that no value, however
-    // wrong, sends a kernel outside its tensors). A fixed-length batch (seq_len > 0) has none: the kernels
-    // find its offsets by multiplication and division.
-    const int64_t* cu_seqlens;  // [N + 1] token offsets of the sequences
-    const int64_t* cu_chunks;   // [N + 1] chunk offsets: cu_chunks[n+1] - cu_chunks[n] = ceil(len_n / 16)
-    const int* seq_order;     // [N] int32: K2 visits the sequences in this order (longest first), or null
-    int n_seq;                // N
-    int H;
-    int64_t seq_len;          // a fixed-length batch: tokens per sequence; 0: the tables come from launch_layout
-    int64_t max_chunks;       // an upper bound on cu_chunks[N], known on the host without reading the device:
-                              // it sizes K1's grid and the workspace; K1 reads the count itself
-    float scale;
-    float lower_bound;
-    void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2 (the fused kernel: none)
-    // One step of a pipeline (kda_binding.cpp): K1 and K2 take only the chunks [chunk_lo, chunk_hi) of the
-    // batch. K2 takes the state of a sequence that began before chunk_lo from carry_in, and leaves that of
-    // one that goes on past chunk_hi in carry_out ([H, 128, 128] fp32 each). The whole batch: the defaults.
-    int64_t chunk_lo = 0;
-    int64_t chunk_hi = INT64_MAX;
-    const float* carry_in = nullptr;
-    float* carry_out = nullptr;
-};
-
-// K3 "decode": the token recurrence, one block per (sequence, head, 32 state rows), for short sequences.
-// It reads the caller's cu_seqlens itself (made safe by the layout rules inside the kernel), so it needs
-// no layout launch and no workspace.
-struct DecodeArgs {
-    const void* q;            // [total, H, 128] bf16, as in FwdArgs
-    const void* k;
-    const void* v;
-    const void* g;
-    const void* beta;         // [total, H] bf16
-    const float* A_log;       // [H]
-    const float* dt_bias;     // [H, 128]
-    void* out;                // [total, H, 128] bf16
-    const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
-    void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
-    int state_in_kind;
-    int state_out_kind;
-    const void* state_slot;   // [N] int32 (slot_int32) or int64: the pool slot of sequence n, or null (slot n)
-    int slot_int32;
-    int64_t n_slots;
-    const int64_t* cu_seqlens;  // [N + 1] the caller's offsets (any values), or null: N sequences of seq_len
-    int64_t seq_len;
-    int64_t total;            // tokens in q
-    int n_seq;
-    int H;
-    float scale;
-    float lower_bound;
-};
+// The launchers' per-device state (and the binding's second streams) live in arrays of MAX_DEVICES.
+// current_device: the calling thread's device, checked against that bound; sm_count: its SM count, read once
+// per device (the one SM-count query: K1's persistent grid and K2's choice of stages use it).
+constexpr int MAX_DEVICES = 64;
+inline cudaError_t current_device(int& device) {
+    const cudaError_t err = cudaGetDevice(&device);
+    if (err != cudaSuccess) return err;
+    return device < MAX_DEVICES ? cudaSuccess : cudaErrorInvalidDevice;
+}
+inline int sm_count(int device) {
+    static int sms[MAX_DEVICES] = {};
+    if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
+    return sms[device];
+}
 
 size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)
 // The layout tables of FwdArgs for a variable-length batch, in one launch, from the caller's cu_seqlens

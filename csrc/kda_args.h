@@ -1,0 +1,71 @@
+// kda_args.h: what the binding (kda_binding.cpp) hands each kernel launcher, plain pointers and sizes only,
+// so that the kernels compile with nvcc alone. kda::Args holds the fields every path shares (the tensors and
+// the state formats); FwdArgs (the layout kernel, K1, K2, the fused kernel) and DecodeArgs (K3) add their own.
+// A backward pass would add its own BwdArgs on Args in the same way.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace kda {
+
+enum StateKind : int { STATE_NONE = 0, STATE_BF16 = 1, STATE_FP32 = 2 };
+
+struct Args {
+    const void* q;            // [total_tokens, H, 128] bf16 (B*T tokens, or the varlen concatenation)
+    const void* k;            // same
+    const void* v;            // same
+    const void* g;            // same: raw gate
+    const void* beta;         // [total_tokens, H] bf16 logits
+    const float* A_log;       // [H]
+    const float* dt_bias;     // [H, 128]
+    void* out;                // [total_tokens, H, 128] bf16
+    const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
+    void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
+    int state_in_kind;
+    int state_out_kind;
+};
+
+// The chunked forward: Args first, so the fields sit where they always have in the kernels' parameters.
+struct FwdArgs : Args {
+    const int64_t* state_slot;  // [N]: the pool slot sequence n reads and writes, or null (slot n); a slot
+                              // outside [0, n_slots) marks a padding sequence (no state, zero outputs)
+    int64_t n_slots;          // states in the pool (N without state_slot)
+    // The batch layout, on the device, as launch_layout builds it from the caller's cu_seqlens by the rules
+    // of kda_layout.cuh (safe offsets, chunk counts). A fixed-length batch (seq_len > 0) has none: the
+    // kernels find its offsets by multiplication and division.
+    const int64_t* cu_seqlens;  // [N + 1] token offsets of the sequences
+    const int64_t* cu_chunks;   // [N + 1] chunk offsets: cu_chunks[n+1] - cu_chunks[n] = chunk_count(len_n)
+    const int* seq_order;     // [N] int32: K2 visits the sequences in this order (longest first), or null
+    int n_seq;                // N
+    int H;
+    int64_t seq_len;          // a fixed-length batch: tokens per sequence; 0: the tables come from launch_layout
+    int64_t max_chunks;       // max_chunks_varlen / max_chunks_fixed (kda_layout.cuh): it sizes K1's grid and
+                              // the workspace; K1 reads the count itself
+    float scale;
+    float lower_bound;
+    void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2 (the fused kernel: none)
+    // One step of a pipeline (kda_binding.cpp): K1 and K2 take only the chunks [chunk_lo, chunk_hi) of the
+    // batch. K2 takes the state of a sequence that began before chunk_lo from carry_in, and leaves that of
+    // one that goes on past chunk_hi in carry_out ([H, 128, 128] fp32 each). The whole batch: the defaults.
+    int64_t chunk_lo = 0;
+    int64_t chunk_hi = INT64_MAX;
+    const float* carry_in = nullptr;
+    float* carry_out = nullptr;
+};
+
+// K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the
+// kernel), so it needs no layout launch and no workspace.
+struct DecodeArgs : Args {
+    const void* state_slot;   // [N] int32 (slot_int32) or int64: the pool slot of sequence n, or null (slot n)
+    int slot_int32;
+    int64_t n_slots;
+    const int64_t* cu_seqlens;  // [N + 1] the caller's offsets (any values), or null: N sequences of seq_len
+    int64_t seq_len;
+    int64_t total;            // tokens in q
+    int n_seq;
+    int H;
+    float scale;
+    float lower_bound;
+};
+
+}  // namespace kda

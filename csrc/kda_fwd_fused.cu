@@ -1,0 +1,83 @@
+// kda_fwd_fused.cu: the fused kernel, K1 and K2 in one: one block per (sequence, head) holds the whole state
+// in FUSED_WARPS recurrence warps (the chunk loop of kda_recurrence.cuh, as K2), and FUSED_PREP more warps
+// make each chunk's record themselves (kda_chunk_prep.cuh, K1's work) straight into the pipeline's stages,
+// so neither K1 nor the workspace is needed, and each record is made once and read where it is made.
+#include "kda_common.cuh"
+#include "kda_launch.h"
+#include "kda_chunk_prep.cuh"
+#include "kda_recurrence.cuh"
+
+namespace kda {
+
+// 8 recurrence warps (the whole state of one head) and 4 preparing warps per block, 8 stages of shared
+// memory: 213 KB, one block per SM. On the H200 (8 x 1024 tokens, H = 64 and 96) two preparing warps were
+// 1.5x slower than four: the preparation, not the recurrence, sets its pace.
+constexpr int FUSED_WARPS = 8;
+constexpr int FUSED_PREP = 4;
+constexpr int FUSED_STAGES = 8;
+using FusedLayout = K2Layout<FUSED_WARPS>;
+static_assert(FUSED_STAGES % FUSED_PREP == 0 && FusedLayout::VB == D, "the whole state per block, one preparing warp per stage");
+
+// §prepare: preparing warp w makes the records of chunks w, w + FUSED_PREP, ... into their stages, chunk c
+// into stage c % FUSED_STAGES once every recurrence warp is done with chunk c - FUSED_STAGES, and then
+// arrives on full[stage] from every lane (each lane's arrive releases its own writes). FUSED_STAGES is a
+// multiple of FUSED_PREP, so each stage has one preparing warp and its phases come in order. Each next
+// item's loads are issued while the current one computes, as in K1.
+struct FusedPrepare {
+    static __device__ __forceinline__ void warp(const FwdArgs& p, int w, int h, int64_t tok0, int64_t tok1, int nch,
+                                                int lane, uint8_t* smem, uint64_t* full, uint64_t* empty) {
+        constexpr int NSTAGE = FUSED_STAGES, PREP = FUSED_PREP;
+        using Ly = FusedLayout;
+        K1Warp& scratch = reinterpret_cast<K1Warp*>(smem + NSTAGE * Ly::STAGE + Ly::OUT_BYTES)[w];
+        auto item_of = [&](int c) {
+            Item it;
+            it.h = h;
+            it.t0 = tok0 + static_cast<int64_t>(c) * CHUNK;
+            it.len = static_cast<int>(min(static_cast<int64_t>(CHUNK), tok1 - it.t0));
+            return it;
+        };
+        if (w < nch) {
+            Fetched f;
+            f.it = item_of(w);
+            prep_fetch(p, f, lane);
+            prep_fetch_qk(p, f.it, scratch, lane);
+#pragma unroll 1
+            for (int c = w; c < nch; c += PREP) {
+                const int stage = c % NSTAGE;
+                if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
+                prep_item(p, f, scratch, smem + stage * Ly::STAGE,
+                          [&](Item& nx) { if (c + PREP >= nch) return false; nx = item_of(c + PREP); return true; }, lane);
+                mbar_arrive(&full[stage]);
+            }
+        }
+        cp_async_wait<0>();
+    }
+};
+
+__global__ void __launch_bounds__(32 * (FUSED_WARPS + FUSED_PREP), 1) kda_fwd_fused(FwdArgs p) {
+    extern __shared__ __align__(128) uint8_t smem[];
+    __shared__ __align__(8) uint64_t full[FUSED_STAGES];     // full[s]: stage s's record has been made
+    __shared__ __align__(8) uint64_t empty[FUSED_STAGES];    // empty[s]: every recurrence warp is done with stage s
+    recurrence_block<FUSED_WARPS, FUSED_STAGES, FUSED_PREP, FusedPrepare>(p, smem, full, empty);
+}
+
+// The whole batch in one launch: one block per (sequence, head)
+cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
+    if (a.n_seq == 0) return cudaSuccess;
+    int device = 0;
+    cudaError_t err = current_device(device);
+    if (err != cudaSuccess) return err;
+    constexpr int smem = FUSED_STAGES * FusedLayout::STAGE + FusedLayout::OUT_BYTES + FUSED_PREP * static_cast<int>(sizeof(K1Warp));
+    static bool ready[MAX_DEVICES] = {};       // the shared-memory attribute, set once per device
+    if (!ready[device]) {
+        err = cudaFuncSetAttribute(kda_fwd_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return err;
+        ready[device] = true;
+    }
+    const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
+    const dim3 grid(a.H, ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
+    kda_fwd_fused<<<grid, FusedLayout::THREADS + 32 * FUSED_PREP, smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace kda
