@@ -59,6 +59,27 @@ def test_compare_reports():
 test_compare_reports()
 
 
+def test_tidy_formats_each_column_once():
+    import pandas as pd
+    df = pd.DataFrame({'grid': [396.0, 192.0], 'duration_us': [522.416, 607.3], 'share': [0.4623, 0.5377],
+                       'ratio': [2.78, 0.001], 'limited_by': ['registers', None], 'x': [float('nan'), 1.5]},
+                      index=['kda_fwd_prepare', 'kda_fwd_recurrence'])
+    t = tidy(df)
+    assert list(t.columns) == ['grid', 'µs', 'share', 'ratio', 'limited by', 'x']
+    assert t['grid'].tolist() == ['396', '192'] and t['µs'].tolist() == ['522.4', '607.3']
+    assert t['share'].tolist() == ['0.46', '0.54'] and t['ratio'].tolist() == ['2.780', '0.001']
+    assert t['limited by'].tolist() == ['registers', ''] and t['x'].tolist() == ['', '1.50']
+    assert not any('e+' in s or 'e-' in s for s in t.to_numpy().ravel())
+    assert list(t.index) == ['K1 prepare', 'K2 recurrence'] and list(tidy(df, names={}).index) == list(df.index)
+    c = pd.DataFrame({'before': [1277.12, 0.5, 49152.0], 'after': [654.56, 0.25, 396.0], 'ratio': [0.5126, 0.5, 0.00806]},
+                     index=['duration_us', 'share', 'grid'])
+    r = tidy(c, by='rows')
+    assert r.loc['µs'].tolist() == ['1,277.1', '654.6', '0.513'] and r.loc['grid'].tolist() == ['49,152', '396', '0.008']
+    assert r.loc['share'].tolist() == ['0.50', '0.25', '0.500']
+    with pytest.raises(ValueError, match='by must be'): tidy(c, by='cells')
+test_tidy_formats_each_column_once()
+
+
 from kda_nb.ncu.capturing import D, H_DEFAULT, REPORT_NAMES, T_DEFAULT, capture_record, command_of, workload_seqlens
 from kda_nb.ncu.checks import check_profile
 from kda_nb.ncu.reports import committed_reports, missing_metrics, read_report, reports_unavailable_reason

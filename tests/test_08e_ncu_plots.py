@@ -29,3 +29,23 @@ def test_compare_and_plots():
         assert fig.axes
         plt.close(fig)
 test_compare_and_plots()
+
+
+def test_legends_cover_no_bar_and_no_label():
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from kda_nb.ncu.reports import parse_actions
+    a, b = parse_actions(synthetic_actions()), parse_actions(synthetic_actions(k2_us=400.0, wait=2.0))
+    for fig in (plot_time_share({'a': a, 'b': b, 'c': a, 'd': b}), plot_time_share({'a': a}),
+                plot_stalls({'a': a, 'b': b}), plot_phases(a)):
+        fig.canvas.draw()
+        r = fig.canvas.get_renderer()
+        legends = [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend())]
+        assert legends
+        covered = [(t.get_text() if hasattr(t, 'get_text') else 'a bar')
+                   for ax in fig.axes for t in [*ax.texts, *ax.patches]
+                   for lg in legends if lg.get_window_extent(r).overlaps(t.get_window_extent(r))]
+        assert not covered, covered
+        plt.close(fig)
+test_legends_cover_no_bar_and_no_label()

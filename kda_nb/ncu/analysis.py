@@ -18,9 +18,9 @@ from .reports import PC_COUNTERS, Profile, _pandas, read_report
 if TYPE_CHECKING: import pandas as pd
 
 # %% auto #0
-__all__ = ['SHOW', 'MEMORY_SHOW', 'STALL_MEANING', 'NOT_STALLS', 'LINE_COLUMNS', 'ADVICE', 'COMPARE', 'kernel_table',
-           'stall_table', 'top_stalls', 'tail_table', 'line_table', 'hot_lines', 'source_sections', 'phase_table',
-           'advice', 'summarize', 'print_summary', 'tail_summary', 'compare_reports']
+__all__ = ['SHOW', 'MEMORY_SHOW', 'STALL_MEANING', 'NOT_STALLS', 'LINE_COLUMNS', 'ADVICE', 'COMPARE', 'SHORT_NAMES',
+           'kernel_table', 'stall_table', 'top_stalls', 'tail_table', 'line_table', 'hot_lines', 'source_sections',
+           'phase_table', 'advice', 'summarize', 'print_summary', 'tail_summary', 'compare_reports', 'tidy']
 
 # %% ../../nbs/08d_ncu_analysis.ipynb #b6e930ea
 def _order(kernels) -> list[str]:
@@ -303,3 +303,44 @@ def compare_reports(before, after, labels=('before', 'after')) -> pd.DataFrame:
     t['ratio'] = t[labels[1]] / t[labels[0]].where(t[labels[0]] != 0)
     t.index.names = ['kernel', 'metric']
     return t.reindex(_order(t.index.get_level_values(0)), level=0)
+
+# %% ../../nbs/08d_ncu_analysis.ipynb #29a427ff
+SHORT_NAMES = {'duration_us': 'µs', 'registers': 'regs', 'smem_kb': 'smem KB', 'block_limit': 'blocks/SM',
+               'limited_by': 'limited by', 'occ_theoretical': 'occ. max %', 'occ_achieved': 'occ. %',
+               'cycles_per_issue': 'cycles/issue', 'sm_pct': 'SM %', 'mem_pct': 'mem %', 'dram_gb': 'DRAM GB',
+               'dram_tbps': 'DRAM TB/s', 'dram_pct': 'DRAM %', 'l2_pct': 'L2 %', 'l2_hit_pct': 'L2 hit %',
+               'l1_pct': 'L1 %', 'smem_pct': 'smem %', 'conflict_pct': 'conflicts %', 'tensor_pct': 'tensor %',
+               'issue_active_pct': 'issue %', 'warps_per_scheduler': 'warps/sched', 'eligible_warps': 'eligible',
+               'inst_per_warp': 'inst/warp', 'sm_balance': 'SM balance', 'samples_share': 'samples',
+               'inst_share': 'inst', 'smem_share': 'smem', 'excess_share': 'excess', 'dominant_share': 'dominant %',
+               'limit_barriers': 'by barriers', 'limit_blocks': 'by blocks', 'limit_registers': 'by regs',
+               'limit_shared_mem': 'by smem', 'limit_warps': 'by warps'}
+
+def _number_format(values) -> str:
+    "One format for a run of numbers: integers if all are whole; else 1 decimal from 100 up, 3 if a value is below 0.1, else 2."
+    v = [float(x) for x in values if isinstance(x, (int, float)) and not isinstance(x, bool) and x == x]
+    if not v: return '{}'
+    if all(x.is_integer() for x in v): return '{:,.0f}'
+    if max(abs(x) for x in v) >= 100: return '{:,.1f}'
+    return '{:,.3f}' if any(0 < abs(x) < 0.1 for x in v) else '{:,.2f}'
+
+def tidy(df: pd.DataFrame, by: str = 'columns', names: dict | None = None, fixed: dict | None = None) -> pd.DataFrame:
+    "`df` as strings for a page: one number format per column (`by='rows'`: per row), short names (`SHORT_NAMES`, kernels by `ROLES`), '' for NaN; `fixed`: {column: format}."
+    names = {**SHORT_NAMES, **ROLES} if names is None else names
+    if by not in ('columns', 'rows'): raise ValueError(f"by must be 'columns' or 'rows', got {by!r}")
+    fixed = {'ratio': '{:.3f}', **(fixed or {})} if by == 'rows' else dict(fixed or {})
+    out = df.astype(object).copy()
+    def fmt(f, x):
+        if isinstance(x, bool) or not isinstance(x, (int, float)): return '' if x is None else str(x)
+        return '' if x != x else f.format(x)
+    if by == 'columns':
+        for c in df.columns:
+            f = fixed.get(c) or _number_format(df[c])
+            out[c] = [fmt(f, x) for x in df[c]]
+    else:
+        free = [c for c in df.columns if c not in fixed]
+        for i in range(len(df)):
+            f = _number_format(df.iloc[i][free])
+            out.iloc[i] = [fmt(fixed.get(c, f), x) for c, x in zip(df.columns, df.iloc[i])]
+    rename = lambda s: names.get(s, s) if isinstance(s, str) else s
+    return out.rename(columns=rename, index=rename)

@@ -26,7 +26,7 @@ def plot_time_share(profiles: dict, reference: dict | None = None):
     bars = {label: [(ROLES.get(k, k), r.duration_us) for k, r in kernel_table(p).iterrows()] for label, p in profiles.items()}
     bars.update({label: [(ROLES.get(k, k), us) for k, us in d.items()] for label, d in (reference or {}).items()})
     colors = {ROLES.get(k, k): f'C{i}' for i, k in enumerate(ALL_KERNELS)}
-    fig, ax = plt.subplots(figsize=(9, 1.1 + 0.75 * len(bars)))
+    fig, ax = plt.subplots(figsize=(9, 1.4 + 0.75 * len(bars)))
     for y, (label, parts) in enumerate(bars.items()):
         left, total = 0.0, sum(us for _, us in parts)
         for i, (name, us) in enumerate(parts):
@@ -42,8 +42,9 @@ def plot_time_share(profiles: dict, reference: dict | None = None):
     ax.set_xlim(0, 1.12 * max(sum(us for _, us in parts) for parts in bars.values()))
     ax.set_xlabel('kernel duration (us); profiled launches averaged')
     ax.set_title("Where the forward's time goes")
-    ax.legend(loc='lower right', fontsize=8)
-    ax.invert_yaxis(); fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels()          # below the axis: never over a bar or its label
+    fig.legend(handles, labels, loc='lower center', ncol=len(labels), fontsize=8, frameon=False)
+    ax.invert_yaxis(); fig.tight_layout(rect=(0, 0.3 / fig.get_size_inches()[1], 1, 1))
     return fig
 
 # %% ../../nbs/08e_ncu_plots.ipynb #3ab50654
@@ -81,7 +82,7 @@ def plot_stalls(profiles: dict, n: int = 8, issue: bool = False):
         ax.set_xlim(0, both.values.max() * 1.15 if both.size else 1)
         ax.set_xlabel('cycles per issued instruction')
         ax.set_title(f"{ROLES.get(k, k)}: warp stall reasons")
-        ax.legend(loc='lower right', fontsize=8)
+        ax.legend(loc='upper center', bbox_to_anchor=(0.5, -0.14), fontsize=8, frameon=False)   # below: off the bars
     fig.tight_layout()
     return fig
 
@@ -137,7 +138,7 @@ def plot_phases(p: Profile, kernels=KERNEL_NAMES, n: int = 8):
         ax.set_yticks(range(len(t)), [f"{f.split('.')[0]} §{s}" if s else f for f, s in t.index], fontsize=8)
         ax.set_xlabel(f"% of {ROLES.get(k, k)}'s total")
         ax.set_title(f"{ROLES.get(k, k)}: where in the source")
-        ax.legend(fontsize=8, loc='lower right')
+        ax.legend(loc='upper center', bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False)   # below: off the bars
     fig.tight_layout()
     return fig
 
