@@ -5,10 +5,7 @@
 # %% ../nbs/04_kernels.ipynb #76f3d95a
 from __future__ import annotations
 
-import contextlib
-import functools
 import hashlib
-import itertools
 import os
 import re
 import shutil
@@ -19,15 +16,19 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL', 'CUDA_FLAGS', 'ARCH',
-           'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'SANITIZE_CASE', 'csrc_dir', 'show_source',
+__all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
+           'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'csrc_dir', 'show_source',
            'workspace_bytes', 'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason',
-           'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels', 'fwd_cuda',
-           'pipeline_steps', 'fused', 'run_kernels', 'gate_sweep', 'plot_sweep', 'sanitize', 'race_reports']
+           'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels',
+           'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
-CSRC_FILES = ('kda_common.cuh', 'kda_launch.h', 'kda_prep.cuh', 'kda_layout.cu', 'kda_prepare.cu',
-              'kda_recurrence.cu', 'kda_decode.cu', 'kda_binding.cpp')
+CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
+              'kda_recurrence.cuh', 'kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu',
+              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_binding.cpp')
+KERNEL_UNITS = ('kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu', 'kda_fwd_fused.cu',
+                'kda_decode.cu')                            # the kernels' files, in the order they are built (one unit)
+KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the binding's entry points: K3, the fused kernel, K1 + K2
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
@@ -35,18 +36,19 @@ FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one ke
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
+                   'v5-pre-house': 'cea6f4afb40c0bc4024f08d3c5d531e81f16cbf9',  # v5 before its files were renamed (same kernels)
                    'v4': 'bfedf82b2384862aa6e1e79824b34f66fc13e20d',     # csrc/ before v5
                    'v3': '87917b5b2d44a7f2c6518dd9a84631ee3f6d07c1',     # csrc/ before v4
                    'v2': '5dd184af464bea6b50472048e08eb1023c8d4ed3',     # csrc/ before v3 (2e9a8e5)
                    'v1': 'ad8593a82d782fde7bc14d8864fa0a32073ea3ae'}     # csrc/ before v2 (febdf81)
-KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v3'): csrc/ of this tree
+KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v5'): csrc/ of this tree
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
     import kda_nb
     pkg = Path(kda_nb.__file__).resolve().parent
     for d in (pkg.parent / 'csrc', pkg / 'csrc'):
-        if (d / 'kda_recurrence.cu').exists(): return d.resolve()
+        if (d / 'kda_binding.cpp').exists(): return d.resolve()
     raise FileNotFoundError(f"kda_nb: CUDA sources not found next to {pkg}")
 
 def show_source(file: str, section: str):
@@ -140,12 +142,20 @@ def version_unavailable_reason(version: str) -> str | None:
     return None
 
 # %% ../nbs/04_kernels.ipynb #4bc6c527
+_UNIT_ORDER = ('kda_fwd_layout.cu', 'kda_layout.cu', 'kda_fwd_prepare.cu', 'kda_prepare.cu', 'kda_fwd_recurrence.cu',
+               'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu')   # KERNEL_UNITS, with earlier versions' names
+
+def _kernel_units(folder: Path) -> list[str]:
+    "The `.cu` files of a version's sources in the order they are built as one unit: layout kernel, K1, K2, fused, K3."
+    cu = {p.name for p in folder.iterdir() if p.suffix == '.cu'}
+    return [f for f in _UNIT_ORDER if f in cu] + sorted(cu - set(_UNIT_ORDER))
+
 def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
     "Compile `version`'s kernels as the library builds them, one translation unit, with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
     folder = version_sources(version)                     # an earlier version: from git history
-    files = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_decode.cu') if (folder / f).exists()]
+    files = _kernel_units(folder)
     # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
     # beside it (v4's 3-stage K2 spilled 4 bytes built so, and none built alone).
     names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL)
@@ -227,11 +237,15 @@ def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
         raise RuntimeError(_build_failures[version]) from e
     return _loaded[version]
 
+def binding_entry_points(binding: str) -> list[str]:
+    "The functions a binding source exposes to Python: its `kda_*` functions defined at file scope."
+    return re.findall(r'^(?:void|bool|int64_t|std::vector<torch::Tensor>) (kda_\w+)\(', binding, re.M)
+
 def _build(version: str, verbose: bool):
     from torch.utils.cpp_extension import load_inline
     src = version_sources(version)                        # an earlier version: from git history
-    files = [f for f in CSRC_FILES if (src / f).exists()]           # v1 and v2 had no layout kernel
-    kernels = [f for f in ('kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu', 'kda_decode.cu') if f in files]
+    files = sorted(p.name for p in src.iterdir() if p.suffix in ('.cu', '.cuh', '.h', '.cpp'))
+    kernels = _kernel_units(src)
     digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in files)
                             + ' '.join(CUDA_FLAGS + [ARCH]).encode()).hexdigest()[:12]
     saved = os.environ.get('TORCH_CUDA_ARCH_LIST')
@@ -243,12 +257,7 @@ def _build(version: str, verbose: bool):
         binding = (src / 'kda_binding.cpp').read_text()
         return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[binding],
                            cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
-                           functions=['kda_fwd', 'kda_record_bytes'] + (['kda_layout'] if 'kda_layout.cu' in files else [])
-                                     + (['kda_decode'] if 'kda_decode.cu' in files else [])
-                                     + (['kda_set_pipeline_steps'] if 'kda_set_pipeline_steps' in binding else [])
-                                     + (['kda_set_fused'] if 'kda_set_fused' in binding else [])
-                                     + (['kda_decode_plan', 'kda_decode_run', 'kda_decode_free']
-                                        if 'kda_decode_plan' in binding else []),
+                           functions=binding_entry_points(binding),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
                            verbose=verbose)
     finally:
@@ -256,65 +265,27 @@ def _build(version: str, verbose: bool):
         else: os.environ['TORCH_CUDA_ARCH_LIST'] = saved
 
 # %% ../nbs/04_kernels.ipynb #454842c9
+def launch(path: str, steps: int, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+           final_state, cu_seqlens, state_indices):
+    "Run the kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps) on checked inputs, writing `out` and `final_state` in place."
+    ext = _loaded.get(KERNEL_VERSION) or load_kernels()
+    args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
+            cu_seqlens, state_indices)
+    if path == 'chunked': ext.kda_fwd_chunked(*args, int(steps))
+    elif path == 'fused': ext.kda_fwd_fused(*args)
+    elif path == 'decode': ext.kda_decode(*args)
+    else: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
+
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-             cu_seqlens=None, seqlens: list[int] | None = None, version: str = KERNEL_VERSION, state_indices=None):
-    "Launch the kernels on checked inputs, writing `out` and `final_state` in place; copies nothing to the host."
-    ext = load_kernels(version=version)
-    if not hasattr(ext, 'kda_layout'):                 # v1 and v2 took host-made tables and a stream handle
-        if state_indices is not None: raise ValueError(f"kernels {version} have no state pools (state_indices)")
-        return _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
-                                     initial_state, final_state, cu_seqlens, seqlens)
-    ext.kda_fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
-                cu_seqlens, state_indices)
-    return out, final_state
-
-# %% ../nbs/04_kernels.ipynb #92fd5010
-@contextlib.contextmanager
-def _forced(setter: str, value: int, what: str):
-    "Inside the block, the binding's setting `setter` (which returns the one it replaces) holds `value`."
-    ext = load_kernels()
-    if not hasattr(ext, setter): raise RuntimeError(f"kernels {KERNEL_VERSION} have no {what}")
-    before = getattr(ext, setter)(int(value))
-    try: yield
-    finally: getattr(ext, setter)(before)
-
-def pipeline_steps(steps: int):
-    "Inside the block, the chunked path of this process runs in `steps` pipeline steps (1 to 8; 0: the library's rule). For tests and experiments."
-    return _forced('kda_set_pipeline_steps', steps, 'pipeline')
-
-def fused(mode: int = 1):
-    "Inside the block, the chunked path of this process runs the fused kernel: 1 always, -1 never (K1 and K2), 0 by the library's rule. For tests and experiments."
-    return _forced('kda_set_fused', mode, 'fused kernel')
-
-# %% ../nbs/04_kernels.ipynb #517a0b10
-def _fwd_cuda_host_tables(ext, version, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                          final_state, cu_seqlens, seqlens):
-    "The earlier versions' launch: offsets made on the host from the lengths (`seqlens`, or read from `cu_seqlens`)."
-    B, T, H, _ = q.shape
-    dev = q.device
-    if cu_seqlens is None: seqlens = [T] * B
-    elif seqlens is None: seqlens = cu_seqlens.diff().tolist()
-    chunks = [-(-n // 16) for n in seqlens]
-    cu = torch.tensor([0, *itertools.accumulate(seqlens)], dtype=torch.int64, device=dev)
-    cu_chunks = torch.tensor([0, *itertools.accumulate(chunks)], dtype=torch.int64, device=dev)
-    order = sorted(range(len(seqlens)), key=lambda i: -seqlens[i])
-    order = None if order == sorted(order) else torch.tensor(order, dtype=torch.int32, device=dev)
-    ws = torch.empty(max(workspace_bytes(sum(chunks), H, ext.kda_record_bytes()), 16), dtype=torch.uint8, device=dev)
-    o = out.contiguous()
-    fs = None if final_state is None else final_state.contiguous()
-    ins = [x.contiguous() for x in (q, k, v, g, beta)]
-    extra = () if version == 'v1' else (order,)                # v1 ran the sequences in the given order
-    with torch.cuda.device(dev):
-        ext.kda_fwd(*ins, float(scale), o, A_log.float().contiguous(), dt_bias.float().contiguous(), float(lower_bound),
-                    None if initial_state is None else initial_state.contiguous(), fs, cu, cu_chunks, sum(chunks), ws,
-                    *extra, torch.cuda.current_stream(dev).cuda_stream)
-    if o is not out: out.copy_(o)
-    if fs is not final_state: final_state.copy_(fs)
+             cu_seqlens=None, state_indices=None, *, path: str = 'chunked', steps: int = 1):
+    "`launch` with keywords: the kernels of `path` on checked inputs, `(out, final_state)` written in place; copies nothing to the host."
+    launch(path, steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+           cu_seqlens, state_indices)
     return out, final_state
 
 # %% ../nbs/04_kernels.ipynb #67171bbb
-def run_kernels(inp: dict, state_out: str | None = 'fp32'):
-    "Run the kernels on a `random_inputs` problem: `(out, final_state)`, `out` poisoned with NaN first."
+def run_kernels(inp: dict, state_out: str | None = 'fp32', path: str = 'chunked', steps: int = 1):
+    "Run the kernels of `path` on a `random_inputs` problem: `(out, final_state)`, `out` poisoned with NaN first."
     q, v = inp['q'], inp['v']
     N = q.shape[0] if inp.get('cu_seqlens') is None else inp['cu_seqlens'].numel() - 1
     out = torch.full_like(v, float('nan'))
@@ -323,158 +294,4 @@ def run_kernels(inp: dict, state_out: str | None = 'fp32'):
         dt = {'fp32': torch.float32, 'bf16': torch.bfloat16}[state_out]
         fs = torch.full((N, q.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=dt, device=q.device)
     args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs)
-
-# %% ../nbs/04_kernels.ipynb #68ac6c0d
-from .layout import ANCHOR_T, VARLEN_SIX        # the anchors' workloads (kept importable from here)
-
-def gate_sweep(T: int = ANCHOR_T, seqlens: list[int] | None = None, seed: int = 0, peers: bool = True) -> list[dict]:
-    "Relative RMS errors against the fp64 recurrence of the kernels (and fla, if installed) on the gate sweep."
-    from kda_nb.layout import GATE_CASES, random_inputs, rel_rms
-    from kda_nb.recurrence import kda_recurrent
-    from kda_nb.peers import fla_forward, fla_unavailable_reason
-    rows = []
-    for i, gate in enumerate(GATE_CASES):
-        inp = random_inputs(1, T, 1, 128, seqlens=seqlens, gate=gate, seed=seed + i, device='cuda')
-        o64, s64 = kda_recurrent(**inp)
-        o, s = run_kernels(inp)
-        row = dict(case=gate, kda_nb_out=rel_rms(o, o64), kda_nb_state=rel_rms(s, s64))
-        if peers and fla_unavailable_reason() is None:
-            fo, fs = fla_forward(**inp)
-            row.update(fla_out=rel_rms(fo, o64), fla_state=rel_rms(fs, s64))
-        rows.append(row)
-    return rows
-
-def plot_sweep(fixed: list[dict], varlen: list[dict]):
-    "Bar chart of the sweep's errors per case: kda_nb beside fla, outputs and final states, fixed and varlen."
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 2, figsize=(10, 5.5), sharex=True)
-    for col, (title, rows) in enumerate([('fixed length, T = 8192', fixed), ('varlen, six sequences', varlen)]):
-        for row_i, what in enumerate(('out', 'state')):
-            ax = axes[row_i, col]
-            x = torch.arange(len(rows)).float()
-            impls = [i for i in ('kda_nb', 'fla') if f'{i}_{what}' in rows[0]]
-            w = 0.8 / len(impls)
-            for j, impl in enumerate(impls):
-                ax.bar(x + (j - (len(impls) - 1) / 2) * w, [r[f'{impl}_{what}'] for r in rows], w, label=impl)
-            limit = 5e-3 if col == 0 else 6e-3
-            if what == 'out': ax.axhline(limit, color='k', lw=0.8, ls='--', label=f'FlashKDA test limit {limit:g}')
-            ax.set_ylabel(f'rel. RMS error, {"outputs" if what == "out" else "final state"}')
-            ax.set_title(title if row_i == 0 else '')
-            ax.set_xticks(x, [r['case'] for r in rows], rotation=40, ha='right')
-            ax.legend(fontsize=9)
-    fig.tight_layout()
-    return fig
-
-# %% ../nbs/04_kernels.ipynb #4aacc910
-SANITIZE_CASE = '''
-import torch
-from kda_nb.layout import random_inputs
-from kda_nb.kernels import run_kernels, fwd_cuda
-for seqlens, B, T in ((None, 2, 40), ([5, 17, 0, 33], 1, 0)):
-    for state_in, state_out in (('bf16', 'fp32'), ('fp32', 'bf16'), (None, None)):
-        inp = random_inputs(B, T, 2, 128, seqlens=seqlens, state=state_in, device='cuda', seed=1)
-        o, s = run_kernels(inp, state_out)
-        torch.cuda.synchronize()
-        assert torch.isfinite(o).all()
-# cu_seqlens that no check has seen: past T, decreasing, negative, huge (each tensor its own allocation)
-for cu in ([0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40], [7, 9, 33]):
-    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=2)
-    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
-    o, s = run_kernels(inp)
-    torch.cuda.synchronize()
-    assert torch.isfinite(o).all()
-# a state pool updated in place, with a padding sequence and an index outside the pool (unchecked)
-inp = random_inputs(1, 0, 2, 128, seqlens=[5, 17, 9, 30], device='cuda', seed=4)
-pool = torch.randn(3, 2, 128, 128, device='cuda')
-out = torch.empty_like(inp['v'])
-fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool, final_state=pool,
-         state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
-torch.cuda.synchronize()
-assert torch.isfinite(out).all() and (out[:, 5:31] == 0).all()
-# a misaligned view of dt_bias and of q
-inp = random_inputs(1, 33, 2, 128, device='cuda', seed=3)
-for name in ('dt_bias', 'q'):
-    x = inp[name]
-    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device='cuda')
-    flat[1:] = x.reshape(-1)
-    inp[name] = flat[1:].view(x.shape)
-run_kernels(inp)
-torch.cuda.synchronize()
-# the pipeline (K1 and K2 in steps, K2 on a second stream) and the fused kernel (v5), each forced: fixed
-# and varlen, empty sequences (on step boundaries), adversarial offsets, a pool with padding
-from kda_nb.kernels import pipeline_steps, fused
-for path, seed in ((pipeline_steps(3), 7), (fused(1), 10)):
-    with path:
-        for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
-            o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=seed))
-            torch.cuda.synchronize()
-            assert torch.isfinite(o).all()
-        for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
-            inp = random_inputs(1, 40, 2, 128, device='cuda', seed=seed + 1)
-            inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-            inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
-            o, s = run_kernels(inp)
-            torch.cuda.synchronize()
-        inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=seed + 2)
-        pool = torch.randn(3, 2, 128, 128, device='cuda')
-        fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
-                 initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
-        torch.cuda.synchronize()
-# K3 (decode, 04a_decode): adversarial offsets with a bf16 pool, an int32 padding index and one outside the pool
-from kda_nb.decode import decode_cuda
-for cu in ([0, 1, 2, 3], [0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
-    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=5)
-    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
-    pool = torch.randn(3, 2, 128, 128, device='cuda').bfloat16()
-    idx = torch.tensor([2, -1, 7][:len(cu) - 1], device='cuda', dtype=torch.int32)
-    out = torch.empty_like(inp['v'])
-    decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool, final_state=pool,
-                state_indices=idx)
-    torch.cuda.synchronize()
-    assert torch.isfinite(out).all()
-inp = random_inputs(3, 2, 2, 128, device='cuda', seed=6)          # fixed length, fp32 states in and out
-decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
-            initial_state=inp['initial_state'], final_state=torch.empty_like(inp['initial_state']))
-torch.cuda.synchronize()
-# a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
-from kda_nb.api import DecodeStep
-bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)
-pool, idx = torch.randn(4, 2, 128, 128, device='cuda'), torch.tensor([0, 3, 1], device='cuda')
-step = DecodeStep(**bufs | dict(initial_state=pool), out=torch.empty_like(bufs['v']), final_state=pool,
-                  state_indices=idx, check_values=False)
-for cu, slots in (([0, 19, 60, 2**40], [7, -5, 2]), ([-5, 10, 3, 40], [3, 3, -1]), ([40, 0, 40, 41], [2**30, 0, 1])):
-    bufs['cu_seqlens'].copy_(torch.tensor(cu))
-    idx.copy_(torch.tensor(slots))
-    step()
-    torch.cuda.synchronize()
-print('sanitizer cases ran')
-'''
-
-# %% ../nbs/04_kernels.ipynb #01fe377c
-def sanitize(tool: str = 'memcheck', text: bool = False) -> tuple:
-    "Run the small kernel cases under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`, and its whole output if `text`."
-    import sys
-    exe = shutil.which('compute-sanitizer')
-    if exe is None: raise FileNotFoundError("compute-sanitizer is not on PATH")
-    load_kernels()                                     # build outside the sanitizer, which would be slow
-    # without torch's caching allocator every tensor is its own allocation, so that an access past a
-    # tensor's end is outside any allocation, where memcheck sees it
-    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING='1')
-    res = subprocess.run([exe, '--tool', tool, '--error-exitcode', '99', sys.executable, '-c', SANITIZE_CASE],
-                         capture_output=True, text=True, timeout=600, env=env)
-    out = res.stdout + res.stderr
-    summary = next((l for l in reversed(out.splitlines()) if 'ERROR SUMMARY' in l or 'RACECHECK SUMMARY' in l), '')
-    return (res.returncode, summary or out[-2000:]) + ((out,) if text else ())
-
-def race_reports(out: str) -> list[str]:
-    "The hazards racecheck reported in its output `out`: 'write site -> read site' per pair of code lines, a site as 'function file:line'."
-    def site(kind, where, place):
-        name = re.sub(r'^void ', '', where).split('(')[0].split('<')[0]
-        return f"{kind} {name} {place}"
-    pairs, write = [], None
-    for line in out.splitlines():
-        if m := re.search(r'Race reported between (\w+) access at (.+?)\+0x\w+ in (\S+)', line): write = site(*m.groups())
-        elif write and (m := re.search(r'and (\w+) access at (.+?)\+0x\w+ in (\S+)', line)): pairs.append(f"{write} -> {site(*m.groups())}")
-    return sorted(set(pairs))
+    return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs, path=path, steps=steps)

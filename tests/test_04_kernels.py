@@ -20,6 +20,8 @@ def test_csrc_holds_the_current_kernels_only():
     "csrc/ has the library's files and no folder of an earlier version: those are named by full commit ids."
     assert KERNEL_VERSIONS[KERNEL_VERSION] is None and version_sources() == csrc_dir()
     assert all((csrc_dir() / f).is_file() for f in CSRC_FILES)
+    import kda_nb.kernels as K
+    assert K._kernel_units(csrc_dir()) == list(KERNEL_UNITS)           # the build's unit: every kernel file, in order
     assert [p.name for p in csrc_dir().iterdir() if p.is_dir()] == []
     assert all(re.fullmatch('[0-9a-f]{40}', KERNEL_VERSIONS[v]) for v in EARLIER)
     with pytest.raises(ValueError, match='version must be one of'): version_sources('v0')
@@ -35,13 +37,13 @@ def test_earlier_version_from_git_history(version, tmp_path, monkeypatch):
     top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=csrc_dir(), capture_output=True, text=True).stdout.strip()
     listed = subprocess.run(['git', '-C', top, 'ls-tree', commit, 'csrc/'], capture_output=True, text=True, check=True).stdout
     files = {Path(l.split('\t')[1]).name for l in listed.splitlines() if l.split()[1] == 'blob'}   # files, not folders
-    assert files <= set(CSRC_FILES) and {'kda_prepare.cu', 'kda_recurrence.cu'} <= files
+    assert 'kda_binding.cpp' in files and all(Path(f).suffix in ('.cu', '.cuh', '.h', '.cpp') for f in files)
     assert {p.name for p in src.iterdir()} == files
     show = lambda f: subprocess.run(['git', '-C', top, 'show', f'{commit}:csrc/{f}'], capture_output=True, check=True).stdout
     for f in files: assert (src / f).read_bytes() == show(f), f
-    (src / 'kda_prepare.cu').write_text('// edited')
+    (src / 'kda_binding.cpp').write_text('// edited')
     (src / 'stray.cu').write_text('')
-    assert version_sources(version) == src and (src / 'kda_prepare.cu').read_bytes() == show('kda_prepare.cu')
+    assert version_sources(version) == src and (src / 'kda_binding.cpp').read_bytes() == show('kda_binding.cpp')
     assert not (src / 'stray.cu').exists()
 
 
@@ -88,9 +90,11 @@ def test_kernels_compile_without_spills(version):
     reason = version_unavailable_reason(version)              # an earlier version needs the git history
     if reason: pytest.skip(reason)
     usage = nvcc_resource_usage(version=version)
-    files = {f.name for f in version_sources(version).iterdir()}
-    extra = {k for k, f in ((LAYOUT_KERNEL, 'kda_layout.cu'), (DECODE_KERNEL, 'kda_decode.cu')) if f in files}   # v1, v2: neither
-    if FUSED_KERNEL in (version_sources(version) / 'kda_recurrence.cu').read_text(): extra.add(FUSED_KERNEL)   # v5 on
+    import kda_nb.kernels as K
+    folder = version_sources(version)
+    kernels_src = ''.join((folder / f).read_text() for f in K._kernel_units(folder))
+    extra = {k for k in (LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL)             # v1, v2: none; v3, v4: no fused kernel
+             if re.search(rf'\b{k}\s*\(', kernels_src)}
     assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | extra
     for r in usage:
         print(r)
@@ -132,8 +136,8 @@ REASON = kernels_unavailable_reason()
 
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
-def check_against_fp64(inp, state_out='fp32', tol=6e-3):
-    o, s = run_kernels(inp, state_out)
+def check_against_fp64(inp, state_out='fp32', tol=6e-3, path='chunked', steps=1):
+    o, s = run_kernels(inp, state_out, path, steps)
     o64, s64 = kda_chunked(**inp)
     assert torch.isfinite(o).all(), "some outputs were not written (NaN poison survived) or are not finite"
     eo = rel_rms(o, o64)
@@ -270,14 +274,13 @@ PIPELINE_CASES = {
     'short and odd': dict(B=1, T=0, seqlens=[1, 15, 16, 17, 0, 33, 300]),
 }
 
-def run_steps(inp, steps, state_out='fp32', state_indices=None, pool=None):
-    "The kernels on `inp` in `steps` pipeline steps: (out, final state); a pool is updated in a copy."
-    with pipeline_steps(steps):
-        if pool is None: return run_kernels(inp, state_out)
-        out, fs = torch.full_like(inp['v'], float('nan')), pool.clone()
-        args = {k: x for k, x in inp.items() if k != 'initial_state'}
-        fwd_cuda(**args, out=out, initial_state=fs, final_state=fs, state_indices=state_indices)
-        return out, fs
+def run_steps(inp, steps, state_out='fp32', state_indices=None, pool=None, path='chunked'):
+    "The kernels of `path` on `inp` in `steps` pipeline steps: (out, final state); a pool is updated in a copy."
+    if pool is None: return run_kernels(inp, state_out, path, steps)
+    out, fs = torch.full_like(inp['v'], float('nan')), pool.clone()
+    args = {k: x for k, x in inp.items() if k != 'initial_state'}
+    fwd_cuda(**args, out=out, initial_state=fs, final_state=fs, state_indices=state_indices, path=path, steps=steps)
+    return out, fs
 
 @needs_kernels
 @pytest.mark.parametrize('case', list(PIPELINE_CASES))
@@ -292,8 +295,7 @@ def test_pipeline_same_bits(case, state):
 
 @needs_kernels
 def test_pipeline_against_fp64():
-    with pipeline_steps(5):
-        check_against_fp64(random_inputs(1, 0, 2, 128, seqlens=[200, 0, 77, 333], device='cuda', seed=12))
+    check_against_fp64(random_inputs(1, 0, 2, 128, seqlens=[200, 0, 77, 333], device='cuda', seed=12), steps=5)
 
 @needs_kernels
 def test_pipeline_pool_with_padding():
@@ -315,23 +317,22 @@ def test_pipeline_adversarial_cu_seqlens(cu):
     o, s = run_steps(inp, 3)
     assert torch.equal(o, o1) and torch.equal(s, s1)
 
-def replay_with_new_lengths(context):
-    "Inside `context`, capture a varlen call in a CUDA graph, write new lengths into its `cu_seqlens`, replay: (out, final state, the inputs as replayed)."
+def replay_with_new_lengths(path='chunked', steps=1):
+    "Capture a varlen call of `path` in a CUDA graph, write new lengths into its `cu_seqlens`, replay: (out, final state, the inputs as replayed)."
     inp = random_inputs(1, 0, 2, 128, seqlens=[300, 0, 212], device='cuda', seed=14)
     out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
     args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    call = lambda: fwd_cuda(**args, out=out, initial_state=inp['initial_state'], final_state=fs)
-    with context:
-        call(); torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph): call()
-        inp['cu_seqlens'].copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
-        graph.replay(); torch.cuda.synchronize()
+    call = lambda: fwd_cuda(**args, out=out, initial_state=inp['initial_state'], final_state=fs, path=path, steps=steps)
+    call(); torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): call()
+    inp['cu_seqlens'].copy_(torch.tensor([0, 17, 400, 512], device='cuda'))
+    graph.replay(); torch.cuda.synchronize()
     return out.clone(), fs.clone(), inp
 
 @needs_kernels
 def test_pipeline_cuda_graph_replays_new_lengths():
-    o, s, inp = replay_with_new_lengths(pipeline_steps(4))
+    o, s, inp = replay_with_new_lengths('chunked', 4)
     o1, s1 = run_steps(inp, 1)
     assert torch.equal(o, o1) and torch.equal(s, s1)
 
@@ -356,8 +357,8 @@ FUSED_CASES = {
 @pytest.mark.parametrize('state_out', ['fp32', 'bf16', None])
 def test_fused_same_bits(case, state_out):
     inp = FUSED_CASES[case]()
-    with fused(-1): o1, s1 = run_kernels(inp, state_out)
-    with fused(1): o, s = check_against_fp64(inp, state_out)
+    o1, s1 = run_kernels(inp, state_out, 'chunked')
+    o, s = check_against_fp64(inp, state_out, path='fused')
     assert torch.equal(o, o1) and (s is None if s1 is None else torch.equal(s, s1))
 
 @needs_kernels
@@ -367,16 +368,16 @@ def test_fused_state_in_and_value_scales(state_in, v_scale):
     inp = random_inputs(2, 200, 2, 128, state=state_in, device='cuda', seed=29)
     inp['v'] = (inp['v'].float() * v_scale).bfloat16()
     if state_in: inp['initial_state'] = (inp['initial_state'].float() * v_scale).to(inp['initial_state'].dtype)
-    with fused(-1): o1, s1 = run_kernels(inp)
-    with fused(1): o, s = check_against_fp64(inp)
+    o1, s1 = run_kernels(inp, path='chunked')
+    o, s = check_against_fp64(inp, path='fused')
     assert torch.equal(o, o1) and torch.equal(s, s1)
 
 @needs_kernels
 @pytest.mark.parametrize('cu', ADVERSARIAL)
 def test_fused_adversarial_cu_seqlens(cu):
     inp = adversarial_inputs(cu)
-    with fused(-1): o1, s1 = run_kernels(inp)
-    with fused(1): o, s = check_against_fp64(inp)
+    o1, s1 = run_kernels(inp, path='chunked')
+    o, s = check_against_fp64(inp, path='fused')
     assert torch.equal(o, o1) and torch.equal(s, s1)
 
 @needs_kernels
@@ -384,15 +385,15 @@ def test_fused_pool_with_padding():
     inp = random_inputs(1, 0, 2, 128, seqlens=[90, 40, 0, 150], device='cuda', seed=13)
     pool = torch.randn(6, 2, 128, 128, device='cuda')
     idx = torch.tensor([4, -1, 0, 2], device='cuda')
-    with fused(-1): o1, p1 = run_steps(inp, 1, state_indices=idx, pool=pool)
-    with fused(1): o, p = run_steps(inp, 1, state_indices=idx, pool=pool)
+    o1, p1 = run_steps(inp, 1, state_indices=idx, pool=pool, path='chunked')
+    o, p = run_steps(inp, 1, state_indices=idx, pool=pool, path='fused')
     assert (o[0, 90:130] == 0).all() and torch.equal(p[[1, 3, 5]], pool[[1, 3, 5]])
     assert torch.equal(o, o1) and torch.equal(p, p1)
 
 @needs_kernels
 def test_fused_cuda_graph_replays_new_lengths():
-    o, s, inp = replay_with_new_lengths(fused(1))
-    with fused(-1): o1, s1 = run_kernels(inp)
+    o, s, inp = replay_with_new_lengths('fused')
+    o1, s1 = run_kernels(inp, path='chunked')
     assert torch.equal(o, o1) and torch.equal(s, s1)
 
 
@@ -425,8 +426,8 @@ except RuntimeError as e: print('RAISED', e)
 
 @needs_kernels
 @pytest.mark.slow
-@pytest.mark.parametrize('mode', [-1, 1])                 # K1 and K2, the fused kernel
-def test_kernels_64bit_offsets(mode):
+@pytest.mark.parametrize('path', ['chunked', 'fused'])    # K1 and K2, the fused kernel
+def test_kernels_64bit_offsets(path):
     H, tail = 128, [300, 211]
     head = (2**31) // (H * 128) + 1000                     # tokens before the checked sequences
     inp = random_inputs(1, 0, H, 128, seqlens=[16] + tail, device='cuda', seed=8)
@@ -442,7 +443,7 @@ def test_kernels_64bit_offsets(mode):
     assert (head * H * 128) > 2**31
     big_inp = dict(inp, **big, cu_seqlens=cu)
     big_inp['initial_state'] = torch.cat([torch.zeros_like(inp['initial_state'][:1]), inp['initial_state'][1:]])
-    with fused(mode): o, s = run_kernels(big_inp)
+    o, s = run_kernels(big_inp, path=path)
     small = dict(inp, cu_seqlens=torch.tensor([0, tail[0], sum(tail)], device='cuda'),
                  initial_state=inp['initial_state'][1:])
     for name in ('q', 'k', 'v', 'g', 'beta'): small[name] = inp[name][:, 16:]
@@ -452,6 +453,9 @@ def test_kernels_64bit_offsets(mode):
 
 
 def test_race_reports_reads_racecheck_output():
+    import sys
+    sys.path.insert(0, str(csrc_dir().parent / 'tools'))
+    from sanitize import race_reports                     # tools/sanitize.py
     out = """========= Error: Race reported between Write access at kda::bulk_copy_g2s(void *, unsigned long *)+0x5520 in kda_common.cuh:151
 =========     and Read access at kda::ldmatrix_x4(unsigned int (&)[4], const void *)+0x59d0 in kda_common.cuh:104 [2480 hazards]
 =========     and Read access at void kda::kda_fwd_recurrence<(int)4, (int)4>(kda::FwdArgs)+0x61b0 in kda_recurrence.cu:165 [8 hazards]

@@ -1,0 +1,142 @@
+"""The kernels under compute-sanitizer: the small cases, the harness, and the racecheck report's parser.
+
+A lab harness beside the library (the kernels notebook's *Memory and race checks* runs it on the H200):
+
+    python tools/sanitize.py            # memcheck, then racecheck; exit 1 if memcheck finds an error
+
+`SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
+variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
+padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
+kernel (`path='fused'`), K3 with adversarial offsets, and a prepared decode step fed unchecked values.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+from kda_nb.kernels import load_kernels
+
+SANITIZE_CASE = '''
+import torch
+from kda_nb.layout import random_inputs
+from kda_nb.kernels import run_kernels, fwd_cuda
+for seqlens, B, T in ((None, 2, 40), ([5, 17, 0, 33], 1, 0)):
+    for state_in, state_out in (('bf16', 'fp32'), ('fp32', 'bf16'), (None, None)):
+        inp = random_inputs(B, T, 2, 128, seqlens=seqlens, state=state_in, device='cuda', seed=1)
+        o, s = run_kernels(inp, state_out)
+        torch.cuda.synchronize()
+        assert torch.isfinite(o).all()
+# cu_seqlens that no check has seen: past T, decreasing, negative, huge (each tensor its own allocation)
+for cu in ([0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40], [7, 9, 33]):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=2)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    o, s = run_kernels(inp)
+    torch.cuda.synchronize()
+    assert torch.isfinite(o).all()
+# a state pool updated in place, with a padding sequence and an index outside the pool (unchecked)
+inp = random_inputs(1, 0, 2, 128, seqlens=[5, 17, 9, 30], device='cuda', seed=4)
+pool = torch.randn(3, 2, 128, 128, device='cuda')
+out = torch.empty_like(inp['v'])
+fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool, final_state=pool,
+         state_indices=torch.tensor([2, -1, 99, 0], device='cuda'))
+torch.cuda.synchronize()
+assert torch.isfinite(out).all() and (out[:, 5:31] == 0).all()
+# a misaligned view of dt_bias and of q
+inp = random_inputs(1, 33, 2, 128, device='cuda', seed=3)
+for name in ('dt_bias', 'q'):
+    x = inp[name]
+    flat = torch.empty(x.numel() + 1, dtype=x.dtype, device='cuda')
+    flat[1:] = x.reshape(-1)
+    inp[name] = flat[1:].view(x.shape)
+run_kernels(inp)
+torch.cuda.synchronize()
+# the pipeline (K1 and K2 in steps, K2 on a second stream) and the fused kernel (v5), each named by its path:
+# fixed and varlen, empty sequences (on step boundaries), adversarial offsets, a pool with padding
+for path, steps, seed in (('chunked', 3, 7), ('fused', 1, 10)):
+    for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
+        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=seed), path=path, steps=steps)
+        torch.cuda.synchronize()
+        assert torch.isfinite(o).all()
+    for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+        inp = random_inputs(1, 40, 2, 128, device='cuda', seed=seed + 1)
+        inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+        inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+        o, s = run_kernels(inp, path=path, steps=steps)
+        torch.cuda.synchronize()
+    inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=seed + 2)
+    pool = torch.randn(3, 2, 128, 128, device='cuda')
+    fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+             initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'),
+             path=path, steps=steps)
+    torch.cuda.synchronize()
+# K3 (decode, 04a_decode): adversarial offsets with a bf16 pool, an int32 padding index and one outside the pool
+from kda_nb.decode import decode_cuda
+for cu in ([0, 1, 2, 3], [0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=5)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    pool = torch.randn(3, 2, 128, 128, device='cuda').bfloat16()
+    idx = torch.tensor([2, -1, 7][:len(cu) - 1], device='cuda', dtype=torch.int32)
+    out = torch.empty_like(inp['v'])
+    decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool, final_state=pool,
+                state_indices=idx)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all()
+inp = random_inputs(3, 2, 2, 128, device='cuda', seed=6)          # fixed length, fp32 states in and out
+decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+            initial_state=inp['initial_state'], final_state=torch.empty_like(inp['initial_state']))
+torch.cuda.synchronize()
+# a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
+from kda_nb.api import DecodeStep
+bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)
+pool, idx = torch.randn(4, 2, 128, 128, device='cuda'), torch.tensor([0, 3, 1], device='cuda')
+step = DecodeStep(**bufs | dict(initial_state=pool), out=torch.empty_like(bufs['v']), final_state=pool,
+                  state_indices=idx, check_values=False)
+for cu, slots in (([0, 19, 60, 2**40], [7, -5, 2]), ([-5, 10, 3, 40], [3, 3, -1]), ([40, 0, 40, 41], [2**30, 0, 1])):
+    bufs['cu_seqlens'].copy_(torch.tensor(cu))
+    idx.copy_(torch.tensor(slots))
+    step()
+    torch.cuda.synchronize()
+print('sanitizer cases ran')
+'''
+
+
+def sanitize(tool: str = 'memcheck', text: bool = False) -> tuple:
+    "Run the small kernel cases under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`, and its whole output if `text`."
+    exe = shutil.which('compute-sanitizer')
+    if exe is None: raise FileNotFoundError("compute-sanitizer is not on PATH")
+    load_kernels()                                     # build outside the sanitizer, which would be slow
+    # without torch's caching allocator every tensor is its own allocation, so that an access past a
+    # tensor's end is outside any allocation, where memcheck sees it
+    env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING='1')
+    res = subprocess.run([exe, '--tool', tool, '--error-exitcode', '99', sys.executable, '-c', SANITIZE_CASE],
+                         capture_output=True, text=True, timeout=600, env=env)
+    out = res.stdout + res.stderr
+    summary = next((l for l in reversed(out.splitlines()) if 'ERROR SUMMARY' in l or 'RACECHECK SUMMARY' in l), '')
+    return (res.returncode, summary or out[-2000:]) + ((out,) if text else ())
+
+def race_reports(out: str) -> list[str]:
+    "The hazards racecheck reported in its output `out`: 'write site -> read site' per pair of code lines, a site as 'function file:line'."
+    def site(kind, where, place):
+        name = re.sub(r'^void ', '', where).split('(')[0].split('<')[0]
+        return f"{kind} {name} {place}"
+    pairs, write = [], None
+    for line in out.splitlines():
+        if m := re.search(r'Race reported between (\w+) access at (.+?)\+0x\w+ in (\S+)', line): write = site(*m.groups())
+        elif write and (m := re.search(r'and (\w+) access at (.+?)\+0x\w+ in (\S+)', line)): pairs.append(f"{write} -> {site(*m.groups())}")
+    return sorted(set(pairs))
+
+
+def main() -> int:
+    "memcheck, then racecheck, with their summaries and racecheck's pairs of code lines."
+    code, summary = sanitize('memcheck')
+    print(f"memcheck: exit {code}, {summary.strip()}")
+    rcode, rsummary, out = sanitize('racecheck', text=True)
+    print(f"racecheck: exit {rcode}, {rsummary.strip()}")
+    for r in race_reports(out): print(' ', r)
+    return 0 if code == 0 else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
