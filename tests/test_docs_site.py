@@ -81,15 +81,17 @@ def site_pages(site: Path) -> list[str]:
     return sorted(p.relative_to(site).as_posix() for p in [*site.glob('*.html'), *site.glob('reports/*.html')])
 
 
-def sidebar_files():
-    sb = yaml.safe_load((NBS / 'sidebar.yml').read_text())['website']['sidebar']
+def _walk(items):
+    "The files of sidebar entries, sections opened, in order."
+    for e in items:
+        if isinstance(e, dict) and 'contents' in e: yield from _walk(e['contents'])
+        elif isinstance(e, dict): yield e.get('href') or e.get('file')
+        else: yield e
 
-    def walk(items):
-        for e in items:
-            if isinstance(e, dict) and 'contents' in e: yield from walk(e['contents'])
-            elif isinstance(e, dict): yield e.get('href') or e.get('file')
-            else: yield e
-    return list(walk(sb['contents']))
+
+def sidebar_files():
+    "Every file nbs/sidebar.yml lists, in its order."
+    return list(_walk(yaml.safe_load((NBS / 'sidebar.yml').read_text())['website']['sidebar']['contents']))
 
 
 @pytest.fixture(scope='module')
@@ -188,13 +190,26 @@ def test_api_reference_is_folded():
 
 
 
+LAB = ('07', '08')      # the lab's module pages (kda_nb.bench, kda_nb.ncu): one section, below the reader's path
+
+
 def test_sidebar_lists_every_notebook_in_reading_order():
+    "The reader's path first (index, the library's pages 00 to 05 in order, then the rest), the lab's pages in one section below it."
     listed = sidebar_files()
     assert listed[0] == 'index.ipynb', 'the home page comes first'
     missing = [nb.relative_to(NBS).as_posix() for nb in notebooks() if nb.relative_to(NBS).as_posix() not in listed]
-    assert not missing, f'add these notebooks to nbs/sidebar.yml, in reading order: {missing}'
-    numbered = [f for f in listed if re.match(r'\d', f)]
-    assert numbered == sorted(numbered), 'nbs/sidebar.yml follows the notebooks\' numbers'
+    assert not missing, f'add these notebooks to nbs/sidebar.yml: {missing}'
+    assert len(listed) == len(set(listed)), 'a page listed twice in nbs/sidebar.yml'
+    top = yaml.safe_load((NBS / 'sidebar.yml').read_text())['website']['sidebar']['contents']
+    sections = [e for e in top if isinstance(e, dict) and 'contents' in e]
+    assert len(sections) == 1 and top[-1] is sections[0], 'one section, the lab, after the reader\'s path'
+    path, lab = [e for e in top if isinstance(e, str)], list(_walk(sections[0]['contents']))
+    assert all(f.startswith(LAB) for f in lab) and not any(f.startswith(LAB) for f in path), (path, lab)
+    assert lab == sorted(lab), 'the lab\'s pages follow their numbers (the benchmark, then the profiler)'
+    library = [f for f in path if re.match(r'0[0-5]', f)]
+    assert library == sorted(library) and path[1:1 + len(library)] == library, \
+        'after the home page, the library\'s pages (00 to 05) in their order'
+    assert [f for f in listed if (NBS / f).exists()] == [f for f in path + lab if (NBS / f).exists()]
 
 
 def test_one_quarto_project_file():
@@ -238,7 +253,8 @@ def test_no_asset_from_the_network(site):
 def _browser_missing() -> str | None:
     try: import selenium  # noqa: F401
     except ImportError: return 'selenium is not installed (pip install selenium)'
-    if not (shutil.which('chromium') or shutil.which('chromium-browser')): return 'Chromium is not installed (apt-get install chromium)'
+    if not (shutil.which('chromium') or shutil.which('chromium-browser')):
+        return 'Chromium and its chromedriver are not installed (apt-get install chromium chromium-driver)'
     if not shutil.which('chromedriver'): return 'chromedriver is not installed (apt-get install chromium-driver)'
 
 

@@ -181,6 +181,13 @@ def _entry_file(e):
     return None
 
 
+def _entry_files(items):
+    "The files of sidebar entries in order, a section's contents in its place."
+    for e in items:
+        if isinstance(e, dict) and 'contents' in e: yield from _entry_files(e['contents'] or [])
+        elif _entry_file(e): yield _entry_file(e)
+
+
 def fix_sidebar(cache: Path, has_index: bool) -> list[str]:
     "Drop the sidebar's entries whose notebook does not exist yet; point `index.ipynb` at the stand-in."
     f = cache / 'sidebar.yml'
@@ -192,7 +199,8 @@ def fix_sidebar(cache: Path, has_index: bool) -> list[str]:
         out = []
         for e in items:
             if isinstance(e, dict) and 'contents' in e:
-                out.append({**e, 'contents': keep(e['contents'] or [])})
+                inner = keep(e['contents'] or [])
+                if inner: out.append({**e, 'contents': inner})     # a section none of whose pages exist goes
                 continue
             target = _entry_file(e)
             if target == 'index.ipynb' and not has_index:
@@ -226,7 +234,7 @@ def write_standin_index(cache: Path):
     cfg = get_config()
     doc = yaml.safe_load((cache / 'sidebar.yml').read_text()) if (cache / 'sidebar.yml').exists() else {}
     sb = (doc or {}).get('website', {}).get('sidebar', {})
-    entries = [_entry_file(e) for e in (sb.get('contents') or [])] if isinstance(sb, dict) else []
+    entries = list(_entry_files(sb.get('contents') or [])) if isinstance(sb, dict) else []
     pages = [e for e in entries if e and e != 'index.ipynb' and (cache / e).exists()]
     lines = ['---', f'title: "{cfg.title}"', f'description: "{cfg.description}"', '---', '',
              '*`nbs/index.ipynb`, the home page and README, is not written yet.* The notebooks, in reading order:', '']
