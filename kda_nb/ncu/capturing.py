@@ -103,15 +103,17 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
         def call(): flash_kda_forward(**args, state_dtype=inp['initial_state'].dtype)   # as the benchmark calls it
     else:
         from kda_nb.api import fwd
-        from kda_nb.kernels import load_kernels, pipeline_steps
+        from kda_nb.kernels import load_kernels
+        from kda_nb.plan import forced
         reason = kernels_unavailable_reason()
         if reason: raise RuntimeError(f"the workload runs kda_nb's CUDA kernels, which cannot run here: {reason}")
         load_kernels()                               # built before the profiled range (cached by torch)
         inp = workload_inputs(mode, T, H, seed, state)
         # One step per forward: ncu runs kernels one at a time, so the pipeline's overlap of K1 and K2
         # (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
+        path = 'decode' if mode == 'decode' else 'chunked'
         def call():
-            with pipeline_steps(1): fwd(**inp, backend='cuda')
+            with forced(path, 1): fwd(**inp, backend='cuda')
     for _ in range(warmup): call()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
