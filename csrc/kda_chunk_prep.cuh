@@ -101,56 +101,43 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
     cp_async_commit();
 }
 
-// The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
-// or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
-// here, into f and the scratch, as soon as the current ones are used.
-template <class Next>
-__device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
-    const int g = lane >> 2, t = lane & 3;
-    const int len = f.it.len;
-    float beta[2];
+// §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
+// lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
+// scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
+// 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
+__device__ __forceinline__ void gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
+                                           int lane) {
+    const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
+    const float4 bias = f.bias;
+    float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
-
-    // §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
-    // lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
-    // scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
-    // 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
-    {
-        const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
-        const float4 bias = f.bias;
-        float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-        for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
-            const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
-            const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
-            run.x += w * sigmoid(A * (a.x + bias.x));
-            run.y += w * sigmoid(A * (a.y + bias.y));
-            run.z += w * sigmoid(A * (b.x + bias.z));
-            run.w += w * sigmoid(A * (b.y + bias.w));
-            sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
-        }
-        *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
-            make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+    for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
+        const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
+        const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+        run.x += w * sigmoid(A * (a.x + bias.x));
+        run.y += w * sigmoid(A * (a.y + bias.y));
+        run.z += w * sigmoid(A * (b.x + bias.z));
+        run.w += w * sigmoid(A * (b.y + bias.w));
+        sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
     }
-    Item nx;
-    const bool more = next(nx);
-    if (more) { f.it = nx; prep_fetch(p, f, lane); }     // the next item's gate rows, while this one computes
-    cp_async_wait<0>();                                 // this item's q and k rows
-    __syncwarp();
+    *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
+        make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+}
 
-    // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
-    auto raw_qk = [&](int which, int hf, int q4) {
-        const int r = g + 8 * hf;
-        return *reinterpret_cast<const uint4*>(&sm.qk[which][r][8 * ((4 * q4 + t) ^ (4 * (r & 1)))]);
-    };
-    float rq[2], rk[2];
+// Lane (g, t)'s 16-byte piece q4 of row g + 8 hf of q (which = 0) or k (1), as loaded into the scratch
+__device__ __forceinline__ uint4 raw_qk(const K1Warp& sm, int which, int hf, int q4, int lane) {
+    const int g = lane >> 2, t = lane & 3, r = g + 8 * hf;
+    return *reinterpret_cast<const uint4*>(&sm.qk[which][r][8 * ((4 * q4 + t) ^ (4 * (r & 1)))]);
+}
+
+// §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
+__device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, float (&rq)[2], float (&rk)[2]) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         float sq = 0.f, sk = 0.f;
 #pragma unroll
         for (int q4 = 0; q4 < 4; ++q4) {
-            const uint4 qa = raw_qk(0, hf, q4), ka = raw_qk(1, hf, q4);
+            const uint4 qa = raw_qk(sm, 0, hf, q4, lane), ka = raw_qk(sm, 1, hf, q4, lane);
 #pragma unroll
             for (int w = 0; w < 4; ++w) {
                 const float2 a = unpack_bf16(word(qa, w)), b = unpack_bf16(word(ka, w));
@@ -166,17 +153,21 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
         rq[hf] = rsqrtf(sq + 1e-6f);
         rk[hf] = rsqrtf(sk + 1e-6f);
     }
+}
 
-    // §lmqk: per k-step, the lane's 2 rows x 2 channels of kd = k_hat 2^G, qd = q_hat 2^G, ki = k_hat 2^-G
-    // and kr = k_hat 2^(G_last - G). kd, qd, kr are packed and stored to the record 16 bytes at a time
-    // (each warp store covers 8 rows x 64 contiguous bytes); kd, qd, ki feed L = kd ki^T and
-    // Mqk = qd ki^T on the tensor cores, to fp32 accuracy with the 3xTF32 split. A fragment (kd or qd):
-    // a[0] = (row g, col t), a[1] = (g + 8, t), a[2] = (g, t + 4), a[3] = (g + 8, t + 4). B fragment of
-    // n-tile nt (ki rows 8 nt .. 8 nt + 7): b0 = (k = t, n = g), b1 = (t + 4, g): the lane's own row g + 8 nt.
-    float Lacc[2][4] = {}, Macc[2][4] = {};
+// §lmqk: per k-step, the lane's 2 rows x 2 channels of kd = k_hat 2^G, qd = q_hat 2^G, ki = k_hat 2^-G
+// and kr = k_hat 2^(G_last - G). kd, qd, kr are packed and stored to the record 16 bytes at a time
+// (each warp store covers 8 rows x 64 contiguous bytes); kd, qd, ki feed L = kd ki^T and
+// Mqk = qd ki^T on the tensor cores, to fp32 accuracy with the 3xTF32 split. A fragment (kd or qd):
+// a[0] = (row g, col t), a[1] = (g + 8, t), a[2] = (g, t + 4), a[3] = (g + 8, t + 4). B fragment of
+// n-tile nt (ki rows 8 nt .. 8 nt + 7): b0 = (k = t, n = g), b1 = (t + 4, g): the lane's own row g + 8 nt.
+__device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)[2], const float (&rk)[2], uint8_t* rec,
+                                             int lane, float (&Lacc)[2][4], float (&Macc)[2][4]) {
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll 1                                       // one 8-channel slice at a time keeps 4 blocks' worth of registers
     for (int q4 = 0; q4 < 4; ++q4) {
-        const uint4 qa[2] = {raw_qk(0, 0, q4), raw_qk(0, 1, q4)}, ka[2] = {raw_qk(1, 0, q4), raw_qk(1, 1, q4)};
+        const uint4 qa[2] = {raw_qk(sm, 0, 0, q4, lane), raw_qk(sm, 0, 1, q4, lane)},
+                     ka[2] = {raw_qk(sm, 1, 0, q4, lane), raw_qk(sm, 1, 1, q4, lane)};
         uint32_t okd[2][4], oqd[2][4], okr[2][4];
 #pragma unroll
         for (int w = 0; w < 4; ++w) {                  // k-step 4 q4 + w: channels 32 q4 + 8 t + 2 w (+1)
@@ -230,6 +221,51 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
             *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
         }
     }
+}
+
+// §inverse: X = (I + L)^-1 by forward substitution, X_i = e_i - sum_{m < i} L_im X_m, one column per
+// lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
+// of the lane's column stay in registers.
+__device__ __forceinline__ void inverse_column(const K1Warp& sm, int lane, float (&X)[CHUNK]) {
+    const int j = lane & 15;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        float s = i == j ? 1.f : 0.f;
+#pragma unroll
+        for (int m4 = 0; m4 < i; m4 += 4) {
+            const float4 l = lds4(&sm.L[i][m4]);
+            s = fmaf(-l.x, X[m4], s);
+            if (m4 + 1 < i) s = fmaf(-l.y, X[m4 + 1], s);
+            if (m4 + 2 < i) s = fmaf(-l.z, X[m4 + 2], s);
+            if (m4 + 3 < i) s = fmaf(-l.w, X[m4 + 3], s);
+        }
+        X[i] = s;
+    }
+}
+
+// The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
+// or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
+// here, into f and the scratch, as soon as the current ones are used.
+template <class Next>
+__device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const int len = f.it.len;
+    float beta[2];
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
+
+    gate_decay(p, f, sm, rec, len, lane);
+    Item nx;
+    const bool more = next(nx);
+    if (more) { f.it = nx; prep_fetch(p, f, lane); }     // the next item's gate rows, while this one computes
+    cp_async_wait<0>();                                 // this item's q and k rows
+    __syncwarp();
+
+    float rq[2], rk[2];
+    row_norms(sm, lane, rq, rk);
+
+    float Lacc[2][4] = {}, Macc[2][4] = {};
+    decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
     __syncwarp();                                     // every lane is done with q and k: fetch the next item's
     if (more) prep_fetch_qk(p, f.it, sm, lane);
 
@@ -252,26 +288,11 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
         }
     __syncwarp();
 
-    // §inverse: X = (I + L)^-1 by forward substitution, X_i = e_i - sum_{m < i} L_im X_m, one column per
-    // lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
-    // of the lane's column stay in registers.
-    const int j = lane & 15;
     float X[CHUNK];
-#pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-        float s = i == j ? 1.f : 0.f;
-#pragma unroll
-        for (int m4 = 0; m4 < i; m4 += 4) {
-            const float4 l = lds4(&sm.L[i][m4]);
-            s = fmaf(-l.x, X[m4], s);
-            if (m4 + 1 < i) s = fmaf(-l.y, X[m4 + 1], s);
-            if (m4 + 2 < i) s = fmaf(-l.z, X[m4 + 2], s);
-            if (m4 + 3 < i) s = fmaf(-l.w, X[m4 + 3], s);
-        }
-        X[i] = s;
-    }
+    inverse_column(sm, lane, X);
 
     // §invb: fold beta into the inverse's columns, store fp16, and the largest row sum of |INV diag(beta)|
+    const int j = lane & 15;
     const float bj = sm.beta[j];
     __syncwarp();                                     // every lane is done reading L
     __half* invb = &sm.small[0][0][0];
