@@ -15,15 +15,15 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .backward import kda_chunked_backward
 from .chunked import kda_chunked
-from .recurrence import kda_recurrent
-from .kernels import fwd_cuda, kernels_unavailable_reason, load_kernels
-from .decode import decode_cuda, use_decode
-from .layout import safe_cu_seqlens
+from .kernels import launch, load_kernels
+from .layout import check_slots, safe_cu_seqlens, seqlens_of
+from .plan import Plan, _forced, _plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
-__all__ = ['FLOATS', 'STATE_DTYPES', 'BACKENDS', 'NO_KERNEL_BACKWARD', 'Problem', 'check_inputs', 'kernel_support', 'fwd_op',
-           'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer', 'DecodeStep']
+__all__ = ['FLOATS', 'STATE_DTYPES', 'NO_KERNEL_BACKWARD', 'NO_DOUBLE_BACKWARD', 'Problem', 'check_inputs', 'kernel_support',
+           'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer', 'DecodeStep']
 
 # %% ../nbs/05_api.ipynb #20f358aa
 FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
@@ -38,19 +38,29 @@ class Problem:
 
 def _shape(x) -> str: return 'x'.join(map(str, x.shape)) if x.dim() else 'a scalar'
 
+def _dtype_name(d) -> str: return str(d).replace('torch.', '')
+
 def _tensor(name, x, dims: int | None = None):
     if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if dims is not None and x.dim() != dims:
         raise ValueError(f"{name} must have {dims} dimension{'s' if dims != 1 else ''}, got shape [{_shape(x)}]")
 
-def _expect(name, x, shape, dtypes, device):
+def _expect(name, x, shape, dtypes, device, like: str | None = None):
+    "`x` must have `shape`, a dtype in `dtypes` (or, with `like`, the dtype of that argument) and be on `device`."
     _tensor(name, x, len(shape))
     if tuple(x.shape) != tuple(shape):
         raise ValueError(f"{name} must have shape [{'x'.join(map(str, shape))}], got [{_shape(x)}]")
     if x.dtype not in dtypes:
-        raise TypeError(f"{name} must be one of {', '.join(str(d).replace('torch.', '') for d in dtypes)}, got "
-                        f"{str(x.dtype).replace('torch.', '')}")
+        want = (f"{like}'s dtype ({_dtype_name(dtypes[0])})" if like else
+                f"one of {', '.join(_dtype_name(d) for d in dtypes)}")
+        raise TypeError(f"{name} must have {want}, got {_dtype_name(x.dtype)}")
     if x.device != device: raise ValueError(f"{name} must be on {device} (where q is), got {x.device}")
+
+def _python_float(name, x):
+    "A Python number for `scale` or `lower_bound` (a tensor would need a copy from the device, or a graph break)."
+    if isinstance(x, (torch.Tensor, bool)) or not isinstance(x, (int, float)):
+        raise TypeError(f"{name} must be a Python float, got {type(x).__name__}")
+    return float(x)
 
 _checked_values: dict = {}
 
@@ -72,30 +82,18 @@ def _check_once(x: torch.Tensor, key, check):
         _checked_values[id(x)] = (weakref.ref(x), (version, key), result)
     return result
 
-def _seqlens_of(cu: list[int], T: int) -> list[int]:
-    if cu[0] != 0: raise ValueError(f"cu_seqlens must start at 0, got {cu[0]}")
-    if cu[-1] != T: raise ValueError(f"cu_seqlens must end at T = {T}, got {cu[-1]}")
-    bad = next((i for i in range(len(cu) - 1) if cu[i + 1] < cu[i]), None)
-    if bad is not None:
-        raise ValueError(f"cu_seqlens must not decrease, got cu_seqlens[{bad}] = {cu[bad]} > "
-                         f"cu_seqlens[{bad + 1}] = {cu[bad + 1]}")
-    return [b - a for a, b in zip(cu[:-1], cu[1:])]
-
-def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
-    "Sequence lengths from `cu_seqlens`, its values checked; reused while the same tensor is unchanged."
-    return _check_once(cu_seqlens, ('cu_seqlens', T), lambda cu: _seqlens_of(cu, T))
 
 # %% ../nbs/05_api.ipynb #715dfd0e
-def _slots_ok(idx: list[int], P: int) -> bool:
-    bad = next((i for i, s in enumerate(idx) if not -1 <= s < P), None)
-    if bad is not None:
-        raise ValueError(f"state_indices must be in [-1, {P}) (a slot of the pool, or -1 for a padding sequence), "
-                         f"got state_indices[{bad}] = {idx[bad]}")
-    first = {}
-    for i, s in enumerate(idx):
-        if s >= 0 and first.setdefault(s, i) != i:
-            raise ValueError(f"state_indices must not name a slot twice, got slot {s} at {first[s]} and {i}")
-    return True
+def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
+    "Sequence lengths from `cu_seqlens`, its values checked (`layout.seqlens_of`); reused while the tensor is unchanged."
+    return _check_once(cu_seqlens, ('cu_seqlens', T), lambda cu: seqlens_of(cu, T))
+
+def _checked_max_len(cu_seqlens: torch.Tensor, T: int) -> int:
+    "The longest sequence of a checked `cu_seqlens` (what `plan` takes), cached like the check itself."
+    return _check_once(cu_seqlens, ('max_len', T), lambda cu: max(seqlens_of(cu, T), default=0))
+
+def _checked_slots(state_indices: torch.Tensor, P: int) -> bool:
+    return _check_once(state_indices, ('state_indices', P), lambda idx: check_slots(idx, P))
 
 def _same_memory(a, b) -> bool:
     "Do the bytes of `a` and `b` overlap? (Addresses only: cheaper than comparing their storages.)"
@@ -115,19 +113,15 @@ def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     dev, dt = q.device, (q.dtype,)
     _tensor('v', v, 4)
     V = v.shape[3]
-    _expect('k', k, (B, T, H, K), dt, dev)
-    _expect('v', v, (B, T, H, V), dt, dev)
-    _expect('g', g, (B, T, H, K), dt, dev)
-    _expect('beta', beta, (B, T, H), dt, dev)
-    _expect('out', out, (B, T, H, V), dt, dev)
+    _expect('k', k, (B, T, H, K), dt, dev, like='q')
+    _expect('v', v, (B, T, H, V), dt, dev, like='q')
+    _expect('g', g, (B, T, H, K), dt, dev, like='q')
+    _expect('beta', beta, (B, T, H), dt, dev, like='q')
+    _expect('out', out, (B, T, H, V), dt, dev, like='q')
     _expect('A_log', A_log, (H,), (torch.float32, torch.float64), dev)
     _expect('dt_bias', dt_bias, (H, K), (torch.float32, torch.float64), dev)
-    if isinstance(scale, torch.Tensor) or not isinstance(scale, (int, float)):
-        raise TypeError(f"scale must be a Python float, got {type(scale).__name__}")
-    if not math.isfinite(scale): raise ValueError(f"scale must be finite, got {scale}")
-    if isinstance(lower_bound, torch.Tensor) or not isinstance(lower_bound, (int, float)):
-        raise TypeError(f"lower_bound must be a Python float, got {type(lower_bound).__name__}")
-    if not -5.0 <= lower_bound < 0.0:
+    if not math.isfinite(_python_float('scale', scale)): raise ValueError(f"scale must be finite, got {scale}")
+    if not -5.0 <= _python_float('lower_bound', lower_bound) < 0.0:
         raise ValueError(f"lower_bound must be in [-5, 0) (the safe gate's range), got {lower_bound}")
     if values:
         for name, x in (('q', q), ('k', k), ('v', v), ('g', g), ('beta', beta), ('A_log', A_log),
@@ -161,7 +155,7 @@ def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
                              f"{initial_state.shape[0]} and {final_state.shape[0]} slots")
         P = pools[0][1].shape[0] if pools else N
         if P < 1: raise ValueError(f"{pools[0][0]} must be a pool of at least one slot")
-        if values and check_seqlens: _check_once(state_indices, ('state_indices', P), lambda idx: _slots_ok(idx, P))
+        if values and check_seqlens: _checked_slots(state_indices, P)
     for name, s in (('initial_state', initial_state), ('final_state', final_state)):
         if s is not None: _expect(name, s, (P, H, V, K), STATE_DTYPES, dev)
     if values and final_state is not None:
@@ -170,76 +164,51 @@ def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     return Problem(B, T, H, K, V, N, seqlens)
 
 # %% ../nbs/05_api.ipynb #18090697
-BACKENDS = ('auto', 'cuda', 'reference')
-
-def _kernel_support(device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes=()) -> str | None:
-    if device.type != 'cuda': return f"the inputs are on {device}; the kernels run on CUDA devices"
-    reason = kernels_unavailable_reason(device)
-    if reason: return reason
-    if dtype != torch.bfloat16: return f"the kernels take bfloat16 inputs, got {dtype}"
-    if K != 128 or V != 128: return f"the kernels need K = V = 128, got K = {K}, V = {V}"
-    for name, sdt in state_dtypes:
-        if sdt not in (torch.bfloat16, torch.float32): return f"the kernels take {name} in bfloat16 or float32, got {sdt}"
-    return None
-
-def _state_dtypes(initial_state, final_state):
-    return tuple((n, s.dtype) for n, s in (('initial_state', initial_state), ('final_state', final_state)) if s is not None)
-
-def kernel_support(q, v, problem: Problem | None = None, initial_state=None, final_state=None) -> str | None:
+def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial_state: Tensor | None = None,
+                   final_state: Tensor | None = None) -> str | None:
     "Why the CUDA kernels cannot compute this problem (None if they can)."
-    return _kernel_support(q.device, q.dtype, q.shape[-1], v.shape[-1], _state_dtypes(initial_state, final_state))
+    return kernel_refusal(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(initial_state, final_state))
 
 _warned: set = set()
 
-def _choose(backend: str, device, dtype, K: int, V: int, state_dtypes=(), warn: bool = True) -> str:
-    "'cuda' or 'reference' for these kinds of tensors, building the kernels on first use."
-    if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == 'reference': return 'reference'
-    reason = _kernel_support(device, dtype, K, V, state_dtypes)
-    if reason is None:
-        try:
-            from kda_nb.kernels import load_kernels
-            load_kernels()
-            return 'cuda'
-        except Exception as e:           # a failed build: say so, and fall back under 'auto'
-            reason = f"building the kernels failed: {e}"
-    if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {reason}")
-    if warn and device.type == 'cuda' and reason not in _warned:
-        _warned.add(reason)
-        warnings.warn(f"kda_nb: using the PyTorch reference, not the CUDA kernels: {reason}", stacklevel=4)
-    return 'reference'
-
-# %% ../nbs/05_api.ipynb #4f85ce28
-def _pick_backend(backend, q, v, problem, initial_state, final_state) -> str:
-    return _choose(backend, q.device, q.dtype, q.shape[-1], v.shape[-1], _state_dtypes(initial_state, final_state))
+def _warn_fallback(p: Plan, device: torch.device):
+    "On a GPU, say once per reason that the reference runs instead of the kernels."
+    if p.path == 'reference' and device.type == 'cuda' and 'asked for' not in p.reason and p.reason not in _warned:
+        _warned.add(p.reason)
+        warnings.warn(f"kda_nb: using the PyTorch reference, not the CUDA kernels: {p.reason}", stacklevel=4)
 
 # %% ../nbs/05_api.ipynb #ea09e3d5
 def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
              backend: str, check_seqlens: bool, state_indices=None) -> str:
-    "Check, pick a backend, compute into `out` (and `final_state`); the name of the backend that ran."
+    "Check, ask the plan, compute into `out` (and `final_state`); the backend that ran ('cuda' or 'reference')."
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
     p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                      cu_seqlens, state_indices=state_indices, check_seqlens=check_seqlens and not capturing)
-    use = _pick_backend(backend, q, v, p, initial_state, final_state)
-    if use == 'cuda':
+    how = plan(q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, varlen=cu_seqlens is not None,
+               max_len=None if p.seqlens is None else max(p.seqlens, default=0),
+               state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend)
+    _warn_fallback(how, q.device)
+    if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
-        run = decode_cuda if use_decode(p.T, p.N, cu_seqlens is not None, p.seqlens) else fwd_cuda
-        run(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-            state_indices=state_indices)
-        return use
+        launch(how.path, how.steps, q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound),
+               initial_state, final_state, cu_seqlens, state_indices)
+        return 'cuda'
     if capturing and (cu_seqlens is not None or state_indices is not None):
         raise RuntimeError("kda_nb: the reference cannot be captured in a CUDA graph with cu_seqlens or state_indices "
-                           f"(it reads them on the host); the CUDA kernels can, but not here: {kernel_support(q, v, p)}")
+                           f"(it reads them on the host); the CUDA kernels can, but not here: {how.reason}")
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    if state_indices is None:
-        o, s = kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state, cu_seqlens, dtype=dtype)
-        out.copy_(o)
-        if final_state is not None: final_state.copy_(s)
-        return use
-    _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                         cu_seqlens, state_indices, dtype)
-    return use
+    with torch.no_grad():                     # fwd writes into buffers and records no gradient, on every device
+        if state_indices is None:
+            o, s = kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state, cu_seqlens,
+                               dtype=dtype)
+            out.copy_(o)
+            if final_state is not None: final_state.copy_(s)
+        else:
+            _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+                                 final_state, cu_seqlens, state_indices, dtype)
+    return 'reference'
+
 
 # %% ../nbs/05_api.ipynb #b7e328f0
 def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool_in, pool_out, cu_seqlens,
@@ -278,8 +247,10 @@ def _(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, 
 
 # %% ../nbs/05_api.ipynb #4d788fc1
 @torch.compiler.assume_constant_result
-def _backend_for(backend: str, device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes: tuple) -> str:
-    return _choose(backend, device, dtype, K, V, state_dtypes, warn=False)
+def _backend_for(backend: str, device: torch.device, dtype: torch.dtype, B: int, T: int, H: int, K: int, V: int,
+                 N: int, varlen: bool, state_dtypes: tuple) -> str:
+    "The backend the plan takes for a call of these kinds and shapes, decided once when compiling."
+    return plan(device, dtype, B, T, H, K, V, N, varlen=varlen, state_dtypes=state_dtypes, backend=backend).backend
 
 _warned_grad = []
 
@@ -289,56 +260,48 @@ def _warn_if_grad(*xs):
         warnings.warn("kda_nb.fwd writes into out and records no gradient (as FlashKDA's fwd); "
                       "use kda_nb.kda to differentiate", stacklevel=3)
 
-_kinds: dict = {}      # (device, dtype, K, V, state dtypes) -> whether the kernels take calls of that kind
-
-def _kernels_take(q, v, initial_state, final_state) -> bool:
-    key = (q.device, q.dtype, q.shape[-1], v.shape[-1], None if initial_state is None else initial_state.dtype,
-           None if final_state is None else final_state.dtype)
-    ok = _kinds.get(key)
-    if ok is None:
-        ok = _kinds[key] = _choose('auto', q.device, q.dtype, q.shape[-1], v.shape[-1],
-                                   _state_dtypes(initial_state, final_state), warn=False) == 'cuda'
-    return ok
-
 # %% ../nbs/05_api.ipynb #95be21bb
 def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-                  check_seqlens, state_indices) -> bool:
+                  check_seqlens, state_indices, backend) -> bool:
     """The kernels with the least host work, for a call that looks right: the binding checks shapes, dtypes,
     devices and overlapping memory in C++; the values of cu_seqlens and state_indices are checked here,
     once per tensor version. False: not taken (`_forward` then runs, and raises the clear error if any)."""
     if not (type(scale) is float and type(lower_bound) is float and -5.0 <= lower_bound < 0.0 and math.isfinite(scale)
             and q.is_cuda and q.dim() == 4 and torch.is_tensor(v) and v.dim() == 4): return False
-    if not _kernels_take(q, v, initial_state, final_state): return False
     capturing = torch.cuda.is_current_stream_capturing()
     check = check_seqlens and not capturing
-    B, T = q.shape[0], q.shape[1]
-    N, seqlens = B, None
+    B, T, H, K = q.shape
+    N, max_len = B, None
     if cu_seqlens is not None:
         if not (torch.is_tensor(cu_seqlens) and cu_seqlens.is_cuda and cu_seqlens.dtype == torch.int64
                 and cu_seqlens.dim() == 1 and cu_seqlens.numel() >= 2 and B == 1): return False
         N = cu_seqlens.numel() - 1
-        if check: seqlens = _checked_seqlens(cu_seqlens, T)
+        if check: max_len = _checked_max_len(cu_seqlens, T)
     if state_indices is not None:
         pool = initial_state if initial_state is not None else final_state
         if not (torch.is_tensor(state_indices) and state_indices.dim() == 1 and state_indices.numel() == N
                 and pool is not None and pool.dim() == 4 and pool.shape[0] >= 1): return False
-        if check:
-            P = pool.shape[0]
-            _check_once(state_indices, ('state_indices', P), lambda idx: _slots_ok(idx, P))
-    ext = load_kernels()
-    run = ext.kda_decode if use_decode(T, N, cu_seqlens is not None, seqlens) else ext.kda_fwd
+        if check: _checked_slots(state_indices, pool.shape[0])
+    states = ((() if initial_state is None else (('initial_state', initial_state.dtype),))
+              + (() if final_state is None else (('final_state', final_state.dtype),)))
+    how = _plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, cu_seqlens is not None, max_len, states, backend,
+                False, _forced[-1] if _forced else None)
+    if how.path == 'reference': return False
     try:
-        run(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-            state_indices)
+        launch(how.path, how.steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+               final_state, cu_seqlens, state_indices)
     except (RuntimeError, TypeError):       # the binding refused: say why in the words of check_inputs
         check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                      cu_seqlens, state_indices=state_indices, check_seqlens=check)
         raise
     return True
 
+
 # %% ../nbs/05_api.ipynb #aecb49ec
-def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-        cu_seqlens=None, *, backend: str = 'auto', check_seqlens: bool = True, state_indices=None) -> str:
+def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor, A_log: Tensor,
+        dt_bias: Tensor, lower_bound: float, initial_state: Tensor | None = None, final_state: Tensor | None = None,
+        cu_seqlens: Tensor | None = None, *, backend: str = 'auto', check_seqlens: bool = True,
+        state_indices: Tensor | None = None) -> str:
     """KDA forward, FlashKDA-compatible: writes `out` and `final_state` in place; returns the backend used.
 
     q, k, g: [B, T, H, K]; v, out: [B, T, H, V]; beta: [B, T, H] (logits); all one float dtype
@@ -347,22 +310,23 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
     [N, H, V, K] (V-first) in bfloat16, float32 or float64, or None. cu_seqlens: int64 [N + 1] token
     offsets of a variable-length batch (then B = 1 and N sequences), or None (N = B rows of T tokens).
     backend: 'auto' (the CUDA kernels where they run: Hopper GPU, bfloat16, K = V = 128; else the
-    PyTorch reference), 'cuda' (the kernels or an error) or 'reference'. state_indices: int32 or int64
-    [N], for state pools: initial_state and final_state are then pools [P, H, V, K] (they may be one
-    tensor, updated in place), sequence n reads and writes slot state_indices[n], -1 marks a padding
-    sequence (no state read or written, zero outputs), and slots no entry names are left as they are.
-    check_seqlens: check the values of cu_seqlens and state_indices on the host (once per tensor
-    version; skipped while capturing a CUDA graph). No gradient is recorded: use `kda` for that."""
+    PyTorch reference), 'cuda' (the kernels or an error) or 'reference'; which kernel runs is
+    `kda_nb.plan`'s choice. state_indices: int32 or int64 [N], for state pools: initial_state and
+    final_state are then pools [P, H, V, K] (they may be one tensor, updated in place), sequence n reads
+    and writes slot state_indices[n], -1 marks a padding sequence (no state read or written, zero
+    outputs), and slots no entry names are left as they are. check_seqlens: check the values of
+    cu_seqlens and state_indices on the host (once per tensor version; skipped while capturing a CUDA
+    graph). No gradient is recorded, on any device: use `kda` for that."""
     if torch.compiler.is_compiling():
-        check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                     cu_seqlens, state_indices=state_indices, values=False)
+        p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+                         cu_seqlens, state_indices=state_indices, values=False)
         torch.ops.kda_nb.fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,
                              final_state, cu_seqlens, backend, check_seqlens, state_indices)
-        return _backend_for(backend, q.device, q.dtype, q.shape[-1], v.shape[-1],
-                            _state_dtypes(initial_state, final_state))
+        return _backend_for(backend, q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, cu_seqlens is not None,
+                            state_dtypes_of(initial_state, final_state))
     if backend != 'reference' and torch.is_tensor(q) and _fast_forward(
             q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-            check_seqlens, state_indices):
+            check_seqlens, state_indices, backend):
         if not _warned_grad and torch.is_grad_enabled() and (   # (tensors all, the binding took them)
                 q.requires_grad or k.requires_grad or v.requires_grad or g.requires_grad or beta.requires_grad
                 or A_log.requires_grad or dt_bias.requires_grad
@@ -375,11 +339,12 @@ def fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state
 
 # %% ../nbs/05_api.ipynb #706d7d8a
 def _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state: bool):
-    "Fresh `(out, final_state)` for `kda`; the final state is empty when not asked for."
+    "Fresh `(out, final_state)` for `kda`; the final state is empty when not asked for, float64 for float64 inputs."
     out = torch.empty_like(v, memory_format=torch.contiguous_format)
     if not output_final_state: return out, v.new_empty(0)
     N = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
-    sdt = state_dtype or (initial_state.dtype if initial_state is not None else torch.float32)
+    sdt = state_dtype or (initial_state.dtype if initial_state is not None else
+                          torch.float64 if q.dtype == torch.float64 else torch.float32)
     return out, torch.empty(N, q.shape[2], v.shape[-1], q.shape[-1], dtype=sdt, device=q.device)
 
 def _kda(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
@@ -407,30 +372,39 @@ def _(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_se
     return out, fs
 
 # %% ../nbs/05_api.ipynb #6d379970
-def kda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-        initial_state=None, cu_seqlens=None, output_final_state: bool = True, state_dtype=None,
-        backend: str = 'auto', check_seqlens: bool = True):
+_context_parallel = []       # kda_nb.cp puts its kda_cp here when imported (it imports this module, not the reverse)
+
+def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, *,
+        scale: float | None = None, lower_bound: float = -5.0, initial_state: Tensor | None = None,
+        cu_seqlens: Tensor | None = None, output_final_state: bool = True, state_dtype: torch.dtype | None = None,
+        backend: str = 'auto', check_seqlens: bool = True, cp_group=None):
     """KDA forward, functional: returns `(out, final_state)`; `final_state` is None unless `output_final_state`.
 
     Shapes, dtypes and `backend`, `check_seqlens` as for `fwd`. scale defaults to K ** -0.5 and
     lower_bound (in [-5, 0)) to -5. state_dtype: the final state's dtype (bfloat16, float32 or float64;
-    default: the initial state's, else float32). Differentiable on the reference backend (its gradient,
-    computed again in float32); on the CUDA kernels backward raises, as they have no backward yet."""
+    default: the initial state's, else float64 for float64 inputs and float32 otherwise). Differentiable:
+    its gradient is the chunked backward of the reference ([the backward](03a_backward.ipynb)); on the
+    CUDA kernels backward raises, as they have no backward yet. cp_group: a torch.distributed process
+    group over which the token axis is sharded ([context parallelism](10_cp.ipynb))."""
+    if cp_group is not None and _context_parallel:
+        return _context_parallel[0](q, k, v, g, beta, A_log, dt_bias, cp_group=cp_group, scale=scale,
+                                    lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
+                                    output_final_state=output_final_state, state_dtype=state_dtype, backend=backend)
+    if cp_group is not None: raise RuntimeError("kda_nb: cp_group needs kda_nb.cp: import kda_nb (or kda_nb.cp) first")
     _tensor('q', q, 4)
     _tensor('v', v, 4)
     if cu_seqlens is not None:
         _tensor('cu_seqlens', cu_seqlens, 1)
         if cu_seqlens.numel() < 2: raise ValueError(f"cu_seqlens needs at least 2 entries, got {cu_seqlens.numel()}")
     if state_dtype is not None and state_dtype not in STATE_DTYPES:
-        raise TypeError(f"state_dtype must be one of {', '.join(str(d).replace('torch.', '') for d in STATE_DTYPES)}, "
-                        f"got {state_dtype}")
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
+        raise TypeError(f"state_dtype must be one of {', '.join(_dtype_name(d) for d in STATE_DTYPES)}, got {state_dtype}")
+    scale = q.shape[-1] ** -0.5 if scale is None else _python_float('scale', scale)
+    lower_bound = _python_float('lower_bound', lower_bound)
     args = (q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
             output_final_state, backend, check_seqlens)
     grad = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in args)
     if torch.compiler.is_compiling() or grad:
-        out, fs = torch.ops.kda_nb.kda(q, k, v, g, beta, A_log, dt_bias, float(scale), float(lower_bound),
-                                       *args[9:])
+        out, fs = torch.ops.kda_nb.kda(*args)
     else:
         out, fs = _kda(*args)                       # eager: the same function, without the dispatcher's cost
     return out, (fs if output_final_state else None)
@@ -438,34 +412,36 @@ def kda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_b
 # %% ../nbs/05_api.ipynb #f3f6ba77
 NO_KERNEL_BACKWARD = ("kda_nb's CUDA kernels have no backward yet: run the forward under torch.no_grad() or "
                       "torch.inference_mode(), or pass backend='reference' to differentiate through the PyTorch reference")
+NO_DOUBLE_BACKWARD = ("kda_nb has no double backward (the gradient of kda's gradient): differentiate once, "
+                      "without create_graph=True through kda")
 
 @torch.library.custom_op('kda_nb::kda_backward', mutates_args=())
 def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q: Tensor, k: Tensor, v: Tensor,
                     g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, initial_state: Optional[Tensor],
                     cu_seqlens: Optional[Tensor], scale: float, lower_bound: float, used: str) -> list[Tensor]:
-    "Gradients of `kda_nb::kda` for q, k, v, g, beta, A_log, dt_bias, initial_state (empty if None), by the reference."
+    "Gradients of `kda_nb::kda` for q, k, v, g, beta, A_log, dt_bias, initial_state (empty if None), by the chunked backward."
     if used == 'cuda': raise NotImplementedError(NO_KERNEL_BACKWARD)
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    xs = [q, k, v, g, beta, A_log, dt_bias] + ([initial_state] if initial_state is not None else [])
-    def forward(q, k, v, g, beta, A_log, dt_bias, h0=None):
-        return kda_recurrent(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, h0, cu_seqlens, dtype=dtype)
-    (o, s), vjp = torch.func.vjp(forward, *xs)
-    go = torch.zeros_like(o) if grad_out is None else grad_out.to(o.dtype)
-    gs = torch.zeros_like(s) if grad_state is None or grad_state.numel() == 0 else grad_state.to(s.dtype)
-    grads = [gx.to(x.dtype) for gx, x in zip(vjp((go, gs)), xs)]
-    return grads if initial_state is not None else grads + [q.new_empty(0)]
+    gs = None if grad_state is None or grad_state.numel() == 0 else grad_state
+    grads = kda_chunked_backward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state, cu_seqlens,
+                                 grad_out, gs, dtype=dtype)
+    out = [gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
+    return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]
 
 @kda_backward_op.register_fake
 def _(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, lower_bound, used):
     return [torch.empty_like(x) for x in (q, k, v, g, beta, A_log, dt_bias)] + [
         torch.empty_like(initial_state) if initial_state is not None else q.new_empty(0)]
 
+def _no_double_backward(ctx, *grads): raise NotImplementedError(NO_DOUBLE_BACKWARD)
+
+kda_backward_op.register_autograd(_no_double_backward, setup_context=lambda ctx, inputs, output: None)
+
 def _kda_setup(ctx, inputs, output):
     q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0, cu, _, wants_state, backend, _ = inputs
     ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, h0, cu)
     ctx.scale, ctx.lower_bound, ctx.has_h0 = scale, lower_bound, h0 is not None
-    ctx.used = _choose(backend, q.device, q.dtype, q.shape[-1], v.shape[-1],
-                       _state_dtypes(h0, output[1] if wants_state else None), warn=False)
+    ctx.used = plan_for(q, v, h0, output[1] if wants_state else None, cu, backend=backend).backend
 
 def _kda_backward(ctx, grad_out, grad_state):
     q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
@@ -499,13 +475,16 @@ class DecodeStep:
     """`fwd` prepared once for a decode step on fixed buffers: `step()` computes into `out` and `final_state` (a
     pool, with `state_indices`) from what the input tensors hold at the time of the call. Arguments as for `fwd`;
     `check_values`: check the values of `cu_seqlens` and `state_indices` on the host when they change (as `fwd`'s
-    `check_seqlens`). On the kernels each call is one K3 launch on the current stream."""
-    def __init__(self, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
-                 final_state=None, cu_seqlens=None, *, state_indices=None, backend: str = 'auto',
-                 check_values: bool = True):
+    `check_seqlens`). On the kernels each call is one K3 launch on the current stream (the plan's path for a step)."""
+    def __init__(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor,
+                 A_log: Tensor, dt_bias: Tensor, lower_bound: float, initial_state: Tensor | None = None,
+                 final_state: Tensor | None = None, cu_seqlens: Tensor | None = None, *,
+                 state_indices: Tensor | None = None, backend: str = 'auto', check_values: bool = True):
         self.problem = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                                     final_state, cu_seqlens, state_indices=state_indices, check_seqlens=check_values)
-        self.backend = _pick_backend(backend, q, v, self.problem, initial_state, final_state)
+        self.plan = plan_for(q, v, initial_state, final_state, cu_seqlens, backend=backend, step=True)
+        _warn_fallback(self.plan, q.device)
+        self.backend = self.plan.backend
         pool = initial_state if initial_state is not None else final_state
         self._cu, self._idx = cu_seqlens, state_indices
         self._P = pool.shape[0] if state_indices is not None and pool is not None else self.problem.N
@@ -541,7 +520,7 @@ class DecodeStep:
         if self._cu is not None: _checked_seqlens(self._cu, self.problem.T)
         if self._idx is not None:
             P = self._P
-            _check_once(self._idx, ('state_indices', P), lambda idx: _slots_ok(idx, P))
+            _checked_slots(self._idx, P)
         self._seen = [x._version for x in self._watch]
 
     def close(self) -> None:

@@ -10,8 +10,7 @@ import torch
 from .kernels import load_kernels
 
 # %% auto #0
-__all__ = ['DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'state_traffic_bytes', 'decode_cuda', 'use_decode',
-           'measure_paths', 'plot_paths']
+__all__ = ['state_traffic_bytes', 'decode_cuda']
 
 # %% ../nbs/04a_decode.ipynb #f6909c39
 def state_traffic_bytes(N: int, H: int, K: int = 128, V: int = 128, state_bytes: int = 4) -> int:
@@ -25,53 +24,3 @@ def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initi
     load_kernels().kda_decode(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,
                               final_state, cu_seqlens, state_indices)
     return out, final_state
-
-# %% ../nbs/04a_decode.ipynb #c660b474
-DECODE_MAX_TOKENS = 2        # K3 for sequences of at most this many tokens, at any batch size
-SMALL_BATCH_TOKENS = 64      # ... and up to SMALL_BATCH_MAX tokens each while the batch holds at most this many
-SMALL_BATCH_MAX = 8
-
-def use_decode(T: int, N: int, varlen: bool, seqlens: list[int] | None = None) -> bool:
-    """Whether `fwd` runs K3 rather than the chunked kernels: `T` tokens per row (fixed length) or in all
-    (`varlen`), `N` sequences, and their lengths if the host has checked them (else their average)."""
-    L = T if not varlen else max(seqlens, default=0) if seqlens is not None else T / max(N, 1)
-    return L <= DECODE_MAX_TOKENS or (L <= SMALL_BATCH_MAX and N * L <= SMALL_BATCH_TOKENS)
-
-# %% ../nbs/04a_decode.ipynb #8ef62bfb
-def measure_paths(Ns=(1, 8, 64, 256), Ls=(1, 2, 4, 8, 16), H: int = 32, device='cuda') -> list[dict]:
-    "GPU time (µs, CUDA-event median) of K3 and of the chunked kernels for `L` tokens in each of `N` sequences, fp32 states."
-    from kda_nb.bench import time_calls, copy_bandwidth
-    from kda_nb.kernels import fwd_cuda
-    from kda_nb.layout import random_inputs
-    import statistics
-    rate = copy_bandwidth(device)
-    rows = []
-    for N in Ns:
-        for L in Ls:
-            inp = random_inputs(1, 0, H, 128, seqlens=[L] * N, device=device, seed=N + L)
-            args = {k: x for k, x in inp.items() if k != 'initial_state'}
-            out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
-            row = dict(N=N, L=L, H=H, floor_us=state_traffic_bytes(N, H) / rate * 1e6)
-            for name, run in (('decode', decode_cuda), ('chunked', fwd_cuda)):
-                call = lambda: run(**args, out=out, initial_state=inp['initial_state'], final_state=fs)
-                row[f'{name}_us'] = statistics.median(time_calls([call], device, max_calls=200)) * 1e3
-            rows.append(row)
-    return rows
-
-def plot_paths(rows: list[dict]):
-    "K3 and the chunked kernels against tokens per sequence, one panel per batch size, the state floor dashed."
-    import matplotlib.pyplot as plt
-    Ns = sorted({r['N'] for r in rows})
-    fig, axes = plt.subplots(1, len(Ns), figsize=(2.6 * len(Ns), 3.2))
-    for ax, N in zip(axes, Ns):
-        rs = sorted((r for r in rows if r['N'] == N), key=lambda r: r['L'])
-        Ls = [r['L'] for r in rs]
-        ax.plot(Ls, [r['decode_us'] for r in rs], 'o-', color='tab:red', label='K3 decode')
-        ax.plot(Ls, [r['chunked_us'] for r in rs], 's-', color='tab:blue', label='K1 + K2 chunked')
-        ax.axhline(rs[0]['floor_us'], color='k', ls='--', lw=0.8, label='state floor')
-        ax.set_xscale('log', base=2); ax.set_xticks(Ls, [str(L) for L in Ls])
-        ax.set_title(f'N = {N}', fontsize=10); ax.set_xlabel('tokens per sequence')
-        ax.set_ylim(0, None)
-    axes[0].set_ylabel('µs per call (GPU)'); axes[0].legend(fontsize=8)
-    fig.tight_layout()
-    return fig

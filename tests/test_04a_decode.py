@@ -4,16 +4,6 @@ import pytest
 from kda_nb.decode import *
 
 
-def test_use_decode_rule():
-    "One or two tokens per sequence at any size; up to 8 in small batches; varlen by the longest checked length, else the average."
-    assert use_decode(1, 1024, False) and use_decode(2, 256, False) and not use_decode(3, 256, False)
-    assert use_decode(8, 8, False) and not use_decode(8, 9, False) and not use_decode(9, 1, False)
-    assert use_decode(256, 256, True, [1] * 256) and not use_decode(300, 256, True, [45] + [1] * 255)
-    assert use_decode(300, 256, True)                   # lengths unknown: the average, 300 / 256 <= 2
-    assert not use_decode(3000, 256, True) and use_decode(0, 3, True, [0, 0, 0])
-    assert use_decode(40, 5, True, [8] * 5) and not use_decode(40, 5, True, [9, 8, 8, 8, 7])
-
-
 import pytest
 from kda_nb.layout import GATE_CASES, random_inputs, rel_rms, safe_cu_seqlens
 from kda_nb.recurrence import kda_recurrent

@@ -183,6 +183,54 @@ def _cuda_problem(seqlens=(100, 37, 300), seed=0):
     return inp, torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
 
 
+def test_fwd_records_no_gradient_on_any_device():
+    "fwd writes into buffers (FlashKDA's convention): its out carries no autograd history, whatever the inputs need."
+    a = _args()
+    a['q'] = a['q'].clone().requires_grad_()
+    fwd(**a)
+    assert not a['out'].requires_grad and a['out'].grad_fn is None and not a['final_state'].requires_grad
+
+def test_scale_must_be_a_python_float_with_or_without_grad():
+    a = random_inputs(1, 10, 1, 8)
+    base = [a[n].clone().requires_grad_(n == 'q') for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad), pytest.raises(TypeError, match='scale must be a Python float, got Tensor'):
+            kda(*base, scale=torch.tensor(0.1))
+        with torch.set_grad_enabled(grad), pytest.raises(TypeError, match='lower_bound must be a Python float'):
+            kda(*base, lower_bound=torch.tensor(-5.0))
+
+def test_float64_inputs_give_a_float64_state_and_pass_gradcheck():
+    a = random_inputs(1, 0, 1, 4, seqlens=[6, 1, 3], dtype=torch.float64, seed=3)
+    leaves = [a[n].double().requires_grad_() for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    out, fs = kda(*leaves, cu_seqlens=a['cu_seqlens'])
+    assert out.dtype == fs.dtype == torch.float64
+    assert torch.autograd.gradcheck(lambda *x: kda(*x, cu_seqlens=a['cu_seqlens'], lower_bound=-3.0), leaves)
+
+def test_dtype_mismatch_names_q():
+    a = _args()
+    a['k'] = a['k'].float()
+    with pytest.raises(TypeError, match=r"k must have q's dtype \(bfloat16\), got float32"): fwd(**a)
+
+def test_double_backward_says_so():
+    a = random_inputs(1, 20, 1, 8, dtype=torch.float64, seed=2)
+    q = a['q'].clone().requires_grad_()
+    out, _ = kda(q, *(a[n] for n in ('k', 'v', 'g', 'beta', 'A_log', 'dt_bias')))
+    (dq,) = torch.autograd.grad(out.square().sum(), q, create_graph=True)
+    with pytest.raises(NotImplementedError, match='no double backward'): dq.sum().backward()
+
+def test_compiled_training_step_cpu():
+    "forward and backward of a model around kda, compiled whole, give eager's gradients."
+    torch.manual_seed(1)
+    layer = TinyKDALayer()
+    x, cu = torch.randn(1, 45, 32), torch.tensor([0, 17, 18, 45])
+    step = torch.compile(lambda x: layer(x, cu)[0].square().mean(), fullgraph=True)
+    step(x).backward()
+    got = {n: p.grad.clone() for n, p in layer.named_parameters()}
+    layer.zero_grad()
+    layer(x, cu)[0].square().mean().backward()
+    for n, p in layer.named_parameters(): assert rel_rms(got[n], p.grad) < 1e-4, n
+
+
 @needs_kernels
 def test_operators_pass_opcheck_cuda():
     inp, out, fs = _cuda_problem()
