@@ -103,7 +103,7 @@ def test_cp_bad_input():
               'cu_seqlens differs': ['same on every rank', 'same on every rank'],
               'cu_seqlens decreases': ['must not decrease', 'must not decrease'],
               'cu_seqlens short': ['global token count', 'global token count'],
-              'dtype on one rank': ['beta must be', r'rank\(s\) \[0\] rejected'],
+              'dtype on one rank': ['beta must', r'rank\(s\) \[0\] rejected'],
               'two rows': ['B = 1', 'B = 1'],
               'grad on one rank': ['agree on grad', 'agree on grad']}
     for what, (m0, m1) in expect.items():
