@@ -4,6 +4,7 @@
 // so neither K1 nor the workspace is needed, and each record is made once and read where it is made.
 #include "kda_common.cuh"
 #include "kda_launch.h"
+#include "kda_layout.cuh"
 #include "kda_chunk_prep.cuh"
 #include "kda_recurrence.cuh"
 

@@ -3,6 +3,7 @@
 // One block per (sequence, head, slice of 16 * K2_WARPS state rows).
 #include "kda_common.cuh"
 #include "kda_launch.h"
+#include "kda_layout.cuh"
 #include "kda_recurrence.cuh"
 
 namespace kda {

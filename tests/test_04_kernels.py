@@ -108,6 +108,20 @@ def test_binding_compiles():
     check_binding_compiles()
 
 
+def test_binding_one_entry_point_per_path():
+    "The binding chooses nothing: one entry point per path, no forcing knobs or environment switches; the layout rules and the SM count are written once."
+    src = {f: (csrc_dir() / f).read_text() for f in CSRC_FILES}
+    assert binding_entry_points(src['kda_binding.cpp']) == ['kda_fwd_chunked', 'kda_fwd_fused', 'kda_decode', 'kda_decode_plan',
+                                                            'kda_decode_run', 'kda_decode_free', 'kda_layout', 'kda_record_bytes']
+    code = {f: '\n'.join(l.split('//')[0] for l in s.splitlines()) for f, s in src.items()}   # without comments
+    assert not [f for f, c in code.items() if re.search(r'getenv|std::atomic|kda_set_', c)]
+    assert [f for f, c in code.items() if 'cudaDevAttrMultiProcessorCount' in c] == ['kda_launch.h']
+    chunk_rule = re.compile(r'CHUNK - 1\)(\s*\*\s*\w+\))?\s*/\s*CHUNK|\+\s*15\)\s*/\s*16|15\s*\*\s*N')   # ceil(len / 16), (T + 15 N) / 16
+    assert [f for f, c in code.items() if chunk_rule.search(c)] == ['kda_layout.cuh']
+    assert [f for f, c in code.items() if re.search(r'constexpr int (C|CHUNK) = 16', c)] == ['kda_layout.cuh']
+    assert all('#include "kda_layout.cuh"' in src[f] for f in KERNEL_UNITS) and '#include "kda_layout.cuh"' in src['kda_launch.h']
+
+
 def test_failed_build_fails_once(monkeypatch):
     "A build that fails raises its reason, and later calls raise it again without building again."
     import kda_nb.kernels as K
