@@ -80,17 +80,21 @@ def test_tidy_formats_each_column_once():
 test_tidy_formats_each_column_once()
 
 
-from kda_nb.ncu.capturing import D, H_DEFAULT, REPORT_NAMES, T_DEFAULT, capture_record, command_of, workload_seqlens
+from kda_nb.ncu.capturing import (D, H_DEFAULT, REPORT_NAMES, SOURCE_FILES, T_DEFAULT, capture_record, command_of,
+                                  workload_seqlens)
 from kda_nb.ncu.checks import check_profile
 from kda_nb.ncu.reports import committed_reports, missing_metrics, read_report, reports_unavailable_reason
 REPORTS_REASON = reports_unavailable_reason()
 
-def _launch_shape(mode: str, sms: int = 132) -> dict:
-    """(grid or None, block) K1 and K2 must have for `mode` on an H200, from the constants in csrc/. K1 is a
-    persistent grid (as many blocks as fit on the GPU, at most one per item), so only its bound is known here."""
-    src = {f: (csrc_dir() / f).read_text() for f in ('kda_prepare.cu', 'kda_recurrence.cu')}
-    k1 = 32 * int(re.search(r'K1_WARPS = (\d+)', src['kda_prepare.cu']).group(1))            # K1_THREADS = 32 * K1_WARPS
-    warps = int(re.findall(r'launch_recurrence_with<(\d+), \d+>\(a, device, stream\)', src['kda_recurrence.cu'])[-1])   # the default: launch_recurrence's last launch
+def _launch_shape(mode: str, sources: dict) -> dict:
+    """(grid or None, block) K1 and K2 must have for `mode` on an H200, from the constants of the sources the report
+    profiled (its own copy, `--import-source`: the kernels of then, whatever csrc/ holds now). K1 is a persistent
+    grid (as many blocks as fit on the GPU, at most one per item), so only its bound is known here."""
+    launch = r'launch_recurrence_with<(\d+)(?:, \d+)*>\(a(?:, device)?, stream\)'
+    k1src = next(t for t in sources.values() if t and re.search(r'K1_WARPS = \d+', t))
+    k2src = next(t for t in sources.values() if t and re.search(launch, t))
+    k1 = 32 * int(re.search(r'K1_WARPS = (\d+)', k1src).group(1))            # K1_THREADS = 32 * K1_WARPS
+    warps = int(re.findall(launch, k2src)[-1])                             # the default: launch_recurrence's last launch
     lens = workload_seqlens(mode) or [T_DEFAULT]
     chunks = sum(-(-n // 16) for n in lens)
     return {'kda_fwd_prepare': (None, k1, chunks * H_DEFAULT),
@@ -107,7 +111,7 @@ def test_committed_reports():
         assert list(t.index) == list(KERNEL_NAMES), f"{mode}: kernels {list(t.index)}"
         step = next(st for st in rec['steps'] if st.get('name') == REPORT_NAMES[mode])
         assert list(t.launches) == [step['iters']] * 2, f"{mode}: one K1 and one K2 launch per profiled call"
-        for k, (grid, block, items) in _launch_shape(mode).items():
+        for k, (grid, block, items) in _launch_shape(mode, p.sources).items():
             assert t.loc[k, 'block'] == block, f"{mode} {k}: block of {t.loc[k, 'block']} threads"
             if grid is not None: assert t.loc[k, 'grid'] == grid, f"{mode} {k}: not the benchmark problem"
             else: assert t.loc[k, 'grid'] <= items and t.loc[k, 'grid'] % t.loc[k, 'sm_count'] == 0, f"{mode} {k}"
@@ -125,6 +129,6 @@ def test_committed_reports():
             h = hot_lines(p, k)
             assert not h.empty and h.code.str.len().gt(0).all(), f"{mode} {k}: no csrc line with samples and code"
             ph = phase_table(p, k)
-            assert ph.index[0][0] in CSRC_FILES and ph.index[0][1] not in ('', '?', 'head'), ph.index[0]
+            assert ph.index[0][0] in SOURCE_FILES and ph.index[0][1] not in ('', '?', 'head'), ph.index[0]
             assert abs(ph.samples_share.sum() - 1) < 1e-9 and abs(ph.inst_share.sum() - 1) < 1e-9
         print('\n'.join(summarize(p)))

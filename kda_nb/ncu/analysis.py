@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..kernels import CSRC_FILES
-from .capturing import ALL_KERNELS, ROLES
+from .capturing import ALL_KERNELS, ROLES, SOURCE_FILES
 from .checks import check_profile
 from .reports import PC_COUNTERS, Profile, _pandas, read_report
 
@@ -133,7 +132,7 @@ def hot_lines(p: Profile, kernel: str, n: int = 10, csrc_only: bool = True) -> p
     "The `n` lines of `kernel` with the most stall samples: share, dominant stall, share of instructions, conflict factor, code."
     t = line_table(p, kernel)
     if t.empty: return t
-    if csrc_only: t = t[t.index.get_level_values('file').isin(CSRC_FILES)]
+    if csrc_only: t = t[t.index.get_level_values('file').isin(SOURCE_FILES)]
     return t[['samples', 'share', 'dominant', 'dominant_share', 'inst_share', 'conflict', 'code']].head(n)
 
 # %% ../../nbs/08d_ncu_analysis.ipynb #17b19ea9
@@ -161,7 +160,7 @@ def _section_spans(secs: dict) -> dict:
 def phase_table(p: Profile, kernel: str) -> pd.DataFrame:
     "Per source section of `kernel` (file, § name): shares of samples, instructions, shared wavefronts and conflict excess; dominant stall; lines."
     pd = _pandas()
-    secs = {f: source_sections(t) for f, t in p.sources.items() if t and f in CSRC_FILES}
+    secs = {f: source_sections(t) for f, t in p.sources.items() if t and f in SOURCE_FILES}
     def where(df):
         keys = [(f, secs[f].get(int(l), '?')) if f in secs and pd.notna(l) else (f or 'no line', '')
                 for f, l in zip(df.file, df.line)]
@@ -252,7 +251,7 @@ def summarize(p: Profile, n_lines: int = 1) -> list[str]:
                        f"{r1.dominant.replace('_', ' ')}")
         for (f, l), h in hot_lines(p, k, n_lines).iterrows():
             out.append(f"  hottest line {f}:{l}: {h.share:.0%} of the samples, mostly {h.dominant.replace('_', ' ')}"
-                       + (f": `{h.code}`" if h.code and f in CSRC_FILES else ''))   # no peer's code in a summary
+                       + (f": `{h.code}`" if h.code and f in SOURCE_FILES else ''))   # no peer's code in a summary
     return out
 
 # %% ../../nbs/08d_ncu_analysis.ipynb #9459b938

@@ -15,16 +15,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..kernels import DECODE_KERNEL, KERNEL_NAMES, csrc_dir, kernels_unavailable_reason
+from ..kernels import CSRC_FILES, DECODE_KERNEL, KERNEL_NAMES, csrc_dir, kernels_unavailable_reason
 from ..layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
 __all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'ALL_MODES', 'MODE_KERNELS', 'ALL_KERNELS',
-           'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape',
-           'workload_seqlens', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload', 'mode_regex',
-           'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
-           'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture_record',
-           'command_of', 'flash_kda_source_folder', 'capture']
+           'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'FORMER_CSRC_FILES', 'SOURCE_FILES', 'KERNEL_REGEX', 'REPORT_NAMES',
+           'LOCATE_ITERS', 'mode_shape', 'workload_seqlens', 'impl_kernels', 'decode_inputs', 'workload_inputs',
+           'workload', 'mode_regex', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name',
+           'capture_dir', 'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels',
+           'capture_record', 'command_of', 'flash_kda_source_folder', 'capture']
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #67f76c69
 T_DEFAULT, H_DEFAULT, D = ANCHOR_T, ANCHOR_HEADS[0], 128     # the anchors' main problem (kda_nb.layout)
@@ -60,6 +60,10 @@ def impl_kernels(mode: str, impl: str = 'kda_nb') -> tuple:
     if impl == 'kda_nb': return MODE_KERNELS[mode]
     if mode not in MODES: raise ValueError(f"FlashKDA has no decode kernel: its captures are of {' and '.join(MODES)}")
     return FLASH_KDA_KERNELS
+
+# %% ../../nbs/08a_ncu_capturing.ipynb #6812698b
+FORMER_CSRC_FILES = ('kda_prep.cuh', 'kda_layout.cu', 'kda_prepare.cu', 'kda_recurrence.cu')   # v1 to v5's names
+SOURCE_FILES = tuple(dict.fromkeys(CSRC_FILES + FORMER_CSRC_FILES))   # kda_nb's kernel files, as a report names them
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #fdf7890b
 def decode_inputs(n: int = DECODE_SEQS, H: int = DECODE_HEADS, pool: int | None = None, seed: int = 0,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..kernels import CSRC_FILES, KERNEL_NAMES
-from .capturing import (ALL_KERNELS, DECODE_KERNEL, FLASH_KDA_KERNELS, KERNEL_REGEX, MODE_KERNELS, ROLES,
+from ..kernels import KERNEL_NAMES
+from .capturing import (ALL_KERNELS, DECODE_KERNEL, FLASH_KDA_KERNELS, KERNEL_REGEX, MODE_KERNELS, ROLES, SOURCE_FILES,
                                   Finding, _kernel_regex, check_kernels, impl_kernels, regex_matches)
 from .reports import PC_COUNTERS, SUMMARY_METRICS, Profile, _candidates, _pandas, missing_metrics
 
@@ -35,7 +35,7 @@ def check_sources(p: Profile, expected=ALL_KERNELS) -> list[Finding]:
                                "built without it, e.g. an old torch extension cache, would not)"))
             continue
         mapped = with_line.samples.sum() / rows.samples.sum()
-        files = set(with_line.file) & set(CSRC_FILES) if k in ALL_KERNELS else set(with_line.file)
+        files = set(with_line.file) & set(SOURCE_FILES) if k in ALL_KERNELS else set(with_line.file)
         if not files:
             out.append(Finding('error', 'source', f"{k}: the lines map to {sorted(set(with_line.file))}, none of them in csrc/"))
         elif not any(p.sources.get(f) for f in files):

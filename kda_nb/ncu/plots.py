@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..kernels import CSRC_FILES, KERNEL_NAMES
+from ..kernels import KERNEL_NAMES
 from .analysis import LINE_COLUMNS, NOT_STALLS, _order, kernel_table, line_table, phase_table, stall_table
-from .capturing import ALL_KERNELS, ROLES
+from .capturing import ALL_KERNELS, ROLES, SOURCE_FILES
 from .reports import Profile, _pandas
 
 if TYPE_CHECKING: import pandas as pd
@@ -91,7 +91,7 @@ def plot_hot_lines(p: Profile, kernel: str, n: int = 12, csrc_only: bool = True,
     "Horizontal bars: the `n` hottest lines of `kernel` (in csrc/), samples split by stall reason, labelled with the code."
     import matplotlib.pyplot as plt
     pd, t = _pandas(), line_table(p, kernel)
-    if csrc_only and not t.empty: t = t[t.index.get_level_values('file').isin(CSRC_FILES)]
+    if csrc_only and not t.empty: t = t[t.index.get_level_values('file').isin(SOURCE_FILES)]
     t = t.head(n)
     fig, ax = plt.subplots(figsize=(9.5, 1.8 + 0.36 * max(len(t), 1)))
     if t.empty:
