@@ -318,8 +318,9 @@ def run_ranks(fn, world: int, *args, timeout: float = 120.0) -> list:
 # %% ../nbs/10_cp.ipynb #1ceeb83f
 _SHARDED, _SHARED = ('q', 'k', 'v', 'g', 'beta'), ('A_log', 'dt_bias', 'initial_state')
 
-def check_case(group, seqlens, H=2, K=8, V=8, seed=0, state='fp64', output_final_state=True, gate='g=-8') -> dict:
-    "This rank's `kda_cp` against one process's `kda` on the whole axis, forward and backward: the relative errors."
+def check_case(group, seqlens, H=2, K=8, V=8, seed=0, state='fp64', output_final_state=True, gate='g=-8',
+               via='kda_cp') -> dict:
+    "This rank's `kda_cp` (or `kda(..., cp_group=)`, `via='kda'`) against one process's `kda` on the whole axis: the relative errors."
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     inp = random_inputs(1, 0, H, K, V, seqlens=seqlens, gate=gate, state=state, dtype=torch.float64, seed=seed)
     inp.update(A_log=inp['A_log'].double(), dt_bias=inp['dt_bias'].double())
@@ -334,8 +335,8 @@ def check_case(group, seqlens, H=2, K=8, V=8, seed=0, state='fp64', output_final
     share = share / share.sum()
     kw = dict(cu_seqlens=inp['cu_seqlens'], output_final_state=output_final_state, state_dtype=torch.float64)
     o, s = kda(*(full[n] for n in _SHARDED + _SHARED[:2]), initial_state=full.get('initial_state'), **kw)
-    o_r, s_r = kda_cp(*(mine[n] for n in _SHARDED + _SHARED[:2]), initial_state=mine.get('initial_state'),
-                      cp_group=group, **kw)
+    o_r, s_r = (kda_cp if via == 'kda_cp' else kda)(*(mine[n] for n in _SHARDED + _SHARED[:2]),
+                                                    initial_state=mine.get('initial_state'), cp_group=group, **kw)
     fs_loss = lambda s, w: 0 if s is None else (s * w).sum()
     ((o * w_out).sum() + fs_loss(s, w_fs)).backward()
     ((o_r * w_out[:, lo:hi]).sum() + fs_loss(s_r, w_fs * share[rank])).backward()

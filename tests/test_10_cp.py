@@ -74,6 +74,7 @@ CASES = [dict(world=3, seqlens=[96]),
          dict(world=3, seqlens=[5, 27, 0, 32, 32], seed=3, output_final_state=False),
          dict(world=2, seqlens=[10, 0, 38, 48], seed=4),
          dict(world=2, seqlens=[70, 26], K=16, V=16, seed=5),
+         dict(world=2, seqlens=[33, 63], seed=8, via='kda'),
          dict(world=1, seqlens=[40, 56], seed=6)]
 
 @cache
