@@ -39,3 +39,13 @@ def test_earlier_builds_launch_through_their_own_entry_points():
     version_launcher(OneEntry(), Plan('fused', 'ignored: the binding picks'))(*args)
     assert calls == [('chunked', 15, 4), ('decode', 14), ('kda_fwd', 14)]
     with pytest.raises(RuntimeError, match='v1, v2'): version_launcher(object(), Plan('chunked', 'test'))
+
+from kda_nb.kernels import version_unavailable_reason
+HISTORY = version_unavailable_reason('v1')
+
+@pytest.mark.skipif(HISTORY is not None, reason=f"earlier versions need the git history: {HISTORY}")
+def test_earlier_versions_say_whether_they_can_run():
+    assert 'host-made tables' in version_refusal('v1') and 'host-made tables' in version_refusal('v2')
+    assert version_refusal('v3') is None and version_refusal('v5-pre-house') is None       # kda_fwd with a layout kernel
+    cpu = build_cases(['small'], cpu=True, quick=True, D=16)
+    assert 'CUDA devices only' in kernels_version_backend('v4').why_not(cpu[0], 'cpu')
