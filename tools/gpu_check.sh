@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The GPU truth, on an SM90 machine (the lent H200): build the kernels once, then in the same process tree
+#   1. the outputs of this tree against an earlier build, bitwise (tools/bitwise_before_after.py BASE);
+#   2. the GPU tests of the library's notebooks (kernels, decode, plan, API, backward, fla backend), with the
+#      sanitizer cases;
+#   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
+#
+#   bash tools/gpu_check.sh [BASE] [--bench]        # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#
+# Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
+# fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BASE="${1:-v5-pre-house}"
+BENCH="${2:-}"
+LOG="${OUT:-/tmp/gpu_check}"
+mkdir -p "$LOG"
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-16}"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
+status=0
+echo "== build (this tree and $BASE)"
+python3 - "$BASE" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
+import sys, time
+from kda_nb.kernels import load_kernels
+for v in (None, sys.argv[1]):
+    t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
+PY
+echo "== bitwise against $BASE"
+python3 tools/bitwise_before_after.py "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
+echo "== GPU tests"
+python3 -m pytest -q -rs -p no:cacheprovider tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py \
+  tests/test_05_api.py tests/test_03a_backward.py tests/test_06a_fla_backend.py 2>&1 | tee "$LOG/pytest.txt" || status=1
+if [ "$BENCH" = --bench ]; then
+  echo "== benchmark: anchor and small calls, this tree against $BASE"
+  python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG/bench" 2>&1 \
+    | tee "$LOG/bench.txt" || status=1
+fi
+exit $status
