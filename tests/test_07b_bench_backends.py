@@ -49,3 +49,23 @@ def test_earlier_versions_say_whether_they_can_run():
     assert version_refusal('v3') is None and version_refusal('v5-pre-house') is None       # kda_fwd with a layout kernel
     cpu = build_cases(['small'], cpu=True, quick=True, D=16)
     assert 'CUDA devices only' in kernels_version_backend('v4').why_not(cpu[0], 'cpu')
+
+
+from kda_nb.bench.cases import Case, make_inputs
+
+def _before_after_reason():
+    from kda_nb.kernels import kernels_unavailable_reason
+    return kernels_unavailable_reason() or version_unavailable_reason('v5-pre-house')
+
+@pytest.mark.skipif(_before_after_reason() is not None, reason=f"needs an SM90 GPU and git history: {_before_after_reason()}")
+def test_pre_refactor_build_gives_the_same_bits():
+    cases = [Case('anchor', 'fixed', 8, [4096], 'fp32', False), Case('anchor', 'varlen', 8, [300, 17, 683, 1000], 'bf16'),
+             Case('small', 'decode', 8, [1] * 16, 'fp32')]
+    now, before = default_backends(['kda_nb', 'kda_nb_v5-pre-house'])
+    for case in cases:
+        assert now.why_not(case, 'cuda') is None and before.why_not(case, 'cuda') is None, case
+        inp = make_inputs(case, 'cuda', seed=3)
+        (o1, s1), (o2, s2) = now.bind(inp, case)(), before.bind(inp, case)()
+        torch.cuda.synchronize()
+        print(f"{case}: plan {case_plan(case, 'cuda').path}; out equal {torch.equal(o1, o2)}, state equal {torch.equal(s1, s2)}")
+        assert torch.equal(o1, o2) and torch.equal(s1, s2), case
