@@ -309,6 +309,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         const float norm = fmaxf(*reinterpret_cast<const float*>(st + Ly::NORM), 1.f);
         const __nv_bfloat16* vt = reinterpret_cast<const __nv_bfloat16*>(st + Ly::VAL);
 
+        // §chunk: the products with the state, then the residual (state_products, residual above)
         float W[2][2][4] = {}, P[2][4] = {};
         state_products(S, kd, qd, decay, lane, W, P);
 
@@ -339,6 +340,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             }
         }
 
+        // §stages: U, the outputs and the new state (u_product, write_outputs, update_state above)
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
