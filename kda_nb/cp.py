@@ -105,7 +105,8 @@ def shard_pieces(q, k, v, g, beta, A_log, dt_bias, layout: ShardLayout, initial_
 def pack_summary(p: ShardPieces, layout: ShardLayout, slots: int) -> Tensor:
     "The shard's summary, one flat vector: the state it carries out, its head's transition, `slots` final states."
     carry = p.S_body[-1] if layout.carry == 'body' else p.X        # (the head's X also when nothing leaves)
-    fin = [p.X if n == layout.head else p.S_body[layout.body.index(n)] for n in layout.finals][:slots]
+    at = {n: i for i, n in enumerate(layout.body)}
+    fin = [p.X if n == layout.head else p.S_body[at[n]] for n in layout.finals][:slots]
     fin += [torch.zeros_like(p.X)] * (slots - len(fin))
     return torch.cat([t.reshape(-1) for t in (carry, p.M, *fin)])
 

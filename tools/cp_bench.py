@@ -178,7 +178,7 @@ def _backward_times(timed, kda, kda_cp, full, shard, kw):
 
 
 def _report(rows):
-    print(f"\n| T | H | batch | one GPU fwd ms | CP fwd ms | speed-up | exchange ms | err out | err state | fwd+bwd ms (1 / CP) |")
+    print(f"\n| T | H | batch | one device fwd ms | CP fwd ms | speed-up | exchange ms | err out | err state | fwd+bwd ms (1 / CP) |")
     print('|---:|---:|---|---:|---:|---:|---:|---:|---:|---|')
     for r in rows:
         bwd = r.get('backward') or f"{r['one_gpu_fwd_bwd_ms']:.3f} / {r['cp_fwd_bwd_ms']:.3f}"
