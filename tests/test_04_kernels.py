@@ -477,3 +477,17 @@ def test_race_reports_reads_racecheck_output():
     assert race_reports(out) == ['Write kda::bulk_copy_g2s kda_common.cuh:151 -> Read kda::kda_fwd_recurrence kda_recurrence.cu:165',
                                  'Write kda::bulk_copy_g2s kda_common.cuh:151 -> Read kda::ldmatrix_x4 kda_common.cuh:104']
     assert race_reports("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)") == []
+
+
+@needs_kernels
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which('compute-sanitizer') is None, reason="compute-sanitizer is not on PATH")
+def test_sanitizer_memcheck_and_racecheck():
+    "The sanitizer cases: memcheck finds no error; racecheck nothing, or only K2's bulk-copy site (the text below). The cell after prints the same run."
+    sys.path.insert(0, str(csrc_dir().parent / 'tools'))
+    from sanitize import sanitize, race_reports
+    code, summary = sanitize('memcheck')
+    assert code == 0, summary
+    code, summary, out = sanitize('racecheck', text=True)
+    races = race_reports(out)
+    assert code == 0 or (races and all(r.startswith('Write kda::bulk_copy_g2s kda_common.cuh') for r in races)), races
