@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import re
 import shutil
@@ -17,10 +18,10 @@ import torch
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'csrc_dir', 'show_source',
-           'workspace_bytes', 'KernelVersionUnavailable', 'version_sources', 'version_unavailable_reason',
-           'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason', 'load_kernels',
-           'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
+           'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'REPOSITORY', 'csrc_dir',
+           'show_source', 'workspace_bytes', 'KernelVersionUnavailable', 'version_sources',
+           'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason',
+           'load_kernels', 'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
@@ -45,8 +46,7 @@ KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the libr
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
-    import kda_nb
-    pkg = Path(kda_nb.__file__).resolve().parent
+    pkg = _package_dir()
     for d in (pkg.parent / 'csrc', pkg / 'csrc'):
         if (d / 'kda_binding.cpp').exists(): return d.resolve()
     raise FileNotFoundError(f"kda_nb: CUDA sources not found next to {pkg}")
@@ -71,18 +71,18 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
 class KernelVersionUnavailable(RuntimeError):
     "An earlier version of the kernels lives in git history, and no repository here holds it."
 
+REPOSITORY = 'https://github.com/kda-nb/kda_nb'     # where the history lives (settings.ini: git_url)
+
 def _package_dir() -> Path:
-    import kda_nb
-    return Path(kda_nb.__file__).resolve().parent
+    return Path(importlib.util.find_spec('kda_nb').origin).resolve().parent   # (found, not imported: no circle)
 
 def _git(cwd, *args) -> subprocess.CompletedProcess:
     return subprocess.run(['git', '-C', str(cwd), *args], capture_output=True)
 
 def _repository(version: str, commit: str) -> Path:
     "The git repository around the package, if it holds `commit`; otherwise a `KernelVersionUnavailable` that says why."
-    from kda_nb._modidx import d
     lives = f"kda_nb {version} lives in git history (commit {commit[:7]})"
-    clone = f"clone the repository ({d['settings']['git_url']}) to build it"
+    clone = f"clone the repository ({REPOSITORY}) to build it"
     if shutil.which('git') is None: raise KernelVersionUnavailable(f"{lives}; git is not installed here: install it and {clone}")
     pkg = _package_dir()
     try: res = _git(pkg, 'rev-parse', '--show-toplevel')
