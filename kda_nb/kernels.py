@@ -46,7 +46,7 @@ KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the libr
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
-    pkg = _package_dir()
+    pkg = Path(importlib.util.find_spec('kda_nb').origin).resolve().parent   # (found, not imported: no circle)
     for d in (pkg.parent / 'csrc', pkg / 'csrc'):
         if (d / 'kda_binding.cpp').exists(): return d.resolve()
     raise FileNotFoundError(f"kda_nb: CUDA sources not found next to {pkg}")
