@@ -5,7 +5,9 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench]        # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#
+# --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
 #
 # Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are.
@@ -16,6 +18,7 @@ BENCH="${2:-}"
 LOG="${OUT:-/tmp/gpu_check}"
 mkdir -p "$LOG"
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-16}"
+export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}"    # kept by a warm machine
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH="$PYTHONPATH:/tmp/site"
@@ -28,14 +31,20 @@ from kda_nb.kernels import load_kernels
 for v in (None, sys.argv[1]):
     t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
+TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_05_api.py tests/test_03a_backward.py
+       tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py"
+if [ "$BENCH" = --slow ]; then
+  echo "== the slow GPU tests"
+  python3 -m pytest -q -rs -p no:cacheprovider -m slow $TESTS 2>&1 | tee "$LOG/pytest_slow.txt" || status=1
+  exit $status
+fi
 echo "== bitwise against $BASE"
 python3 tools/bitwise_before_after.py "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
-echo "== GPU tests"
-python3 -m pytest -q -rs -p no:cacheprovider tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py \
-  tests/test_05_api.py tests/test_03a_backward.py tests/test_06a_fla_backend.py 2>&1 | tee "$LOG/pytest.txt" || status=1
+echo "== GPU tests (not the slow ones)"
+python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then
   echo "== benchmark: anchor and small calls, this tree against $BASE"
-  python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG/bench" 2>&1 \
+  python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house 2>&1 \
     | tee "$LOG/bench.txt" || status=1
 fi
 exit $status
