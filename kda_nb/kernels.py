@@ -110,11 +110,16 @@ def _cache_root() -> Path:
     return root
 
 def version_sources(version: str = KERNEL_VERSION) -> Path:
-    "The folder of `version`'s kernel sources: `csrc_dir()` for the library's, an earlier version's `csrc/` from git history."
+    """The folder of `version`'s kernel sources: `csrc_dir()` for the library's, an earlier version's `csrc/` from git
+    history (written to the cache; a machine without the history uses a complete copy found there)."""
     if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
     commit = KERNEL_VERSIONS[version]
     if not commit: return csrc_dir()
-    top = _repository(version, commit)
+    dest = _cache_root() / f'{version}-{commit[:12]}'
+    try: top = _repository(version, commit)
+    except KernelVersionUnavailable:
+        if (dest / '.complete').is_file() and (dest / '.complete').read_text().strip() == commit: return dest
+        raise
     res = _git(top, 'ls-tree', '-z', commit, 'csrc/')
     if res.returncode != 0: raise RuntimeError(f"git ls-tree {commit} csrc/ failed: {res.stderr.decode(errors='replace')}")
     blobs = {}                                             # file name -> blob id, the files of csrc/ itself
@@ -122,7 +127,6 @@ def version_sources(version: str = KERNEL_VERSION) -> Path:
         meta, path = entry.split('\t', 1)
         _, kind, blob = meta.split()
         if kind == 'blob': blobs[Path(path).name] = blob
-    dest = _cache_root() / f'{version}-{commit[:12]}'
     dest.mkdir(exist_ok=True)
     for name, blob in blobs.items():                       # every call: a cached file that differs is put right
         data = _git(top, 'cat-file', 'blob', blob).stdout
@@ -132,6 +136,7 @@ def version_sources(version: str = KERNEL_VERSION) -> Path:
         os.replace(tmp, dest / name)                       # atomic: another process never reads half a file
     for p in dest.iterdir():
         if p.is_file() and not p.name.startswith('.') and p.name not in blobs: p.unlink()
+    (dest / '.complete').write_text(commit)               # every file written: a copy other machines may use
     return dest
 
 # %% ../nbs/04_kernels.ipynb #b8433a9f

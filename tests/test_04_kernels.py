@@ -74,6 +74,23 @@ def test_earlier_version_without_history_says_why(tmp_path, monkeypatch):
     with pytest.raises(K.KernelVersionUnavailable, match='git is not installed'): K.version_sources(v)
 
 
+def test_earlier_version_from_a_complete_cached_copy(tmp_path, monkeypatch):
+    "Without the history (a machine the repository's sources were copied to), a complete cached copy of the version is used; a partial one is not."
+    import kda_nb.kernels as K
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path))
+    wheel = tmp_path / 'site-packages' / 'kda_nb'; wheel.mkdir(parents=True)
+    monkeypatch.setattr(K, '_package_dir', lambda: wheel)
+    v = EARLIER[0]; commit = KERNEL_VERSIONS[v]
+    dest = K._cache_root() / f'{v}-{commit[:12]}'; dest.mkdir(parents=True)
+    (dest / 'kda_binding.cpp').write_text('// copied')
+    with pytest.raises(K.KernelVersionUnavailable, match='no git repository'): K.version_sources(v)   # not marked complete
+    (dest / '.complete').write_text('0' * 40)
+    with pytest.raises(K.KernelVersionUnavailable): K.version_sources(v)                              # another commit's
+    (dest / '.complete').write_text(commit)
+    assert K.version_sources(v) == dest
+
+
 import os
 import shutil
 from pathlib import Path
