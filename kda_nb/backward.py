@@ -94,7 +94,7 @@ def chunk_states(f: dict, v: torch.Tensor, S: torch.Tensor, active: list[int]):
 # %% ../nbs/03a_backward.ipynb #8c01ec0d
 def chunk_state_adjoint(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: torch.Tensor, dS: torch.Tensor,
                         active: list[int]):
-    "Reverse chunk loop from `dS [N,H,V,K]`, for `dP = scale dO`: `(dU, dR, dkr, ddecay)` per chunk, the entering states' gradient."
+    "Reverse chunk loop from `dS [N,H,V,K]`, for `dP = scale dO`: per chunk `dU`, `[dP; dR]`, `dkr`, `ddecay`; the entering states' gradient."
     C = dP.shape[-2]
     dU = f['Mqk'].transpose(-1, -2) @ dP                         # the outputs' share of dU, all chunks at once
     dPR = torch.cat([dP, torch.empty_like(dP)], -2)              # rows C..2C-1 receive dR, chunk by chunk
@@ -109,7 +109,7 @@ def chunk_state_adjoint(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: torch.Te
         dU[c] += f['kr'][c] @ dS.transpose(-1, -2)
         dPR[c, :, C:] = f['INVb'][c].transpose(-1, -2) @ dU[c]   # dR: U = INVb R
         dS = torch.addcmul(dPR[c].transpose(-1, -2) @ qdkd[c], dS, f['decay'][c, :, None, :])   # R = Vc - kd S^T
-    return dU, dPR[:, :, C:], dkr, ddecay, torch.cat([dS, seeds[len(dS):]])
+    return dU, dPR, dkr, ddecay, torch.cat([dS, seeds[len(dS):]])
 
 # %% ../nbs/03a_backward.ipynb #a40c7e6d
 def chunk_small_adjoint(f: dict, b, dP, R, U, dU):
@@ -124,11 +124,12 @@ def chunk_small_adjoint(f: dict, b, dP, R, U, dU):
     return dM, dL * b[..., :, None], db
 
 # %% ../nbs/03a_backward.ipynb #8e7f054a
-def chunk_adjoint(f: dict, q, k, b, dP, Sc, R, U, dU, dR, dkr, ddecay):
-    "The token-parallel rest of the chunk backward: `(dq, dk, dv, da, db)` of activated chunks."
+def chunk_adjoint(f: dict, q, k, b, dPR, Sc, R, U, dU, dkr, ddecay):
+    "The token-parallel rest of the chunk backward, from `chunk_state_adjoint`'s results: `(dq, dk, dv, da, db)` of activated chunks."
     G, eG, C = f['G'], f['G'].exp(), f['G'].shape[-2]
-    dqd, dkd = (torch.cat([dP, -dR], -2) @ Sc).split(C, -2)      # across chunks: from qd S^T and kd S^T
-    xq, xk, xr = dqd * eG, dkd * eG, dkr * (f['decay'][..., None, :] / eG)   # their shares of dq, dk; kr's of dk
+    dP, dR = dPR.split(C, -2)
+    dqd, ndkd = (dPR @ Sc).split(C, -2)                          # across chunks: from qd S^T and (minus) kd S^T
+    xq, xk, xr = dqd * eG, ndkd * -eG, dkr * (f['decay'][..., None, :] / eG)  # their shares of dq, dk; kr's of dk
     dM, dA, db = chunk_small_adjoint(f, b, dP, R, U, dU)
     # within the chunk, exp(Γ_i - Γ_j) (j <= i) split at the chunk's middle m: each factor within exp(±40)
     em = (G - G[..., C // 2 - 1:C // 2, :]).exp()
@@ -223,9 +224,8 @@ def kda_chunked_backward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, i
     f = chunk_factors(qc, kc, ac, bc)                             # K1 again
     order = order.to(S0.device)
     Sc, R, U = chunk_states(f, vc, S0[order], active)            # K2 again, keeping one state per chunk
-    dP = scale * doc
-    dU, dR, dkr, ddecay, dS0 = chunk_state_adjoint(f, dP, U, Sc, dS[order], active)
-    dqc, dkc, dvc, dac, dbc = chunk_adjoint(f, qc, kc, bc, dP, Sc, R, U, dU, dR, dkr, ddecay)
+    dU, dPR, dkr, ddecay, dS0 = chunk_state_adjoint(f, scale * doc, U, Sc, dS[order], active)
+    dqc, dkc, dvc, dac, dbc = chunk_adjoint(f, qc, kc, bc, dPR, Sc, R, U, dU, dkr, ddecay)
     dqh, dkh, dv, da = (_from_chunks(x, tok, B, T) for x in (dqc, dkc, dvc, dac))
     db = _from_chunks(dbc[..., None], tok, B, T)[..., 0]
     dinit = torch.empty_like(dS0)
