@@ -126,22 +126,23 @@ def chunk_small_adjoint(f: dict, b, dP, R, U, dU):
 # %% ../nbs/03a_backward.ipynb #8e7f054a
 def chunk_adjoint(f: dict, q, k, b, dPR, Sc, R, U, dU, dkr, ddecay):
     "The token-parallel rest of the chunk backward, from `chunk_state_adjoint`'s results: `(dq, dk, dv, da, db)` of activated chunks."
-    G, eG, C = f['G'], f['G'].exp(), f['G'].shape[-2]
+    G, C = f['G'], f['G'].shape[-2]
+    eG = G.exp()
     dP, dR = dPR.split(C, -2)
-    dqd, ndkd = (dPR @ Sc).split(C, -2)                          # across chunks: from qd S^T and (minus) kd S^T
-    xq, xk, xr = dqd * eG, ndkd * -eG, dkr * (f['decay'][..., None, :] / eG)  # their shares of dq, dk; kr's of dk
+    xq, xk = (dPR @ Sc).mul_(torch.cat([eG, -eG], -2)).split(C, -2)   # across chunks: from qd S^T and kd S^T ...
+    xr = dkr * (f['decay'][..., None, :] / eG)                   # ... and from kr in S' = S decay + U^T kr
     dM, dA, db = chunk_small_adjoint(f, b, dP, R, U, dU)
     # within the chunk, exp(Γ_i - Γ_j) (j <= i) split at the chunk's middle m: each factor within exp(±40)
     em = (G - G[..., C // 2 - 1:C // 2, :]).exp()
-    dMs = dM.tril(-1)                                            # dM's diagonal apart: exp(Γ_i - Γ_i) = 1
-    rowM, rowA = (x * em for x in (torch.cat([dMs, dA], -2) @ (k / em)).split(C, -2))   # sums over j
-    col = (torch.cat([dMs, dA], -2).transpose(-1, -2) @ torch.cat([q * em, k * em], -2)) / em   # sums over i
+    dMA = torch.cat([dM.tril(-1), dA], -2)                       # dM's diagonal apart: exp(Γ_i - Γ_i) = 1
+    rowM, rowA = (dMA @ (k / em)).mul_(torch.cat([em, em], -2)).split(C, -2)                # sums over j
+    col = (dMA.transpose(-1, -2) @ torch.cat([q * em, k * em], -2)).div_(em)                 # sums over i
     dMd = dM.diagonal(0, -2, -1)[..., None]
-    dq = xq + rowM + dMd * k
-    dk = xk + xr + rowA + col + dMd * q
+    dq = torch.addcmul(xq + rowM, dMd, k)
+    dk = torch.addcmul(xk + xr + rowA + col, dMd, q)
     # the gate: each a_t gets the gradient of the exponents it is in
-    at_or_before = q * (rowM + xq) + k * (rowA + xk - col)      # Γ_i (qd_i, kd_i) and Γ_i - Γ_j: a_t for t <= i, minus t <= j
-    after = xr * k                                               # Γ_last - Γ_i (kr_i): a_t for t > i
+    at_or_before = torch.addcmul(q * (rowM + xq), k, rowA + xk - col)   # Γ_i (qd_i, kd_i; row i of Γ_i - Γ_j): t <= i
+    after = xr * k                                                       # Γ_last - Γ_i (kr_i): t > i
     da = (at_or_before.flip(-2).cumsum(-2).flip(-2) + after.cumsum(-2) - after
           + (ddecay * f['decay'])[..., None, :])                 # Γ_last (the decay): every a_t
     return dq, dk, dR, da, db
