@@ -141,8 +141,9 @@ def chunk_adjoint(f: dict, q, k, b, dPR, Sc, R, U, dU, dkr, ddecay):
     dq = torch.addcmul(xq + rowM, dMd, k)
     dk = torch.addcmul(xk + xr + rowA + col, dMd, q)
     # the gate: each a_t gets the gradient of the exponents it is in
-    at_or_before = torch.addcmul(q * (rowM + xq), k, rowA + xk - col)   # Γ_i (qd_i, kd_i; row i of Γ_i - Γ_j): t <= i
-    after = xr * k                                                       # Γ_last - Γ_i (kr_i): t > i
+    at_or_before = torch.addcmul(q * (rowM + xq), k, rowA + xk - col)   # Γ_i in qd_i, kd_i, and Γ_i - Γ_j as row i's +
+    after = xr * k                                                       # and column j's -: all summed over t <= i (t <= j)
+                                                                         # Γ_last - Γ_i in kr_i: over t > i
     da = (at_or_before.flip(-2).cumsum(-2).flip(-2) + after.cumsum(-2) - after
           + (ddecay * f['decay'])[..., None, :])                 # Γ_last (the decay): every a_t
     return dq, dk, dR, da, db
