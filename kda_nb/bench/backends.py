@@ -123,7 +123,8 @@ def version_launcher(ext, p: Plan) -> Callable:
     if all(hasattr(ext, n) for n in _ENTRY_POINTS.values()):        # one entry point per path: the plan picks
         entry, extra = getattr(ext, _ENTRY_POINTS[p.path]), ((p.steps,) if p.path == 'chunked' else ())
         return lambda *args: entry(*args, *extra)
-    if hasattr(ext, 'kda_fwd') and hasattr(ext, 'kda_layout'):      # v3 to v5: the binding picks its path itself
+    if hasattr(ext, 'kda_fwd') and hasattr(ext, 'kda_layout'):      # v3 to v5: the binding picks fused or K1 + K2
+        if p.path == 'decode' and hasattr(ext, 'kda_decode'): return ext.kda_decode   # K3, where that library's api sent it
         return ext.kda_fwd
     raise RuntimeError("this build has neither per-path entry points nor kda_fwd with a layout kernel (v1, v2)")
 
