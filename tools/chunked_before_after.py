@@ -3,7 +3,7 @@
     python tools/chunked_before_after.py COMMIT
 
 Each version runs in a process of its own (two builds of the kernels in one process fail to launch K1: "invalid
-argument"), the earlier one built from git history as kda_nb_v3 is, and called through `fwd_cuda`: before,
+argument"), the earlier one built from git history as kda_nb_v3 is, and called through its binding on the plan's path (`kda_nb.bench.version_call`): before,
 after, before, after, on the same machine, the same seeded inputs. GPU time per call: the benchmark's
 CUDA-event timer over two input sets; the better of each version's two runs. Prints a markdown table and
 whether the two versions' outputs and final states are bitwise equal on every case.
@@ -14,7 +14,7 @@ import sys
 import torch
 
 from kda_nb import kernels
-from kda_nb.bench import time_calls
+from kda_nb.bench import time_calls, version_call
 from kda_nb.layout import random_inputs
 
 # (name, H, sequence lengths or None for one fixed-length row of 8192 tokens, state dtype)
@@ -42,8 +42,7 @@ def run_one(version: str, out_path: str):
             inp['initial_state'] = inp['initial_state'].to(sd)
             sets.append(inp)
         bufs = [(torch.empty_like(i['v']), torch.empty_like(i['initial_state'])) for i in sets]
-        calls = [lambda i=i, b=b: kernels.fwd_cuda(**i, out=b[0], final_state=b[1], version=version)
-                 for i, b in zip(sets, bufs)]
+        calls = [version_call(version, i, b[0], b[1], seqlens=lens) for i, b in zip(sets, bufs)]
         times.append(statistics.median(time_calls(calls, 'cuda', warmup=4, max_calls=60, min_calls=20)))
         results.append(tuple(digest(x) for x in bufs[0]))
         del sets, bufs, calls

@@ -1,13 +1,13 @@
-# Per-kernel split of kda_nb's forward on the anchor cases, for development: medians of 30 calls, K1 and K2
-# alone under the torch profiler, and (--versions v3,v2) earlier kernels in the same process. It is not the
-# benchmark (no input rotation, no peers): `python -m kda_nb.bench` is. K2's configuration can be forced
-# for a whole run with KDA_NB_K2_WARPS (2, 8) or KDA_NB_K2_STAGES (3, 4): the kernels read them at their
-# first launch, so one run times one configuration.
-#     [KDA_NB_K2_STAGES=3] python tools/kernel_split.py [--versions v3,v2] [--fla]
+# Per-kernel split of kda_nb's forward on the anchor cases, for development: medians of 30 calls, each kernel
+# alone under the torch profiler, and (--versions v4,v3) earlier kernels in the same process, on the plan's
+# path. It is not the benchmark (no input rotation, no peers): `python -m kda_nb.bench` is. (Until v5 K2's
+# width and stages could be forced with environment variables; they went with the house refactor, 25b5c2b.
+# v1 and v2 are not runnable any more: their numbers stay in benchmarks/.)
+#     python tools/kernel_split.py [--versions v4,v3] [--fla]
 import statistics, sys, torch
-from kda_nb.bench import time_calls
+from kda_nb.bench import time_calls, version_call
 from kda_nb.layout import ANCHOR_HEADS, ANCHOR_T, anchor_workloads, random_inputs, rel_rms
-from kda_nb.kernels import fwd_cuda, load_kernels
+from kda_nb.kernels import KERNEL_VERSION, load_kernels
 from kda_nb.peers import fla_forward, fla_unavailable_reason
 def bench(f, n=30):
     "Median ms of `n` calls of `f` (CUDA events), by the benchmark's timer."
@@ -29,16 +29,15 @@ rows = []
 for H in ANCHOR_HEADS:
     for name, seqlens in anchor_workloads().items():
         inp = random_inputs(1, ANCHOR_T, H, 128, seqlens=seqlens, device='cuda', state='bf16', seed=1)
-        args = {k: x for k, x in inp.items() if k != 'initial_state'}
         out = torch.empty_like(inp['v']); fs = torch.empty_like(inp['initial_state'])
         line = f"H={H} {name:>15}:"
-        f = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=out, final_state=fs, seqlens=seqlens)
+        f = version_call(KERNEL_VERSION, inp, out, fs, seqlens=seqlens)
         line += f" cur {bench(f):.3f}"
         split = kernel_split(f)
         line += " | " + " ".join(f"{k} {v:.3f}" for k, v in split.items())
         for v in old:
             o1 = torch.empty_like(out); f1 = torch.empty_like(fs)
-            g1 = lambda: fwd_cuda(**args, initial_state=inp['initial_state'], out=o1, final_state=f1, seqlens=seqlens, version=v)
+            g1 = version_call(v, inp, o1, f1, seqlens=seqlens)
             t1 = bench(g1); line += f" | {v} {t1:.3f} rel(cur,{v}) out {rel_rms(out, o1):.1e} state {rel_rms(fs.float(), f1.float()):.1e}"
         print(line, flush=True)
         rows.append((H, name, inp, seqlens))

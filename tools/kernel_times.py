@@ -12,6 +12,7 @@ import sys
 import torch
 
 from kda_nb import kernels
+from kda_nb.bench import version_call
 from kda_nb.layout import random_inputs
 
 CASES = [('8 x 1024', 96, [1024] * 8), ('six', 96, [2500, 700, 3000, 1, 1000, 991]), ('fixed', 96, None),
@@ -25,7 +26,7 @@ def kernel_times(version: str, label: str, calls: int = 10):
         inp = (random_inputs(1, 0, H, 128, seqlens=lens, device='cuda', seed=0) if lens
                else random_inputs(1, 8192, H, 128, device='cuda', seed=0))
         out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
-        call = lambda: kernels.fwd_cuda(**inp, out=out, final_state=fs, version=version)
+        call = version_call(version, inp, out, fs, seqlens=lens)
         for _ in range(3): call()
         torch.cuda.synchronize()
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:

@@ -22,8 +22,8 @@ from .cases import STATES, Case
 
 # %% auto #0
 __all__ = ['IMPLS', 'LABELS', 'Backend', 'case_plan', 'kernels_ready', 'fwd_backend', 'step_backend', 'version_refusal',
-           'version_launcher', 'kernels_version_backend', 'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend',
-           'flash_kda_backend', 'default_backends']
+           'version_launcher', 'version_call', 'kernels_version_backend', 'fla_own_kernels', 'fla_backend',
+           'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
 
 # %% ../../nbs/07b_bench_backends.ipynb #cb552273
 @dataclass
@@ -128,18 +128,23 @@ def version_launcher(ext, p: Plan) -> Callable:
         return ext.kda_fwd
     raise RuntimeError("this build has neither per-path entry points nor kda_fwd with a layout kernel (v1, v2)")
 
+def version_call(version: str, inp: dict, out, final_state, seqlens=None) -> Callable:
+    "A call of `version`'s kernels on a `random_inputs` problem into `out` and `final_state`, on the plan's path (for tools that time versions)."
+    p = plan_for(inp['q'], inp['v'], inp.get('initial_state'), final_state, inp.get('cu_seqlens'), seqlens=seqlens)
+    launch = version_launcher(load_kernels(version=version), p)             # the path is chosen here, once
+    args = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], float(inp['scale']), out, inp['A_log'],
+            inp['dt_bias'], float(inp['lower_bound']), inp.get('initial_state'), final_state, inp.get('cu_seqlens'), None)
+    return lambda: launch(*args)
+
 def kernels_version_backend(version: str) -> Backend:
     "An earlier version of the kernels (from git history: `KERNEL_VERSIONS` names its commit), timed beside the current one to show what a change bought."
     def why_not(case, device):
         return _cuda_reason(case, device, "kda_nb's kernels") or version_refusal(version) or kernels_ready(device, version)
     def bind(inp, case):
         out, fs = _buffers(inp, case)
-        p = plan_for(inp['q'], inp['v'], inp['initial_state'], fs, inp['cu_seqlens'], seqlens=case.seqlens)
-        launch = version_launcher(load_kernels(version=version), p)         # the path is chosen here, once
-        args = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], float(inp['scale']), out, inp['A_log'],
-                inp['dt_bias'], float(inp['lower_bound']), inp['initial_state'], fs, inp['cu_seqlens'], None)
+        launch = version_call(version, inp, out, fs, seqlens=case.seqlens)
         def call():
-            launch(*args)
+            launch()
             return out, fs
         return call
     return Backend(f'kda_nb_{version}', why_not, bind)
