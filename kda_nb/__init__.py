@@ -12,12 +12,14 @@ __doc__ = """kda_nb: Kimi Delta Attention (KDA), from the recurrence to fast CUD
 
 kda_nb.kda (functional, differentiable) and kda_nb.fwd (FlashKDA's in-place fwd) run the CUDA kernels on
 Hopper GPUs and the PyTorch reference everywhere else; kda_nb.DecodeStep is a prepared serving step;
-kda_nb.plan_for says which path a call takes and why. The notebooks that derive it are the docs site."""
+kda_nb.plan_for says which path a call takes and why; kda(..., cp_group=) shards one long sequence over a
+torch.distributed group. The notebooks that derive it are the docs site."""
 from .api import fwd, kda, check_inputs, DecodeStep
 from .plan import plan_for, forced
 from .layout import random_inputs, rel_rms
 from .recurrence import kda_recurrent
 from .chunked import kda_chunked
+import kda_nb.cp            # context parallelism: kda(..., cp_group=) (it hooks itself into the API)
 
 _all_ = ['fwd', 'kda', 'check_inputs', 'DecodeStep', 'plan_for', 'forced', 'random_inputs', 'rel_rms',
          'kda_recurrent', 'kda_chunked']
