@@ -159,16 +159,14 @@ def safe_gate_backward(g, A_log, dt_bias, lower_bound: float, da: torch.Tensor):
     "Gradients `(dg, dA_log, ddt_bias)` of `safe_gate` for the upstream `da [..., H, K]`."
     A = A_log.to(g.dtype).exp()[:, None]                          # [H, 1]
     z = A * (g + dt_bias.to(g.dtype))
-    s = torch.sigmoid(z)
-    dz = da * (lower_bound * s * (1 - s))
+    dz = da * (lower_bound * torch.sigmoid(z) * torch.sigmoid(-z))   # σ(z)(1 - σ(z)), without 1 - σ(z) losing digits
     tokens = tuple(range(g.dim() - 2))                            # every dimension before [H, K]
     return dz * A, (dz * z).sum(tokens + (-1,)), (dz * A).sum(tokens)
 
 # %% ../nbs/03a_backward.ipynb #eac80eae
 def beta_gate_backward(beta: torch.Tensor, db: torch.Tensor) -> torch.Tensor:
     "Gradient of `beta_gate` for the upstream `db`: `db * b (1 - b)`."
-    b = torch.sigmoid(beta)
-    return db * b * (1 - b)
+    return db * torch.sigmoid(beta) * torch.sigmoid(-beta)          # 1 - σ(x) = σ(-x), accurate where σ(x) ~ 1
 
 # %% ../nbs/03a_backward.ipynb #1fa4ba86
 def activate_backward(q, k, g, beta, A_log, dt_bias, lower_bound, dqh, dkh, da, db, dtype=torch.float64):

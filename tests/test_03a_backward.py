@@ -21,15 +21,27 @@ def _upstream(inp: dict, which: str, seed: int):
     gs = torch.randn(fs.shape, generator=gen, dtype=fs.dtype) if which != 'out' else None
     return go, gs
 
+def _oracle_slack(inp, dg_ref, dg) -> dict:
+    "How far autograd's σ(1 - σ), which loses digits where the gate saturates even in fp64, may leave the oracle's gate gradients."
+    z = inp['A_log'].double().exp()[:, None] * (inp['g'].double() + inp['dt_bias'].double())
+    lost = (4e-16 / (1 - torch.sigmoid(z))).clamp(max=1)                  # relative error of 1 - σ(z) as autograd computes it
+    e = lost * torch.maximum(dg_ref.abs(), dg.abs())                        # per element of dg
+    tokens = tuple(range(e.dim() - 2))
+    return dict(g=e, dt_bias=e.sum(tokens), A_log=(e * (inp['g'].double() + inp['dt_bias'].double()).abs()).sum(tokens + (-1,)))
+
 def _assert_exact(inp, go, gs, tol=1e-12):
     ref = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
     for fn in (kda_chunked_backward, kda_recurrent_backward):
         grads = fn(**inp, grad_out=go, grad_state=gs, dtype=torch.float64)
         assert (grads[7] is None) == (inp['initial_state'] is None)
+        slack = _oracle_slack(inp, ref[3], grads[3])
         for name, x, r in zip(('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'h0'), grads, ref):
             if r is None: continue
             assert x.shape == r.shape and x.dtype == torch.float64, (fn.__name__, name)
-            assert rel_rms(x, r) < tol, (fn.__name__, name, rel_rms(x, r))
+            if name in slack:                                               # elementwise: the oracle's own error allowed
+                assert ((x - r).abs() <= tol * r.norm() / max(r.numel(), 1) ** 0.5 + 1e-300 + slack[name]).all(), (fn.__name__, name)
+            else:
+                assert rel_rms(x, r) < tol, (fn.__name__, name, rel_rms(x, r))
 
 @settings(max_examples=20, deadline=None)
 @given(seqlens=st.lists(st.sampled_from([0, 1, 2, 15, 16, 17, 31, 33, 40]) | st.integers(0, 40), min_size=1, max_size=6),
@@ -119,14 +131,14 @@ def test_backward_on_gpu_matches_cpu():
 
 
 def test_backward_bf16_accuracy():
-    for gate in ('g=8', 'g=-8', 'bias~N(0,8)'):
-        inp = random_inputs(1, 0, 2, 64, 32, seqlens=[100, 37, 0, 64], gate=gate, seed=3)
+    for gate, A_log in (('g=8', None), ('g=8', 0.0), ('g=-8', None), ('bias~N(0,8)', 0.0)):
+        inp = random_inputs(1, 0, 2, 64, 32, seqlens=[100, 37, 0, 64], gate=gate, seed=1, A_log=A_log)
         out, fs = kda_chunked(**inp, dtype=torch.float32)
         go, gs = torch.randn_like(out).bfloat16(), torch.randn_like(fs)
         ref = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
         mine = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)
         for name, x, r in zip(('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state'), mine, ref):
-            assert x.dtype == torch.float32 and rel_rms(x, r) < 3e-4, (gate, name, rel_rms(x, r))
+            assert x.dtype == torch.float32 and rel_rms(x, r) < 1e-4, (gate, name, rel_rms(x, r))
             assert rel_rms(x.to(inp[name].dtype), r) < 4e-3, (gate, name)
 
 
