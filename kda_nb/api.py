@@ -18,150 +18,13 @@ from torch import Tensor
 from .backward import kda_chunked_backward
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
-from .layout import check_slots, safe_cu_seqlens, seqlens_of
+from .layout import (FLOATS, STATE_DTYPES, Problem, _check_once, _checked_max_len, _checked_seqlens, _checked_slots,
+                           _dtype_name, _python_float, _same_memory, _tensor, check_inputs, safe_cu_seqlens)
 from .plan import Plan, _forced, _plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
-__all__ = ['FLOATS', 'STATE_DTYPES', 'NO_KERNEL_BACKWARD', 'NO_DOUBLE_BACKWARD', 'Problem', 'check_inputs', 'kernel_support',
-           'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer', 'DecodeStep']
-
-# %% ../nbs/05_api.ipynb #20f358aa
-FLOATS = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
-
-STATE_DTYPES = (torch.bfloat16, torch.float32, torch.float64)
-
-@dataclass
-class Problem:
-    "What `check_inputs` learned: sizes, and the sequence lengths if it read them on the host (a checked varlen batch)."
-    B: int; T: int; H: int; K: int; V: int; N: int
-    seqlens: list[int] | None
-
-def _shape(x) -> str: return 'x'.join(map(str, x.shape)) if x.dim() else 'a scalar'
-
-def _dtype_name(d) -> str: return str(d).replace('torch.', '')
-
-def _tensor(name, x, dims: int | None = None):
-    if not torch.is_tensor(x): raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if dims is not None and x.dim() != dims:
-        raise ValueError(f"{name} must have {dims} dimension{'s' if dims != 1 else ''}, got shape [{_shape(x)}]")
-
-def _expect(name, x, shape, dtypes, device, like: str | None = None):
-    "`x` must have `shape`, a dtype in `dtypes` (or, with `like`, the dtype of that argument) and be on `device`."
-    _tensor(name, x, len(shape))
-    if tuple(x.shape) != tuple(shape):
-        raise ValueError(f"{name} must have shape [{'x'.join(map(str, shape))}], got [{_shape(x)}]")
-    if x.dtype not in dtypes:
-        want = (f"{like}'s dtype ({_dtype_name(dtypes[0])})" if like else
-                f"one of {', '.join(_dtype_name(d) for d in dtypes)}")
-        raise TypeError(f"{name} must have {want}, got {_dtype_name(x.dtype)}")
-    if x.device != device: raise ValueError(f"{name} must be on {device} (where q is), got {x.device}")
-
-def _python_float(name, x):
-    "A Python number for `scale` or `lower_bound` (a tensor would need a copy from the device, or a graph break)."
-    if isinstance(x, (torch.Tensor, bool)) or not isinstance(x, (int, float)):
-        raise TypeError(f"{name} must be a Python float, got {type(x).__name__}")
-    return float(x)
-
-_checked_values: dict = {}
-
-# %% ../nbs/05_api.ipynb #d34a0900
-def _check_once(x: torch.Tensor, key, check):
-    "`check(x.tolist())` on the host, once per tensor, version and `key`: later calls with the same, unmodified tensor copy nothing."
-    # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
-    # every call (no GPU to wait for); on a GPU once, by identity and address: an in-place change of
-    # such a tensor then goes unchecked, and is still harmless (every backend reads it safely).
-    if x.is_inference():
-        version = None if x.device.type == 'cpu' else ('inference', x.data_ptr())
-    else:
-        version = x._version
-    hit = _checked_values.get(id(x))
-    if version is not None and hit is not None and hit[0]() is x and hit[1] == (version, key): return hit[2]
-    result = check(x.tolist())                                 # the one device -> host copy
-    if version is not None:
-        if len(_checked_values) > 64: _checked_values.clear()
-        _checked_values[id(x)] = (weakref.ref(x), (version, key), result)
-    return result
-
-
-# %% ../nbs/05_api.ipynb #715dfd0e
-def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
-    "Sequence lengths from `cu_seqlens`, its values checked (`layout.seqlens_of`); reused while the tensor is unchanged."
-    return _check_once(cu_seqlens, ('cu_seqlens', T), lambda cu: seqlens_of(cu, T))
-
-def _checked_max_len(cu_seqlens: torch.Tensor, T: int) -> int:
-    "The longest sequence of a checked `cu_seqlens` (what `plan` takes), cached like the check itself."
-    return _check_once(cu_seqlens, ('max_len', T), lambda cu: max(seqlens_of(cu, T), default=0))
-
-def _checked_slots(state_indices: torch.Tensor, P: int) -> bool:
-    return _check_once(state_indices, ('state_indices', P), lambda idx: check_slots(idx, P))
-
-def _same_memory(a, b) -> bool:
-    "Do the bytes of `a` and `b` overlap? (Addresses only: cheaper than comparing their storages.)"
-    pa, pb = a.data_ptr(), b.data_ptr()
-    return a.device == b.device and pa < pb + b.nbytes and pb < pa + a.nbytes
-
-# %% ../nbs/05_api.ipynb #d8c87274
-def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None,
-                 final_state=None, cu_seqlens=None, *, state_indices=None, check_seqlens: bool = True,
-                 values: bool = True) -> Problem:
-    """Validate `fwd`'s arguments; raise `ValueError`/`TypeError` naming the argument. Returns the `Problem`.
-    `values=False` checks shapes, dtypes and devices only (what a fake tensor has)."""
-    _tensor('q', q, 4)
-    B, T, H, K = q.shape
-    if q.dtype not in FLOATS: raise TypeError(f"q must be a floating tensor (bfloat16 for the kernels), got {q.dtype}")
-    if min(B, T, H, K) < 1: raise ValueError(f"q must have B, T, H, K >= 1, got shape [{_shape(q)}]")
-    dev, dt = q.device, (q.dtype,)
-    _tensor('v', v, 4)
-    V = v.shape[3]
-    _expect('k', k, (B, T, H, K), dt, dev, like='q')
-    _expect('v', v, (B, T, H, V), dt, dev, like='q')
-    _expect('g', g, (B, T, H, K), dt, dev, like='q')
-    _expect('beta', beta, (B, T, H), dt, dev, like='q')
-    _expect('out', out, (B, T, H, V), dt, dev, like='q')
-    _expect('A_log', A_log, (H,), (torch.float32, torch.float64), dev)
-    _expect('dt_bias', dt_bias, (H, K), (torch.float32, torch.float64), dev)
-    if not math.isfinite(_python_float('scale', scale)): raise ValueError(f"scale must be finite, got {scale}")
-    if not -5.0 <= _python_float('lower_bound', lower_bound) < 0.0:
-        raise ValueError(f"lower_bound must be in [-5, 0) (the safe gate's range), got {lower_bound}")
-    if values:
-        for name, x in (('q', q), ('k', k), ('v', v), ('g', g), ('beta', beta), ('A_log', A_log),
-                        ('dt_bias', dt_bias), ('initial_state', initial_state)):
-            if x is not None and _same_memory(out, x):
-                raise ValueError(f"out must not share memory with {name}: fwd leaves its inputs untouched")
-    seqlens = None
-    if cu_seqlens is None:
-        N = B
-    else:
-        _tensor('cu_seqlens', cu_seqlens, 1)
-        if cu_seqlens.dtype != torch.int64: raise TypeError(f"cu_seqlens must be int64, got {cu_seqlens.dtype}")
-        if cu_seqlens.device not in (dev, torch.device('cpu')):
-            raise ValueError(f"cu_seqlens must be on {dev} or the CPU, got {cu_seqlens.device}")
-        if B != 1: raise ValueError(f"with cu_seqlens the batch must be one row (B = 1), got B = {B}")
-        if cu_seqlens.numel() < 2: raise ValueError(f"cu_seqlens needs at least 2 entries, got {cu_seqlens.numel()}")
-        N = cu_seqlens.numel() - 1
-        if values and check_seqlens: seqlens = _checked_seqlens(cu_seqlens, T)
-    P = N                                                      # states: one per sequence, or a pool of P
-    if state_indices is not None:
-        _tensor('state_indices', state_indices, 1)
-        if state_indices.dtype not in (torch.int32, torch.int64):
-            raise TypeError(f"state_indices must be int32 or int64, got {state_indices.dtype}")
-        if state_indices.device != dev: raise ValueError(f"state_indices must be on {dev} (where q is), got {state_indices.device}")
-        if state_indices.numel() != N:
-            raise ValueError(f"state_indices must have one entry per sequence (N = {N}), got {state_indices.numel()}")
-        pools = [(n, s) for n, s in (('initial_state', initial_state), ('final_state', final_state)) if s is not None]
-        for name, s in pools: _tensor(name, s, 4)
-        if len(pools) == 2 and initial_state.shape[0] != final_state.shape[0]:
-            raise ValueError(f"initial_state and final_state must be pools of the same size, got "
-                             f"{initial_state.shape[0]} and {final_state.shape[0]} slots")
-        P = pools[0][1].shape[0] if pools else N
-        if P < 1: raise ValueError(f"{pools[0][0]} must be a pool of at least one slot")
-        if values and check_seqlens: _checked_slots(state_indices, P)
-    for name, s in (('initial_state', initial_state), ('final_state', final_state)):
-        if s is not None: _expect(name, s, (P, H, V, K), STATE_DTYPES, dev)
-    if values and final_state is not None:
-        for name, x in (('q', q), ('k', k), ('v', v), ('g', g), ('beta', beta), ('out', out)):
-            if _same_memory(final_state, x): raise ValueError(f"final_state must not share memory with {name}")
-    return Problem(B, T, H, K, V, N, seqlens)
+__all__ = ['NO_KERNEL_BACKWARD', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
+           'TinyKDALayer', 'DecodeStep']
 
 # %% ../nbs/05_api.ipynb #18090697
 def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial_state: Tensor | None = None,
@@ -200,8 +63,8 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     with torch.no_grad():                     # fwd writes into buffers and records no gradient, on every device
         if state_indices is None:
-            o, s = kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state, cu_seqlens,
-                               dtype=dtype)
+            o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
+                               initial_state=initial_state, cu_seqlens=cu_seqlens, dtype=dtype)
             out.copy_(o)
             if final_state is not None: final_state.copy_(s)
         else:
@@ -219,7 +82,8 @@ def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
     idx = state_indices.to(q.device, torch.long)
     valid = (idx >= 0) & (idx < P) if P is not None else idx >= 0          # outside the pool: padding, as on the GPU
     h0 = None if pool_in is None else pool_in[idx.clamp(0, P - 1)].to(dtype) * valid[:, None, None, None]
-    o, s = kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, h0, cu_seqlens, dtype=dtype)
+    o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=h0,
+                       cu_seqlens=cu_seqlens, dtype=dtype)
     t = torch.arange(B * T, device=q.device)                               # the sequence of every token
     seq = t // T if cu_seqlens is None else torch.searchsorted(safe_cu_seqlens(cu_seqlens.to(q.device), B * T)[1:],
                                                                t, right=True)
@@ -423,8 +287,9 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
     if used == 'cuda': raise NotImplementedError(NO_KERNEL_BACKWARD)
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     gs = None if grad_state is None or grad_state.numel() == 0 else grad_state
-    grads = kda_chunked_backward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state, cu_seqlens,
-                                 grad_out, gs, dtype=dtype)
+    grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
+                                 initial_state=initial_state, cu_seqlens=cu_seqlens, grad_out=grad_out, grad_state=gs,
+                                 dtype=dtype)
     out = [gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
     return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import torch
 
 from .activations import activate
-from .chunked import CHUNK, _chunk_tokens, _from_chunks, _to_chunks, neumann_inverse
-from .layout import seq_bounds
+from .chunked import _chunk_tokens, _from_chunks, _to_chunks, neumann_inverse
+from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import kda_recurrent, step_rows, step_schedule
 
 # %% auto #0
@@ -18,13 +18,15 @@ __all__ = ['recurrent_vjp', 'recurrent_steps_backward', 'chunk_factors', 'chunk_
            'activate_backward', 'kda_recurrent_backward', 'kda_chunked_backward']
 
 # %% ../nbs/03a_backward.ipynb #180600b1
-def recurrent_vjp(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None,
-                  grad_out=None, grad_state=None, *, dtype=torch.float64) -> tuple:
+def recurrent_vjp(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
+                  initial_state=None, cu_seqlens=None, grad_out=None, grad_state=None, dtype=torch.float64) -> tuple:
     "The oracle: `torch.func.vjp` of `kda_recurrent` with every input in `dtype`; gradients in `kda_chunked_backward`'s order."
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
     xs = [x.to(dtype) for x in (q, k, v, g, beta, A_log, dt_bias)] + (
         [initial_state.to(dtype)] if initial_state is not None else [])
     def forward(q, k, v, g, beta, A_log, dt_bias, h0=None):
-        return kda_recurrent(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, h0, cu_seqlens, dtype=dtype)
+        return kda_recurrent(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=h0,
+                             cu_seqlens=cu_seqlens, dtype=dtype)
     (o, s), vjp = torch.func.vjp(forward, *xs)
     go = torch.zeros_like(o) if grad_out is None else grad_out.to(dtype)
     gs = torch.zeros_like(s) if grad_state is None else grad_state.to(dtype)
@@ -189,9 +191,13 @@ def _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype):
     dS = grad_state.to(dtype) if grad_state is not None else zeros(N, H, V, K)
     return bounds, S0, do, dS
 
-def kda_recurrent_backward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None,
-                           cu_seqlens=None, grad_out=None, grad_state=None, *, dtype=torch.float32) -> tuple:
+def kda_recurrent_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
+                           initial_state=None, cu_seqlens=None, grad_out=None, grad_state=None,
+                           dtype=torch.float32) -> tuple:
     "Gradients of `kda_recurrent` by the token adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`."
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
+                 check_seqlens=False, empty=True)
     B, T = q.shape[:2]
     bounds, S0, do, dS = _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype)
     xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype), do)
@@ -211,12 +217,19 @@ def kda_recurrent_backward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound,
     return dq, dk, dv, dg, dbeta, dA_log, ddt_bias, (dinit if initial_state is not None else None)
 
 # %% ../nbs/03a_backward.ipynb #eaeea374
-def kda_chunked_backward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None,
-                         cu_seqlens=None, grad_out=None, grad_state=None, *, dtype=torch.float32) -> tuple:
-    "Gradients of KDA by the chunked form's adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` in `dtype`."
+def kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
+                         initial_state=None, cu_seqlens=None, grad_out=None, grad_state=None,
+                         dtype=torch.float32) -> tuple:
+    """Gradients of KDA by the chunked form's adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` in `dtype`.
+
+    Arguments as for `kda_nb.kda`, and the upstream gradients `grad_out` (like v) and `grad_state` ([N, H, V, K]),
+    either None (zero). `dinitial_state` is None without an initial state."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
+                 check_seqlens=False, empty=True)
     B, T = q.shape[:2]
     bounds, S0, do, dS = _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype)
-    order, active = step_schedule([-(-(e - s) // CHUNK) for s, e in bounds])   # chunks per sequence
+    order, active = step_schedule([n_chunks(e - s) for s, e in bounds])        # chunks per sequence
     seq, step = step_rows(active)
     tok = None if cu_seqlens is None else [t.to(q.device) for t in _chunk_tokens(bounds, order, seq, step)]
     xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype), do)

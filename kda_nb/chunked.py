@@ -10,7 +10,7 @@ import math
 import torch
 
 from .activations import activate
-from .layout import CHUNK, n_chunks, seq_bounds
+from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
@@ -116,9 +116,15 @@ def _padded_prep(prep: dict, order, seq, step, N: int) -> dict:
         out[name][where[0], :, where[1]] = x
     return out
 
-def kda_chunked(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None,
-                dtype=torch.float64, twin: bool = False, return_prep: bool = False):
-    "KDA forward by the chunked form (C = 16): `(out [B,T,H,V], final_state [N,H,V,K])` in `dtype`."
+def kda_chunked(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
+                initial_state=None, cu_seqlens=None, dtype=torch.float64, twin: bool = False, return_prep: bool = False):
+    """KDA forward by the chunked form (C = 16): `(out [B,T,H,V], final_state [N,H,V,K])` in `dtype`.
+
+    Arguments as for `kda_nb.kda` and `kda_recurrent` (checked by `check_inputs`). `twin`: the kernels' precisions
+    (bf16 operands, fp16 inverse, fp32 accumulation); `return_prep`: also the per-chunk factors."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
+                 check_seqlens=False, empty=True)
     if twin: dtype = torch.float32
     B, T, H, K = q.shape
     V = v.shape[-1]

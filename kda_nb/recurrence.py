@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from .activations import activate
-from .layout import seq_bounds
+from .layout import check_inputs, seq_bounds
 
 # %% auto #0
 __all__ = ['step_schedule', 'step_rows', 'recurrent_steps', 'kda_recurrent']
@@ -51,9 +51,17 @@ def recurrent_steps(q, k, v, a, b, scale: float, S: torch.Tensor, active: list[i
     return scale * out[..., 0], final
 
 # %% ../nbs/02_recurrence.ipynb #9af7c78f
-def kda_recurrent(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None,
-                  dtype=torch.float64):
-    "Reference KDA forward by the token recurrence, computed in `dtype`: `(out, final_state)`."
+def kda_recurrent(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
+                  initial_state=None, cu_seqlens=None, dtype=torch.float64):
+    """Reference KDA forward by the token recurrence, computed in `dtype`: `(out [B, T, H, V], final_state [N, H, V, K])`.
+
+    Arguments as for `kda_nb.kda` (checked the same way, by `check_inputs`): q, k, g [B, T, H, K], v [B, T, H, V],
+    beta [B, T, H] logits, A_log [H], dt_bias [H, K]; scale (default K ** -0.5), lower_bound in [-5, 0);
+    initial_state [N, H, V, K] or None; cu_seqlens int64 [N + 1] (B = 1), its values made safe, not refused. The
+    definition the other forms are tested against: one state update per token, in float64 by default."""
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
+                 check_seqlens=False, empty=True)
     B, T, H, K = q.shape
     V = v.shape[-1]
     bounds = seq_bounds(B, T, cu_seqlens)

@@ -4,6 +4,20 @@ import pytest
 from kda_nb.recurrence import *
 
 
+import pytest
+
+def test_kda_recurrent_checks_its_inputs():
+    from kda_nb.layout import random_inputs
+    a = random_inputs(1, 5, 2, 4, dtype=torch.float64)
+    base = [a[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    with pytest.raises(ValueError, match=r'k must have shape \[1x5x2x4\], got \[1x5x2x3\]'):
+        kda_recurrent(base[0], base[1][..., :3], *base[2:])
+    with pytest.raises(ValueError, match='lower_bound must be in'): kda_recurrent(*base, lower_bound=1.0)
+    with pytest.raises(TypeError): kda_recurrent(*base[:5], a['scale'], *base[5:])     # the old positional order
+    o, s = kda_recurrent(*base, scale=a['scale'], lower_bound=a['lower_bound'], initial_state=a['initial_state'])
+    assert torch.equal(o, kda_recurrent(**a)[0]) and s.shape == (1, 2, 4, 4)
+
+
 from kda_nb.layout import random_inputs, rel_rms
 
 def check_varlen_equals_separate(seqlens, **kw):

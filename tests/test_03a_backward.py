@@ -68,13 +68,13 @@ class _ChunkedGrad(torch.autograd.Function):
     def forward(ctx, q, k, v, g, beta, A_log, dt_bias, h0, cu, lower_bound):
         ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, h0, cu)
         ctx.lower_bound = lower_bound
-        return kda_recurrent(q, k, v, g, beta, q.shape[-1] ** -0.5, A_log, dt_bias, lower_bound, h0, cu)
+        return kda_recurrent(q, k, v, g, beta, A_log, dt_bias, lower_bound=lower_bound, initial_state=h0, cu_seqlens=cu)
 
     @staticmethod
     def backward(ctx, grad_out, grad_state):
         q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
-        grads = kda_chunked_backward(q, k, v, g, beta, q.shape[-1] ** -0.5, A_log, dt_bias, ctx.lower_bound, h0, cu,
-                                     grad_out, grad_state, dtype=torch.float64)
+        grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, lower_bound=ctx.lower_bound, initial_state=h0,
+                                     cu_seqlens=cu, grad_out=grad_out, grad_state=grad_state, dtype=torch.float64)
         return (*grads, None, None)
 
 @pytest.mark.parametrize('seqlens', [[5, 0, 17, 1], None])
