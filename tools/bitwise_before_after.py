@@ -11,6 +11,7 @@ import sys
 import torch
 
 import kda_nb
+from kda_nb.bench import version_call
 from kda_nb.kernels import KERNEL_VERSIONS, kernels_unavailable_reason, load_kernels
 from kda_nb.layout import random_inputs
 
@@ -27,23 +28,11 @@ CASES = [  # name, random_inputs arguments, state dtype out ('fp32', 'bf16' or N
 ]
 
 
-def old_call(ext, inp, out, fs):
-    "The earlier build's binding: it chose K3 or the chunked path in Python (api), the fused kernel itself."
-    from kda_nb.plan import use_decode
-    cu = inp.get('cu_seqlens')
-    B, T = inp['q'].shape[:2]
-    N = B if cu is None else cu.numel() - 1
-    lens = None if cu is None else cu.diff().tolist()
-    run = ext.kda_decode if use_decode(T, N, cu is not None, None if lens is None else max(lens, default=0)) else ext.kda_fwd
-    run(inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], float(inp['scale']), out, inp['A_log'], inp['dt_bias'],
-        float(inp['lower_bound']), inp.get('initial_state'), fs, cu, None)
-
-
 def main(version: str) -> int:
     if (why := kernels_unavailable_reason()) is not None: sys.exit(f"bitwise_before_after: cannot run here: {why}")
     if version not in KERNEL_VERSIONS or not KERNEL_VERSIONS[version]:
         sys.exit(f"bitwise_before_after: VERSION must be an earlier version in KERNEL_VERSIONS, got {version!r}")
-    old = load_kernels(version=version)
+    load_kernels(version=version)
     bad = 0
     print(f"kda_nb fwd (this tree) against {version} ({KERNEL_VERSIONS[version][:7]}), bitwise:")
     for name, kw, state in CASES:
@@ -59,8 +48,9 @@ def main(version: str) -> int:
             if who == 'new':
                 args = {k: x for k, x in inp.items() if k != 'initial_state'}
                 kda_nb.fwd(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs)
-            else:
-                old_call(old, inp, out, fs)
+            else:                                   # the earlier build through its own binding, on the plan's path
+                lens = None if inp.get('cu_seqlens') is None else inp['cu_seqlens'].diff().tolist()
+                version_call(version, inp, out, fs, seqlens=lens)()
             torch.cuda.synchronize()
             results.append((out, fs))
         (o1, s1), (o0, s0) = results
