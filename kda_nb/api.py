@@ -241,7 +241,8 @@ _context_parallel = []       # kda_nb.cp puts its kda_cp here when imported (it 
 def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, *,
         scale: float | None = None, lower_bound: float = -5.0, initial_state: Tensor | None = None,
         cu_seqlens: Tensor | None = None, output_final_state: bool = True, state_dtype: torch.dtype | None = None,
-        backend: str = 'auto', check_seqlens: bool = True, cp_group=None):
+        backend: str = 'auto', check_seqlens: bool = True,
+        cp_group: 'torch.distributed.ProcessGroup | None' = None):
     """KDA forward, functional: returns `(out, final_state)`; `final_state` is None unless `output_final_state`.
 
     Shapes, dtypes and `backend`, `check_seqlens` as for `fwd`. scale defaults to K ** -0.5 and

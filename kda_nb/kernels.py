@@ -202,7 +202,7 @@ def check_binding_compiles() -> str:
 # %% ../nbs/04_kernels.ipynb #14acb3c7
 _device_reasons: dict = {}      # device -> kernels_unavailable_reason(device): a device does not change
 
-def kernels_unavailable_reason(device=None) -> str | None:
+def kernels_unavailable_reason(device: torch.device | str | None = None) -> str | None:
     "Why kda_nb's CUDA kernels cannot run on `device` (default: the current CUDA device); None if they can."
     if device is not None and device in _device_reasons: return _device_reasons[device]
     reason = _unavailable_reason(device)
@@ -281,8 +281,8 @@ def launch(path: str, steps: int, q, k, v, g, beta, scale, out, A_log, dt_bias, 
     elif path == 'decode': ext.kda_decode(*args)
     else: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
 
-def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-             cu_seqlens=None, state_indices=None, *, path: str = 'chunked', steps: int = 1):
+def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
+             cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
     "`launch` with keywords: the kernels of `path` on checked inputs, `(out, final_state)` written in place; copies nothing to the host."
     launch(path, steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
            cu_seqlens, state_indices)

@@ -118,12 +118,12 @@ def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varle
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
                  _forced[-1] if _forced else None)
 
-def state_dtypes_of(initial_state=None, final_state=None) -> tuple:
+def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."
     return tuple((n, s.dtype) for n, s in (('initial_state', initial_state), ('final_state', final_state))
                  if s is not None)
 
-def plan_for(q, v, initial_state=None, final_state=None, cu_seqlens=None, *, seqlens=None, backend: str = 'auto',
+def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, *, seqlens: list[int] | None = None, backend: str = 'auto',
              step: bool = False) -> Plan:
     "`plan` read off a call's tensors (no copy from the device); `seqlens`: the lengths, if the host has them."
     B, T, H, K = q.shape
