@@ -19,7 +19,8 @@ __all__ = ['recurrent_vjp', 'recurrent_steps_backward', 'chunk_factors', 'chunk_
 
 # %% ../nbs/03a_backward.ipynb #180600b1
 def recurrent_vjp(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                  initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None, dtype=torch.float64) -> tuple:
+                  initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                  grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None, dtype=torch.float64) -> tuple:
     "The oracle: `torch.func.vjp` of `kda_recurrent` with every input in `dtype`; gradients in `kda_chunked_backward`'s order."
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     xs = [x.to(dtype) for x in (q, k, v, g, beta, A_log, dt_bias)] + (
@@ -191,9 +192,10 @@ def _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype):
     dS = grad_state.to(dtype) if grad_state is not None else zeros(N, H, V, K)
     return bounds, S0, do, dS
 
-def kda_recurrent_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                           initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
-                           dtype=torch.float32) -> tuple:
+def kda_recurrent_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None,
+                           lower_bound: float = -5.0, initial_state: torch.Tensor | None = None,
+                           cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
+                           grad_state: torch.Tensor | None = None, dtype=torch.float32) -> tuple:
     "Gradients of `kda_recurrent` by the token adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`."
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
@@ -218,7 +220,8 @@ def kda_recurrent_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | N
 
 # %% ../nbs/03a_backward.ipynb #eaeea374
 def kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                         initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
+                         initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                         grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
                          dtype=torch.float32) -> tuple:
     """Gradients of KDA by the chunked form's adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` in `dtype`.
 

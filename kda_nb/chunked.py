@@ -117,7 +117,8 @@ def _padded_prep(prep: dict, order, seq, step, N: int) -> dict:
     return out
 
 def kda_chunked(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, dtype=torch.float64, twin: bool = False, return_prep: bool = False):
+                initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                dtype=torch.float64, twin: bool = False, return_prep: bool = False):
     """KDA forward by the chunked form (C = 16): `(out [B,T,H,V], final_state [N,H,V,K])` in `dtype`.
 
     Arguments as for `kda_nb.kda` and `kda_recurrent` (checked by `check_inputs`). `twin`: the kernels' precisions

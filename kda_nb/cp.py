@@ -83,8 +83,8 @@ class ShardPieces:
     o_body: Tensor | None     # [1, T_shard - head_len, H, V]
     S_body: Tensor            # [len(body), H, V, K]: each body sequence's state at its end, or at the shard's end
 
-def shard_pieces(q, k, v, g, beta, A_log, dt_bias, layout: ShardLayout, initial_state: torch.Tensor | None = None, *, state_dtype,
-                 **kw) -> ShardPieces:
+def shard_pieces(q, k, v, g, beta, A_log, dt_bias, layout: ShardLayout, initial_state: torch.Tensor | None = None,
+                 *, state_dtype, **kw) -> ShardPieces:
     "Everything shard `layout` computes from its own tokens (`[1, T_shard, H, ·]`), states in `state_dtype`."
     _, T, H, K = q.shape
     V, hl, wd = v.shape[-1], layout.head_len, state_dtype
@@ -152,8 +152,10 @@ def _combine(summaries, pieces, layouts, rank, H, V, K, N, slots, dtype, sdt):
     out = shard_output(pieces, E[rank], dtype)
     return out, (final_states(F, M, E, layouts, N).to(sdt) if slots else None)
 
-def kda_sharded(q, k, v, g, beta, A_log, dt_bias, *, world: int, scale: float | None = None, lower_bound: float = -5.0, initial_state: torch.Tensor | None = None,
-                cu_seqlens: torch.Tensor | None = None, output_final_state: bool = True, state_dtype: torch.dtype | None = None, backend: str = 'auto'):
+def kda_sharded(q, k, v, g, beta, A_log, dt_bias, *, world: int, scale: float | None = None,
+                lower_bound: float = -5.0, initial_state: torch.Tensor | None = None,
+                cu_seqlens: torch.Tensor | None = None, output_final_state: bool = True,
+                state_dtype: torch.dtype | None = None, backend: str = 'auto'):
     "`kda_cp`'s algorithm in one process, its `world` ranks taking turns: `(out, final_state)` of the whole axis."
     _, T, H, K = q.shape
     V, Ts = v.shape[-1], T // world
@@ -256,8 +258,9 @@ def _world(cp_group) -> int:
         raise RuntimeError("kda_cp: torch.distributed is not initialised; cp_group must be one of its process groups")
     return dist.get_world_size(cp_group)
 
-def kda_cp(q, k, v, g, beta, A_log, dt_bias, *, cp_group, scale: float | None = None, lower_bound: float = -5.0, initial_state: torch.Tensor | None = None,
-           cu_seqlens: torch.Tensor | None = None, output_final_state: bool = True, state_dtype: torch.dtype | None = None, backend: str = 'auto'):
+def kda_cp(q, k, v, g, beta, A_log, dt_bias, *, cp_group, scale: float | None = None, lower_bound: float = -5.0,
+           initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+           output_final_state: bool = True, state_dtype: torch.dtype | None = None, backend: str = 'auto'):
     "`kda` on the token axis sharded over the ranks of `cp_group` (in rank order): `(out_shard, final_state)`."
     kw = dict(scale=scale, lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
               output_final_state=output_final_state, state_dtype=state_dtype, backend=backend)

@@ -18,7 +18,8 @@ def state_traffic_bytes(N: int, H: int, K: int = 128, V: int = 128, state_bytes:
     return 2 * N * H * V * K * state_bytes
 
 # %% ../nbs/04a_decode.ipynb #345d77f6
-def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
+def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
                 cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None):
     "K3 on checked inputs: writes `out` and `final_state` in place, one launch, nothing copied to the host."
     load_kernels().kda_decode(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,

@@ -281,8 +281,9 @@ def launch(path: str, steps: int, q, k, v, g, beta, scale, out, A_log, dt_bias, 
     elif path == 'decode': ext.kda_decode(*args)
     else: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
 
-def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
-             cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
+def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
+             final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+             state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
     "`launch` with keywords: the kernels of `path` on checked inputs, `(out, final_state)` written in place; copies nothing to the host."
     launch(path, steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
            cu_seqlens, state_indices)

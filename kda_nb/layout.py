@@ -239,9 +239,10 @@ def _same_memory(a, b) -> bool:
     return a.device == b.device and pa < pb + b.nbytes and pb < pa + a.nbytes
 
 # %% ../nbs/00_layout.ipynb #d8c87274
-def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
-                 final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, *, state_indices: torch.Tensor | None = None, check_seqlens: bool = True,
-                 values: bool = True, empty: bool = False) -> Problem:
+def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                 initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
+                 cu_seqlens: torch.Tensor | None = None, *, state_indices: torch.Tensor | None = None,
+                 check_seqlens: bool = True, values: bool = True, empty: bool = False) -> Problem:
     """Validate `fwd`'s arguments; raise `ValueError`/`TypeError` naming the argument. Returns the `Problem`.
     `out=None`: a call that returns its results (no buffer to check). `values=False` checks shapes, dtypes and
     devices only (what a fake tensor has). `empty`: T = 0 is allowed (the references; the kernels need a token)."""

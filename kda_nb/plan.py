@@ -123,7 +123,8 @@ def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torc
     return tuple((n, s.dtype) for n, s in (('initial_state', initial_state), ('final_state', final_state))
                  if s is not None)
 
-def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, *, seqlens: list[int] | None = None, backend: str = 'auto',
+def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
+             cu_seqlens: torch.Tensor | None = None, *, seqlens: list[int] | None = None, backend: str = 'auto',
              step: bool = False) -> Plan:
     "`plan` read off a call's tensors (no copy from the device); `seqlens`: the lengths, if the host has them."
     B, T, H, K = q.shape

@@ -52,7 +52,8 @@ def recurrent_steps(q, k, v, a, b, scale: float, S: torch.Tensor, active: list[i
 
 # %% ../nbs/02_recurrence.ipynb #9af7c78f
 def kda_recurrent(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                  initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None, dtype=torch.float64):
+                  initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+                  dtype=torch.float64):
     """Reference KDA forward by the token recurrence, computed in `dtype`: `(out [B, T, H, V], final_state [N, H, V, K])`.
 
     Arguments as for `kda_nb.kda` (checked the same way, by `check_inputs`): q, k, g [B, T, H, K], v [B, T, H, V],
