@@ -8,8 +8,6 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-import weakref
-from dataclasses import dataclass
 from typing import Optional
 
 import torch
@@ -18,8 +16,8 @@ from torch import Tensor
 from .backward import kda_chunked_backward
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
-from .layout import (FLOATS, STATE_DTYPES, Problem, _check_once, _checked_max_len, _checked_seqlens, _checked_slots,
-                           _dtype_name, _python_float, _same_memory, _tensor, check_inputs, safe_cu_seqlens)
+from .layout import (STATE_DTYPES, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
+                           _python_float, _tensor, check_inputs, safe_cu_seqlens)
 from .plan import Plan, _forced, _plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
