@@ -48,7 +48,7 @@ def test_recurrent_zero_initial_state_is_default():
     assert torch.equal(o1, o2) and torch.equal(s1, s2)
 
 
-from kda_nb.bench import time_calls
+from kda_nb.bench import time_calls, elements_written
 
 def best_time(f, inp, n=2):
     "Shortest of `n` timed runs of `f(**inp)` on the CPU, in seconds (the benchmark's timer, `time_calls`)."
@@ -60,5 +60,6 @@ def test_recurrent_cost_linear_in_tokens():
     assert len(active) == max(seqlens) and sum(active) == sum(seqlens)   # one row per token, no padding
     ragged = random_inputs(1, 0, 1, 16, 16, seqlens=seqlens, seed=0)
     single = random_inputs(1, sum(seqlens), 1, 16, 16, seed=0)           # the same number of tokens, one sequence
-    t_ragged, t_single = best_time(kda_recurrent, ragged), best_time(kda_recurrent, single)
-    assert t_ragged < max(2.0, 3 * t_single), f"{t_ragged:.2f} s, one sequence {t_single:.2f} s"
+    # work, not seconds (a clock on a loaded CI machine is no measure): padding every sequence to 4096 would be ~1000x
+    w_ragged, w_single = elements_written(kda_recurrent, **ragged), elements_written(kda_recurrent, **single)
+    assert w_ragged < 1.5 * w_single, (w_ragged, w_single)

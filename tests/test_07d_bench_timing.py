@@ -14,3 +14,8 @@ def test_timers_on_cpu():
     assert len(slow) in (4, 5, 6) and statistics.median(slow) >= 10
     assert process_seconds() >= 0
     assert 0 < trivial_e2e_us('cpu', n=20) < 1e4          # µs: a one-element add_, nothing to synchronize
+
+def test_elements_written():
+    x = torch.ones(1000)
+    assert elements_written(lambda: (x * 2).sum()) == 1001                  # the product, then the one-element sum
+    assert elements_written(torch.cat, [x, x]) == 2000 and elements_written(lambda: None) == 0
