@@ -1,7 +1,8 @@
 // kda_args.h: what the binding (kda_binding.cpp) hands each kernel launcher, plain pointers and sizes only,
 // so that the kernels compile with nvcc alone. kda::Args holds the fields every path shares (the tensors and
 // the state formats); FwdArgs (the layout kernel, K1, K2, the fused kernel) and DecodeArgs (K3) add their own.
-// A backward pass would add its own BwdArgs on Args in the same way.
+// The backward's two sequential passes (kda_bwd_states.cu) take fp32 chunk tiles that kda_nb's Python side
+// prepared: StatesArgs and DStatesArgs.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,28 @@ struct DecodeArgs : Args {
     int H;
     float scale;
     float lower_bound;
+};
+
+// The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:
+// sequences sorted by chunk count, most first; row step_off[i] + n is chunk i of sorted sequence n, which has
+// chunks[n] chunks. Tiles are fp32 and contiguous: [M, H, 16, 128] (C = 16 tokens by 128 channels), INVb
+// [M, H, 16, 16], decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted order.
+struct StatesArgs {
+    const float *kd, *kr, *invb, *decay, *v, *s0;
+    const int64_t* step_off;  // [steps + 1]
+    const int* chunks;        // [N]
+    void* sc;                 // [M, H, 128, 128]: the state entering each chunk, fp32 or bf16 (sc_bf16)
+    float *r, *u;             // [M, H, 16, 128]: R = V - kd S^T and U = INVb R
+    int n_seq, heads, sc_bf16;
+};
+struct DStatesArgs {
+    const float *qd, *kd, *kr, *invb, *decay, *dp, *ds_final;   // dp = scale dO; ds_final [N, H, 128, 128]
+    const int64_t* step_off;
+    const int* chunks;
+    float* du;                // [M, H, 16, 128] in: the outputs' share of dU (Mqk^T dP); out: all of dU
+    void* dso;                // [M, H, 128, 128]: dS leaving each chunk, fp32 or bf16 (sc_bf16)
+    float *dr, *ds0;          // [M, H, 16, 128] dR = INVb^T dU; [N, H, 128, 128] the entering states' gradient
+    int n_seq, heads, sc_bf16;
 };
 
 }  // namespace kda

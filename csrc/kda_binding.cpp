@@ -6,6 +6,8 @@
 //   kda_fwd_chunked(<14>, steps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline steps
 //   kda_fwd_fused(<14>)           the layout kernel (variable lengths) and the fused kernel
 //   kda_decode(<14>)              K3; kda_decode_plan(<14>) / kda_decode_run(id) / kda_decode_free(id)
+//   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on fp32
+//                                 chunk tiles that kda_nb.backward_kernels prepares (kda_bwd_states.cu)
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
 // torch (CI does). kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it
 // gets here; these checks are the last line of defence for direct callers.
@@ -446,3 +448,87 @@ std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
 }
 
 int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
+
+// The backward's passes (kda_bwd_states.cu). Tiles [M, H, 16, 128] fp32, INVb [M, H, 16, 16], decay [M, H, 128],
+// states [N, H, 128, 128] fp32; step_off [steps + 1] int64 and chunks [N] int32 on the host, with M rows: the
+// caller (kda_nb.backward_kernels) builds them from the sequences' chunk counts; they are checked here against
+// M and N before they are copied to the device, so no row outside the tiles can be named.
+namespace {
+void check_tile(const torch::Tensor& t, const char* name, const torch::Tensor& like, std::vector<int64_t> shape) {
+    check_tensor(t, name, at::kFloat, like);
+    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+    TORCH_CHECK(t.sizes() == c10::IntArrayRef(shape), name, " has shape ", shape_of(t).c_str());
+}
+void check_steps(const torch::Tensor& step_off_host, const torch::Tensor& chunks_host, int64_t M, int64_t N) {
+    TORCH_CHECK(step_off_host.device().is_cpu() && step_off_host.scalar_type() == at::kLong && step_off_host.dim() == 1 &&
+                step_off_host.is_contiguous(), "step_off must be a contiguous CPU int64 tensor");
+    TORCH_CHECK(chunks_host.device().is_cpu() && chunks_host.scalar_type() == at::kInt && chunks_host.numel() == N &&
+                chunks_host.is_contiguous(), "chunks must be a contiguous CPU int32 tensor [N]");
+    const int64_t* off = step_off_host.data_ptr<int64_t>();
+    const int* ch = chunks_host.data_ptr<int>();
+    const int64_t steps = step_off_host.numel() - 1;
+    TORCH_CHECK(steps >= 0 && off[0] == 0 && off[steps] == M, "step_off must run from 0 to M");
+    for (int64_t n = 0; n < N; ++n)
+        TORCH_CHECK(ch[n] >= 0 && ch[n] <= steps && (n == 0 || ch[n] <= ch[n - 1]), "chunks must fall from the first sequence");
+    for (int64_t i = 0; i < steps; ++i) {                  // step i holds the sequences with more than i chunks
+        int64_t active = 0;
+        while (active < N && ch[active] > i) ++active;
+        TORCH_CHECK(off[i + 1] - off[i] == active, "step_off does not match chunks at step ", num(i).c_str());
+    }
+}
+cudaStream_t stream_of(const torch::Tensor& t) {
+    return static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle());
+}
+}  // namespace
+
+void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
+                    torch::Tensor s0, torch::Tensor step_off_host, torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u) {
+    TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
+    const int64_t M = kd.size(0), H = kd.size(1), N = s0.size(0);
+    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}, {v, "v"}, {r, "r"}, {u, "u"}}) check_tile(t, name, kd, {M, H, 16, 128});
+    check_tile(invb, "invb", kd, {M, H, 16, 16});
+    check_tile(decay, "decay", kd, {M, H, 128});
+    check_tile(s0, "s0", kd, {N, H, 128, 128});
+    TORCH_CHECK(sc.scalar_type() == at::kFloat || sc.scalar_type() == at::kBFloat16, "sc must be float32 or bfloat16");
+    check_tensor(sc, "sc", sc.scalar_type(), kd);
+    TORCH_CHECK(sc.is_contiguous() && sc.sizes() == c10::IntArrayRef({M, H, 128, 128}), "sc must be [M, H, 128, 128]");
+    check_steps(step_off_host, chunks_host, M, N);
+    const torch::Tensor step_off = step_off_host.to(kd.device()), chunks = chunks_host.to(kd.device());
+    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
+    const c10::DeviceGuard guard(kd.device());
+    kda::StatesArgs a{kd.data_ptr<float>(), kr.data_ptr<float>(), invb.data_ptr<float>(), decay.data_ptr<float>(),
+                      v.data_ptr<float>(), s0.data_ptr<float>(), step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(),
+                      sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
+                      sc.scalar_type() == at::kBFloat16};
+    const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
+    TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
+}
+
+void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
+                     torch::Tensor dp, torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
+                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr,
+                     torch::Tensor ds0) {
+    TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
+    const int64_t M = kd.size(0), H = kd.size(1), N = ds_final.size(0);
+    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}, {dp, "dp"}, {du, "du"}, {dr, "dr"}})
+        check_tile(t, name, kd, {M, H, 16, 128});
+    check_tile(invb, "invb", kd, {M, H, 16, 16});
+    check_tile(decay, "decay", kd, {M, H, 128});
+    check_tile(ds_final, "ds_final", kd, {N, H, 128, 128});
+    check_tile(ds0, "ds0", kd, {N, H, 128, 128});
+    TORCH_CHECK(dso.scalar_type() == at::kFloat || dso.scalar_type() == at::kBFloat16, "dso must be float32 or bfloat16");
+    check_tensor(dso, "dso", dso.scalar_type(), kd);
+    TORCH_CHECK(dso.is_contiguous() && dso.sizes() == c10::IntArrayRef({M, H, 128, 128}), "dso must be [M, H, 128, 128]");
+    check_steps(step_off_host, chunks_host, M, N);
+    const torch::Tensor step_off = step_off_host.to(kd.device()), chunks = chunks_host.to(kd.device());
+    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
+    const c10::DeviceGuard guard(kd.device());
+    kda::DStatesArgs a{qd.data_ptr<float>(), kd.data_ptr<float>(), kr.data_ptr<float>(), invb.data_ptr<float>(),
+                       decay.data_ptr<float>(), dp.data_ptr<float>(), ds_final.data_ptr<float>(),
+                       step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(), du.data_ptr<float>(), dso.data_ptr(),
+                       dr.data_ptr<float>(), ds0.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
+                       dso.scalar_type() == at::kBFloat16};
+    const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
+    TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
+}

@@ -14,15 +14,16 @@ import torch
 from torch import Tensor
 
 from .backward import kda_chunked_backward
+from .backward_kernels import kda_backward_cuda
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
 from .layout import (STATE_DTYPES, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_inputs, safe_cu_seqlens)
-from .plan import Plan, _forced, _plan, kernel_refusal, plan, plan_for, state_dtypes_of
+from .plan import Plan, _forced, _plan, backward_backend, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
-__all__ = ['NO_KERNEL_BACKWARD', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
-           'TinyKDALayer', 'DecodeStep']
+__all__ = ['NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer',
+           'DecodeStep']
 
 # %% ../nbs/05_api.ipynb #18090697
 def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial_state: Tensor | None = None,
@@ -246,8 +247,8 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor,
     Shapes, dtypes and `backend`, `check_seqlens` as for `fwd`. scale defaults to K ** -0.5 and
     lower_bound (in [-5, 0)) to -5. state_dtype: the final state's dtype (bfloat16, float32 or float64;
     default: the initial state's, else float64 for float64 inputs and float32 otherwise). Differentiable:
-    its gradient is the chunked backward of the reference ([the backward](03a_backward.ipynb)); on the
-    CUDA kernels backward raises, as they have no backward yet. cp_group: a torch.distributed process
+    its gradient is the chunked backward ([the backward](03a_backward.ipynb)), with its loops over the chunks
+    in CUDA when the forward ran on the kernels ([the backward on the GPU](04c_backward_kernels.ipynb)). cp_group: a torch.distributed process
     group over which the token axis is sharded ([context parallelism](10_cp.ipynb))."""
     if cp_group is not None and _context_parallel:
         return _context_parallel[0](q, k, v, g, beta, A_log, dt_bias, cp_group=cp_group, scale=scale,
@@ -273,8 +274,6 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor,
     return out, (fs if output_final_state else None)
 
 # %% ../nbs/05_api.ipynb #f3f6ba77
-NO_KERNEL_BACKWARD = ("kda_nb's CUDA kernels have no backward yet: run the forward under torch.no_grad() or "
-                      "torch.inference_mode(), or pass backend='reference' to differentiate through the PyTorch reference")
 NO_DOUBLE_BACKWARD = ("kda_nb has no double backward (the gradient of kda's gradient): differentiate once, "
                       "without create_graph=True through kda")
 
@@ -283,12 +282,12 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
                     g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, initial_state: Optional[Tensor],
                     cu_seqlens: Optional[Tensor], scale: float, lower_bound: float, used: str) -> list[Tensor]:
     "Gradients of `kda_nb::kda` for q, k, v, g, beta, A_log, dt_bias, initial_state (empty if None), by the chunked backward."
-    if used == 'cuda': raise NotImplementedError(NO_KERNEL_BACKWARD)
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     gs = None if grad_state is None or grad_state.numel() == 0 else grad_state
-    grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
-                                 initial_state=initial_state, cu_seqlens=cu_seqlens, grad_out=grad_out, grad_state=gs,
-                                 dtype=dtype)
+    kw = dict(scale=scale, lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
+              grad_out=grad_out, grad_state=gs)
+    if used == 'cuda': grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw)   # the forward ran on the kernels
+    else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype)
     out = [gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
     return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]
 
@@ -305,7 +304,8 @@ def _kda_setup(ctx, inputs, output):
     q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0, cu, _, wants_state, backend, _ = inputs
     ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, h0, cu)
     ctx.scale, ctx.lower_bound, ctx.has_h0 = scale, lower_bound, h0 is not None
-    ctx.used = plan_for(q, v, h0, output[1] if wants_state else None, cu, backend=backend).backend
+    ctx.used = backward_backend(q.device, q.dtype, q.shape[-1], v.shape[-1],
+                                state_dtypes_of(h0, output[1] if wants_state else None), backend)
 
 def _kda_backward(ctx, grad_out, grad_state):
     q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors

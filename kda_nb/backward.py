@@ -15,7 +15,7 @@ from .recurrence import kda_recurrent, step_rows, step_schedule
 # %% auto #0
 __all__ = ['recurrent_vjp', 'recurrent_steps_backward', 'chunk_factors', 'chunk_states', 'chunk_state_adjoint',
            'chunk_small_adjoint', 'chunk_adjoint', 'l2_normalize_backward', 'safe_gate_backward', 'beta_gate_backward',
-           'activate_backward', 'kda_recurrent_backward', 'kda_chunked_backward']
+           'activate_backward', 'kda_recurrent_backward', 'kda_chunked_backward', 'chunked_backward']
 
 # %% ../nbs/03a_backward.ipynb #180600b1
 def recurrent_vjp(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
@@ -227,6 +227,13 @@ def kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | Non
 
     Arguments as for `kda_nb.kda`, and the upstream gradients `grad_out` (like v) and `grad_state` ([N, H, V, K]),
     either None (zero). `dinitial_state` is None without an initial state."""
+    return chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, grad_out,
+                            grad_state, dtype, chunk_states, chunk_state_adjoint)
+
+def chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, grad_out,
+                     grad_state, dtype, states, state_adjoint) -> tuple:
+    """`kda_chunked_backward` with its two loops over the chunks given: `states` as `chunk_states` and `state_adjoint`
+    as `chunk_state_adjoint` (the CUDA kernels' backward, `kda_nb.backward_kernels`, passes its own)."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
                  check_seqlens=False, empty=True)
@@ -239,8 +246,8 @@ def kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | Non
     qc, kc, ac, bc, vc, doc = (_to_chunks(x, tok) for x in xs)
     f = chunk_factors(qc, kc, ac, bc)                             # K1 again
     order = order.to(S0.device)
-    Sc, R, U = chunk_states(f, vc, S0[order], active)            # K2 again, keeping one state per chunk
-    dU, dPR, dkr, ddecay, dS0 = chunk_state_adjoint(f, scale * doc, U, Sc, dS[order], active)
+    Sc, R, U = states(f, vc, S0[order], active)                   # K2 again, keeping one state per chunk
+    dU, dPR, dkr, ddecay, dS0 = state_adjoint(f, scale * doc, U, Sc, dS[order], active)
     dqc, dkc, dvc, dac, dbc = chunk_adjoint(f, qc, kc, bc, dPR, Sc, R, U, dU, dkr, ddecay)
     dqh, dkh, dv, da = (_from_chunks(x, tok, B, T) for x in (dqc, dkc, dvc, dac))
     db = _from_chunks(dbc[..., None], tok, B, T)[..., 0]

@@ -18,22 +18,23 @@ import torch
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'REPOSITORY', 'csrc_dir',
-           'show_source', 'workspace_bytes', 'KernelVersionUnavailable', 'version_sources',
+           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'REPOSITORY',
+           'csrc_dir', 'show_source', 'workspace_bytes', 'KernelVersionUnavailable', 'version_sources',
            'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason',
            'load_kernels', 'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
               'kda_recurrence.cuh', 'kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu',
-              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_binding.cpp')
+              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_binding.cpp')
 KERNEL_UNITS = ('kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu', 'kda_fwd_fused.cu',
-                'kda_decode.cu')                            # the kernels' files, in the order they are built (one unit)
+                'kda_decode.cu', 'kda_bwd_states.cu')       # the kernels' files, in the order they are built (one unit)
 KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the binding's entry points: K3, the fused kernel, K1 + K2
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
+BACKWARD_KERNELS = ('kda_bwd_states', 'kda_bwd_dstates')   # the backward's two loops over the chunks (04c_backward_kernels)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
@@ -148,7 +149,7 @@ def version_unavailable_reason(version: str) -> str | None:
 
 # %% ../nbs/04_kernels.ipynb #4bc6c527
 _UNIT_ORDER = ('kda_fwd_layout.cu', 'kda_layout.cu', 'kda_fwd_prepare.cu', 'kda_prepare.cu', 'kda_fwd_recurrence.cu',
-               'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu')   # KERNEL_UNITS, with earlier versions' names
+               'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu')   # KERNEL_UNITS, with earlier versions' names
 
 def _kernel_units(folder: Path) -> list[str]:
     "The `.cu` files of a version's sources in the order they are built as one unit: layout kernel, K1, K2, fused, K3."
@@ -163,7 +164,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> 
     files = _kernel_units(folder)
     # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
     # beside it (v4's 3-stage K2 spilled 4 bytes built so, and none built alone).
-    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL)
+    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS)
     home = {k: next((f for f in files if re.search(rf'\b{k}\s*\(', (folder / f).read_text())), None) for k in names}
     with tempfile.TemporaryDirectory() as tmp:
         unit = Path(tmp) / 'kda_nb_kernels.cu'

@@ -18,7 +18,7 @@ from .layout import max_chunks
 __all__ = ['PATHS', 'BACKENDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
            'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'Plan',
            'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'plan', 'state_dtypes_of', 'plan_for',
-           'forced']
+           'backward_backend', 'forced']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -132,6 +132,14 @@ def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch
     return plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None,
                 max_len=max(seqlens, default=0) if seqlens is not None else None,
                 state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step)
+
+# %% ../nbs/04b_plan.ipynb #c2cc3f93
+def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto') -> str:
+    "Where the gradient of a call is computed: 'cuda' (the kernels' backward) where its forward ran on the kernels, else 'reference'."
+    if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == 'reference': return 'reference'
+    refusal = kernel_refusal(torch.device(device), dtype, int(K), int(V), tuple(state_dtypes))
+    return 'reference' if refusal is not None else 'cuda'
 
 # %% ../nbs/04b_plan.ipynb #09f9e3a7
 @contextlib.contextmanager

@@ -5,9 +5,11 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
 #
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
+# --train runs only the backward's GPU tests and tools/train_compare.py (kda_nb and fla's training path, one run;
+# TRAIN_CASES picks its cases, default h64).
 #
 # Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are.
@@ -25,14 +27,23 @@ if ls .whl/*.whl >/dev/null 2>&1; then
 fi
 status=0
 echo "== build (this tree and $BASE)"
-python3 - "$BASE" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
+python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
-for v in (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] == ['--train'] else (None, sys.argv[1]):
     t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
-TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_05_api.py tests/test_03a_backward.py
+TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
        tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py"
+if [ "$BENCH" = --train ]; then
+  echo "== the backward's GPU tests"
+  python3 -m pytest -q -rs -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
+  python3 -m pytest -q -rs -p no:cacheprovider tests/test_05_api.py -k "kernel_path_backward or opcheck_cuda" 2>&1 \
+    | tee "$LOG/pytest_api_backward.txt" || status=1
+  echo "== training: kda_nb and fla in one run"
+  FLA_FLASH_KDA=0 python3 tools/train_compare.py --cases "${TRAIN_CASES:-h64}" --out "$LOG" 2>&1 | tee "$LOG/train.txt" || status=1
+  exit $status
+fi
 if [ "$BENCH" = --slow ]; then
   echo "== the slow GPU tests"
   python3 -m pytest -q -rs -p no:cacheprovider -m slow $TESTS 2>&1 | tee "$LOG/pytest_slow.txt" || status=1
