@@ -11,7 +11,7 @@ def test_timers_on_cpu():
     assert 3 <= len(ms) <= 5 and all(m >= 0 for m in ms) and copy_bandwidth('cpu') is None
     assert len(time_e2e([lambda: torch.ones(1000).sum()], 'cpu', warmup=1, n=4)) == 4
     slow = time_e2e([lambda: time.sleep(0.01)], 'cpu', n=100, budget_s=0.05, min_calls=3)
-    assert len(slow) in (4, 5, 6) and statistics.median(slow) >= 10
+    assert len(slow) in (3, 4, 5, 6) and statistics.median(slow) >= 10
     assert process_seconds() >= 0
     assert 0 < trivial_e2e_us('cpu', n=20) < 1e4          # µs: a one-element add_, nothing to synchronize
 
