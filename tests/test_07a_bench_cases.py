@@ -33,3 +33,12 @@ def test_small_cases_defaults_and_order():
     cpu = build_cases(['small'], cpu=True, quick=True, D=16)
     assert [(c.N, c.T, c.H) for c in cpu] == [(1, 1, 2), (4, 4, 2), (16, 16, 2), (1, 16, 2), (1, 64, 2)]
     assert make_inputs(cpu[2])['cu_seqlens'].tolist() == list(range(17)) and make_inputs(cpu[3])['cu_seqlens'] is None
+
+def test_train_cases():
+    cases = build_cases(['train'], cpu=False, quick=False)
+    assert [(c.H, c.name, c.T, c.N) for c in cases][:1] == [(96, 'fixed', 8192, 1)] and len(cases) == 7
+    assert {c.group for c in cases} == {'train'} and {c.state for c in cases} == {'fp32'}
+    assert (cases[-1].H, cases[-1].T, cases[-1].varlen) == (32, 32768, False)
+    assert 'train' not in GROUPS                            # never part of a default run
+    assert max(c.T for c in build_cases(['train'], cpu=True, quick=True)) <= 1024
+    with pytest.raises(ValueError, match='train'): build_cases(['nope'], cpu=True, quick=True)

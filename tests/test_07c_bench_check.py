@@ -10,3 +10,20 @@ def test_check_plan_and_heads():
     assert check_plan([20000, 5]) == [(1, 5, True)] and check_plan([20000]) == [(0, 8192, False)]
     assert check_plan([16] * 4096)[-1] == (4095, 16, True) and len(check_plan([16] * 4096)) == 512
     assert check_heads(96) == [0, 48, 95] and check_heads(64, 2) == [0, 63]
+
+
+def test_gradient_errors_of_the_reference():
+    from kda_nb.bench.backends import fwd_backend
+    errs = gradient_errors(fwd_backend('reference').bind, 'cpu', seqlens=(30, 17), K=16)
+    assert set(errs) == {f'err_{n}' for n in GRAD_NAMES}
+    assert max(errs.values()) < 4e-3                              # bf16 gradients: their rounding, no more
+    def wrong(inp, case):                                         # a training step whose dv is off by 1 %
+        call = fwd_backend('reference').bind(inp, case)
+        def bad():
+            out = call()
+            call.leaves['v'].grad.mul_(1.01)
+            return out
+        bad.leaves, bad.upstream = call.leaves, call.upstream
+        return bad
+    errs = gradient_errors(wrong, 'cpu', seqlens=(30, 17), K=16)
+    assert errs['err_dv'] > 5e-3 and errs['err_dq'] < 4e-3

@@ -47,6 +47,19 @@ def test_time_anyway_times_and_flags():
     assert r['status'] == 'wrong' and r['n_calls'] >= 1 and r['median_ms'] is not None
 
 
+def test_run_case_train_step_on_the_reference():
+    from kda_nb.bench import build_cases, default_backends
+    case = build_cases(['train'], cpu=True, quick=True, anchor_T=64, Hs=(2,))[1]          # six uneven sequences
+    recs = {r['impl']: r for r in run_case(case, default_backends(['kda_nb', 'fla', 'flash_kda', 'reference']), 'cpu',
+                                           warmup=0, max_calls=2, min_calls=2, budget_s=0.01)}
+    ref = recs['reference']
+    assert ref['status'] == 'ok' and ref['group'] == 'train' and ref['median_ms'] > 0 and ref['n_sets'] == 1
+    assert ref['err_out'] < 1e-2 and 0 < ref['err_dq'] < 4e-3 and ref['err_dinitial_state'] < 4e-3
+    assert 'extra_peak_gb' not in ref                                       # a GPU measurement
+    assert recs['flash_kda']['status'] == 'skipped' and 'no backward' in recs['flash_kda']['reason']
+    assert recs['kda_nb']['status'] == 'skipped' and recs['fla']['status'] == 'skipped'
+
+
 from kda_nb.bench.cases import build_cases
 
 def test_a_new_shape_class_is_not_started_when_it_would_overrun():

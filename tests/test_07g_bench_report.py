@@ -4,6 +4,17 @@ import pytest
 from kda_nb.bench.report import *
 
 
+def test_train_table():
+    from kda_nb.bench.records import Record
+    mk = lambda impl, ms, gb, e: Record.from_dict(dict(group='train', case='fixed', H=64, T=8192, N=1, state='fp32', impl=impl,
+                                                      status='ok', median_ms=ms, speedup_vs_fla=None if impl == 'fla' else 9.0 / ms,
+                                                      extra_peak_gb=gb, err_dq=e, err_dk=e / 2))
+    t = train_table([mk('kda_nb', 4.5, 2.0, 2e-3), mk('fla', 9.0, 3.5, 3e-3)])
+    print(t)
+    assert '| 64 | fixed | 8192 | fp32 | 4.500 | 9.000 | 2.00× | 2.00 | 3.50 | 2.0e-03 | 3.0e-03 |' in t
+    assert train_table([mk('fla', 9.0, 3.5, 3e-3)] * 0) == ''
+
+
 from kda_nb.bench.cases import small_cases
 from kda_nb.bench.records import new_record, sort_records
 from kda_nb.bench.run import case_line

@@ -13,17 +13,17 @@ from typing import Callable
 
 import torch
 
-from ..api import DecodeStep, fwd
+from ..api import DecodeStep, fwd, kda
 from ..kernels import (KERNEL_VERSION, KERNEL_VERSIONS, kernels_unavailable_reason, load_kernels, version_sources,
                             version_unavailable_reason)
 from ..plan import Plan, plan, plan_for
 from ..peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
-from .cases import STATES, Case
+from .cases import STATES, TRAIN, Case
 
 # %% auto #0
-__all__ = ['IMPLS', 'LABELS', 'Backend', 'case_plan', 'kernels_ready', 'fwd_backend', 'step_backend', 'version_refusal',
-           'version_launcher', 'version_call', 'kernels_version_backend', 'fla_own_kernels', 'fla_backend',
-           'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
+__all__ = ['TRAIN_LEAVES', 'IMPLS', 'LABELS', 'Backend', 'case_plan', 'train_step', 'kernels_ready', 'fwd_backend',
+           'step_backend', 'version_refusal', 'version_launcher', 'version_call', 'kernels_version_backend',
+           'fla_own_kernels', 'fla_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
 
 # %% ../../nbs/07b_bench_backends.ipynb #cb552273
 @dataclass
@@ -50,6 +50,34 @@ def case_plan(case: Case, device, step: bool = False) -> Plan:
     return plan(torch.device(device), torch.bfloat16, 1, case.T, case.H, case.K, case.V, case.N, varlen=case.varlen,
                 max_len=max(case.seqlens), state_dtypes=(('initial_state', STATES[case.state]),
                                                          ('final_state', STATES[case.state])), step=step)
+
+# %% ../../nbs/07b_bench_backends.ipynb #7181f8ed
+TRAIN_LEAVES = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')   # what a training step differentiates
+
+def train_step(forward: Callable, inp: dict, case: Case, *, flat_dt_bias: bool = False, seed: int = 1) -> Callable:
+    """A training step on one input set: `call()` runs `forward(**leaves, scale=, lower_bound=, cu_seqlens=)` and the
+    backward from fixed upstream gradients of out and the final state; returns `(out, final_state)` detached.
+    `call.leaves`: the leaves (their `.grad` after a call); `call.upstream`: the two upstream gradients. `flat_dt_bias`: dt_bias as [H * K], as fla takes it."""
+    with torch.inference_mode(False):
+        leaves = {n: inp[n].clone() for n in TRAIN_LEAVES}          # ordinary tensors: autograd may save them
+        if flat_dt_bias: leaves['dt_bias'] = leaves['dt_bias'].flatten()
+        for x in leaves.values(): x.requires_grad_()
+        cu = None if inp['cu_seqlens'] is None else inp['cu_seqlens'].clone()
+        gen = torch.Generator(device=inp['v'].device).manual_seed(seed)
+        d_out = torch.randn(inp['v'].shape, generator=gen, device=inp['v'].device).to(inp['v'].dtype)
+        d_state = torch.randn(inp['initial_state'].shape, generator=gen, device=inp['v'].device)
+    rest = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=cu)
+    def call():
+        with torch.inference_mode(False), torch.enable_grad():
+            for x in leaves.values(): x.grad = None
+            out, fs = forward(**leaves, **rest)
+            torch.autograd.backward([out, fs], [d_out.to(out.dtype), d_state.to(fs.dtype)])
+        return out.detach(), fs.detach()
+    call.leaves, call.upstream = leaves, (d_out, d_state)
+    return call
+
+def _forward_only(case: Case, who: str) -> str | None:
+    return f"{who} has no backward: not timed on training steps" if case.group == TRAIN else None
 
 # %% ../../nbs/07b_bench_backends.ipynb #35be32b3
 _BUILDS: dict = {}
@@ -80,6 +108,8 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
                     f"(--ref-max-tokens)")
         return None
     def bind(inp, case):
+        if case.group == TRAIN:                                   # a training step through kda's autograd
+            return train_step(lambda **x: kda(**x, backend=which), inp, case)
         out, fs = _buffers(inp, case)
         def call():
             fwd(**inp, out=out, final_state=fs, backend=which)
@@ -90,7 +120,7 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
 def step_backend() -> Backend:
     "kda_nb's `DecodeStep`, bound once per input set: each call is one K3 launch; the cases where `fwd` picks K3 only."
     def why_not(case, device):
-        why = _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device)
+        why = _forward_only(case, 'DecodeStep') or _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device)
         if why: return why
         p = case_plan(case, device)
         if p.path != 'decode':
@@ -139,7 +169,8 @@ def version_call(version: str, inp: dict, out, final_state, seqlens=None) -> Cal
 def kernels_version_backend(version: str) -> Backend:
     "An earlier version of the kernels (from git history: `KERNEL_VERSIONS` names its commit), timed beside the current one to show what a change bought."
     def why_not(case, device):
-        return _cuda_reason(case, device, "kda_nb's kernels") or version_refusal(version) or kernels_ready(device, version)
+        return (_forward_only(case, f"kernels {version}") or _cuda_reason(case, device, "kda_nb's kernels")
+                or version_refusal(version) or kernels_ready(device, version))
     def bind(inp, case):
         out, fs = _buffers(inp, case)
         launch = version_call(version, inp, out, fs, seqlens=case.seqlens)
@@ -161,6 +192,8 @@ def fla_backend() -> Backend:
         return fla_unavailable_reason() or (None if torch.device(device).type == 'cuda' else "fla runs on GPUs")
     def bind(inp, case):
         fla_own_kernels()
+        if case.group == TRAIN:                                   # fla's own training path (dt_bias flat, as it takes it)
+            return train_step(lambda **x: fla_forward(**x), inp, case, flat_dt_bias=True)
         args = dict(inp, initial_state=inp['initial_state'].float())
         return lambda: fla_forward(**args)
     return Backend('fla', why_not, bind, state=lambda case: 'fp32')
@@ -169,6 +202,7 @@ def fla_backend() -> Backend:
 def fla_recurrent_backend() -> Backend:
     "fla's decode kernel `fused_recurrent_kda` (norms, beta sigmoid and gate in the kernel; fp32 state, V-first): one-token cases."
     def why_not(case, device):
+        if case.group == TRAIN: return _forward_only(case, "fla's fused_recurrent_kda")
         if any(n != 1 for n in case.seqlens):
             return "fla's fused_recurrent_kda (its decode kernel) is timed on the one-token cases only"
         why = fla_unavailable_reason() or (None if torch.device(device).type == 'cuda' else "fla runs on GPUs")
@@ -192,7 +226,7 @@ def fla_recurrent_backend() -> Backend:
 def flash_kda_backend() -> Backend:
     "FlashKDA's `flash_kda.fwd`, writing into preallocated buffers in the case's state dtype."
     def why_not(case, device):
-        return flash_kda_unavailable_reason() or _cuda_reason(case, device, 'FlashKDA')
+        return _forward_only(case, 'FlashKDA') or flash_kda_unavailable_reason() or _cuda_reason(case, device, 'FlashKDA')
     def bind(inp, case):
         import flash_kda
         out, fs = _buffers(inp, case)

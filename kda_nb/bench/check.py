@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
+from ..backward import recurrent_vjp
 from ..chunked import kda_chunked
-from ..layout import rel_rms
-from .cases import Case
+from ..layout import random_inputs, rel_rms
+from .cases import TRAIN, Case
+from .backends import TRAIN_LEAVES
 
 # %% auto #0
-__all__ = ['check_plan', 'check_heads', 'Oracle', 'fp64_oracle', 'oracle_errors', 'rel_rms_big']
+__all__ = ['GRAD_NAMES', 'GRAD_CHECK_SEQLENS', 'check_plan', 'check_heads', 'Oracle', 'fp64_oracle', 'oracle_errors',
+           'rel_rms_big', 'gradient_errors']
 
 # %% ../../nbs/07c_bench_check.ipynb #d5c3b97f
 def check_plan(seqlens: list[int], tokens: int = 8192) -> list[tuple[int, int, bool]]:
@@ -85,3 +89,21 @@ def rel_rms_big(x: torch.Tensor, ref: torch.Tensor, chunk: int = 1 << 24) -> flo
 def _bad(err: float | None, tol: float) -> bool:
     "An error outside the tolerance (NaN included); None means nothing to check."
     return err is not None and not (math.isfinite(err) and err <= tol)
+
+# %% ../../nbs/07c_bench_check.ipynb #3ad87b0c
+GRAD_NAMES = ('dq', 'dk', 'dv', 'dg', 'dbeta', 'dA_log', 'ddt_bias', 'dinitial_state')   # in TRAIN_LEAVES' order
+GRAD_CHECK_SEQLENS = (300, 724)          # the gradient check's problem, with H = 2 (fla's training errors are quoted on it)
+
+def gradient_errors(bind: Callable, device, seqlens=GRAD_CHECK_SEQLENS, H: int = 2, K: int = 128, seed: int = 7) -> dict:
+    """`{'err_dq': ..., 'err_dinitial_state': ...}`: the relative RMS error of each gradient of a training step (`bind`
+    as a `Backend`'s, in the `train` group) against the vjp of the fp64 recurrence on the same inputs."""
+    with torch.inference_mode(False):
+        inp = random_inputs(1, 0, H, K, seqlens=list(seqlens), device=device, seed=seed, state='fp32', A_log=None)
+        call = bind(inp, Case(TRAIN, 'gradient check', H, list(seqlens), 'fp32', True, K, K))
+        call()
+        d_out, d_state = call.upstream
+        want = recurrent_vjp(*(inp[n] for n in TRAIN_LEAVES[:7]), scale=inp['scale'], lower_bound=inp['lower_bound'],
+                             initial_state=inp['initial_state'], cu_seqlens=inp['cu_seqlens'], grad_out=d_out,
+                             grad_state=d_state)
+        got = (call.leaves[n].grad for n in TRAIN_LEAVES)
+        return {f'err_{name}': rel_rms(g.reshape(w.shape), w) for name, g, w in zip(GRAD_NAMES, got, want)}

@@ -44,7 +44,9 @@ def _what_to_run(ap: argparse.ArgumentParser):
     ap.add_argument('--cases', default=','.join(GROUPS),
                     help='groups to run: anchor, T, N, small (default: all four). small: serving-size calls (one token '
                          'in each of 1, 64, 256 sequences; one sequence of 16, 64, 256 tokens; H = 32, fp32 state), '
-                         'timed end to end (perf_counter to after torch.cuda.synchronize) as well as with CUDA events')
+                         'timed end to end (perf_counter to after torch.cuda.synchronize) as well as with CUDA events; '
+                         'train (only when named): training steps, forward + backward, with extra peak memory and '
+                         'gradient errors')
     ap.add_argument('--impls', default=','.join(IMPLS),
                     help=f"implementations (default: {','.join(IMPLS)}); also fla_recurrent (fla's fused_recurrent_kda, "
                          f"on the one-token small cases), kda_nb_step (a DecodeStep: K3 with the checks done once, "

@@ -19,8 +19,9 @@ from .records import ENV_KEYS, PENDING, Record, _impls, case_label, sort_records
 from .run import Run
 
 # %% auto #0
-__all__ = ['GROUP_TITLES', 'pivot_table', 'state_floor_us', 'small_table', 'details_table', 'runs_row', 'markdown_report',
-           'summary_md', 'run_summary', 'phase_line', 'write_results', 'load_run', 'load_results', 'load_records']
+__all__ = ['GROUP_TITLES', 'train_table', 'pivot_table', 'state_floor_us', 'small_table', 'details_table', 'runs_row',
+           'markdown_report', 'summary_md', 'run_summary', 'phase_line', 'write_results', 'load_run', 'load_results',
+           'load_records']
 
 # %% ../../nbs/07g_bench_report.ipynb #fe43c394
 def _f(x, fmt: str = '.3f', none: str = '—') -> str: return none if x is None else format(x, fmt)
@@ -40,11 +41,33 @@ def _rows(recs: list[Mapping]) -> dict:
     for r in recs: rows.setdefault((r['case'], r['H'], r['T'], r['N'], r['state']), {})[r['impl']] = r
     return rows
 
+# %% ../../nbs/07g_bench_report.ipynb #8a9621f7
+def train_table(records: list[Mapping]) -> str:
+    "Markdown for the 'train' group: forward + backward ms, speed-up over fla, extra peak GB and worst gradient error per implementation."
+    recs = [r for r in records if r['group'] == 'train']
+    if not recs: return ''
+    impls = _impls(_shown(recs))
+    grad = lambda r: max((v for k, v in r.items() if k.startswith('err_d') and v is not None), default=None)
+    head = ['H', 'case', 'T', 'state'] + [f"{LABELS.get(i, i)} (ms)" for i in impls]
+    head += [f"{LABELS.get(i, i)} / fla" for i in impls if i != 'fla' and 'fla' in impls]
+    head += [f"{LABELS.get(i, i)} extra GB" for i in impls] + [f"{LABELS.get(i, i)} worst grad error" for i in impls]
+    lines = ['| ' + ' | '.join(head) + ' |', '|' + '|'.join(['---'] * 4 + ['---:'] * (len(head) - 4)) + '|']
+    for by in _rows(recs).values():
+        r0 = next(iter(by.values()))
+        cells = [str(r0['H']), r0['case'], str(r0['T']), r0['state']] + [_ms(by[i]) if i in by else '' for i in impls]
+        cells += [(_f(by[i]['speedup_vs_fla'], '.2f') + '×') if i in by and by[i]['speedup_vs_fla'] else '—'
+                  for i in impls if i != 'fla' and 'fla' in impls]
+        cells += [_f(by[i].get('extra_peak_gb'), '.2f') if i in by else '' for i in impls]
+        cells += [_f(grad(by[i]), '.1e') if i in by else '' for i in impls]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    return '\n'.join(lines)
+
 # %% ../../nbs/07g_bench_report.ipynb #6da480bb
 def pivot_table(records: list[Mapping], group: str, copy_gbps: float | None = None) -> str:
     """Markdown: one row per case of `group`, median ms per implementation, speed-ups over fla, kda_nb's bandwidth
     (the 'small' group: `small_table`, in microseconds end to end, with the state floor at `copy_gbps`)."""
     if group == 'small': return small_table(records, copy_gbps)
+    if group == 'train': return train_table(records)
     recs = [r for r in records if r['group'] == group]
     if not recs: return ''
     impls = _impls(_shown(recs))
@@ -148,7 +171,8 @@ def details_table(records: list[Mapping], copy_gbps: float | None = None) -> str
 
 GROUP_TITLES = dict(anchor="The anchors' cases", T='Time against T (one sequence)',
                     N='Time against the number of sequences (fixed total tokens)',
-                    small='Small calls: time per call end to end (µs)')
+                    small='Small calls: time per call end to end (µs)',
+                    train='Training steps: forward + backward')
 
 def runs_row(records: list[Mapping]) -> list[str]:
     "A table row naming the runs a merged file's records come from (none when they come from one run)."
@@ -219,7 +243,7 @@ def markdown_report(records: list[Mapping], env: dict, meta: dict | None = None)
 def summary_md(records: list[Mapping], details: str = '', copy_gbps: float | None = None) -> str:
     "Markdown: the table of each group, `details` (if given), and what was skipped, failed or not run, with the reasons."
     out = []
-    for g in ('anchor', 'T', 'N', 'small'):
+    for g in ('anchor', 'T', 'N', 'small', 'train'):
         t = pivot_table(records, g, copy_gbps)
         if t: out += [f"## {GROUP_TITLES[g]}", '', t, '']
     if details: out += ['## Every measurement', '', details, '']

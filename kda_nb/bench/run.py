@@ -27,9 +27,9 @@ from typing import Callable
 import torch
 
 from ..kernels import CSRC_FILES, csrc_dir
-from .cases import L2_BYTES_H200, Case, forward_bytes, make_inputs, n_input_sets
+from .cases import L2_BYTES_H200, TRAIN, Case, forward_bytes, make_inputs, n_input_sets
 from .backends import Backend
-from .check import _bad, fp64_oracle, oracle_errors, rel_rms_big
+from .check import GRAD_CHECK_SEQLENS, _bad, fp64_oracle, gradient_errors, oracle_errors, rel_rms_big
 from .timing import time_calls, time_e2e
 from .records import PENDING, Record, add_speedups, new_record
 
@@ -108,6 +108,27 @@ def _time_backend(r: Record, calls: list, dev, e2e: bool, *, warmup: int, max_ca
     r.time_s = time.perf_counter() - t_time
 
 # %% ../../nbs/07f_bench_run.ipynb #c7ab9276
+_GRAD_ERRORS: dict = {}      # (backend, device) -> its gradient errors: checked once per run
+
+def _train_extras(r: Record, bk: Backend, call: Callable, dev):
+    "A training step's record: the extra peak memory of one more step (GPU), and the gradients' errors (once per run)."
+    if dev.type == 'cuda':
+        for x in call.leaves.values(): x.grad = None
+        _sync(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
+        base = torch.cuda.memory_allocated(dev)
+        call()
+        _sync(dev)
+        r['extra_peak_gb'] = (torch.cuda.max_memory_allocated(dev) - base) / 1e9
+    key = (bk.name, str(dev))
+    try:
+        if key not in _GRAD_ERRORS:                  # on a CPU a smaller problem: the fp64 vjp is a token loop
+            lens = GRAD_CHECK_SEQLENS if dev.type == 'cuda' else (60, 33)
+            _GRAD_ERRORS[key] = gradient_errors(bk.bind, dev, seqlens=lens, K=r.K)
+        r.update(_GRAD_ERRORS[key])
+    except Exception as e:
+        r['grad_check'] = f"the gradient check failed: {_short(e)}"
+
 @torch.inference_mode()
 def run_case(case: Case, backends: list[Backend], device='cpu', *, seed: int = 0, check_tokens: int = 8192,
              check_heads_n: int = 3, tol: float = 2e-2, agree_tol: float = 3e-2, time_anyway: bool = False,
@@ -124,7 +145,7 @@ def run_case(case: Case, backends: list[Backend], device='cpu', *, seed: int = 0
         recs[bk.name] = new_record(case, bk.name, bk.state(case), 'skipped' if reason else 'ok', reason)
     live = [bk for bk in backends if recs[bk.name].status == 'ok']
     if not live: return list(recs.values())
-    n_sets = n_input_sets(forward_bytes(case)['total'], l2_bytes, mem_cap=mem_cap)
+    n_sets = 1 if case.group == TRAIN else n_input_sets(forward_bytes(case)['total'], l2_bytes, mem_cap=mem_cap)
     t_setup = time.perf_counter()
     try:
         sets = [make_inputs(case, dev, seed + i) for i in range(n_sets)]
@@ -142,9 +163,12 @@ def run_case(case: Case, backends: list[Backend], device='cpu', *, seed: int = 0
     results.clear()                                                          # hold no outputs while timing
     for bk in live:
         if bk.name not in calls or (recs[bk.name].status != 'ok' and not time_anyway): continue
-        _time_backend(recs[bk.name], calls.pop(bk.name), dev, e2e, warmup=warmup, max_calls=max_calls,
+        bound = calls.pop(bk.name)
+        _time_backend(recs[bk.name], bound, dev, e2e, warmup=warmup, max_calls=max_calls,
                       min_calls=min_calls, budget_s=budget_s, e2e_calls=e2e_calls, e2e_warmup=e2e_warmup,
                       e2e_budget_s=e2e_budget_s)
+        if case.group == TRAIN and recs[bk.name].status == 'ok': _train_extras(recs[bk.name], bk, bound[0], dev)
+        del bound
         _free(dev)
     add_speedups(list(recs.values()))
     return list(recs.values())
