@@ -7,7 +7,8 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets, and a prepared decode step fed unchecked values.
+kernel (`path='fused'`), K3 with adversarial offsets, a prepared decode step fed unchecked values, and the backward's two passes
+(`kda_backward_cuda`) on fixed, varlen and adversarial batches.
 """
 import os
 import re
@@ -98,6 +99,21 @@ for cu, slots in (([0, 19, 60, 2**40], [7, -5, 2]), ([-5, 10, 3, 40], [3, 3, -1]
     idx.copy_(torch.tensor(slots))
     step()
     torch.cuda.synchronize()
+# the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
+from kda_nb.backward_kernels import kda_backward_cuda
+ARGS = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'scale', 'lower_bound', 'initial_state', 'cu_seqlens')
+def backward(inp):
+    grads = kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=torch.randn(inp['v'].shape, device='cuda'),
+                              grad_state=torch.randn_like(inp['initial_state']))
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(g).all() for g in grads if g is not None)
+for seqlens, B, T in ((None, 2, 40), ([5, 17, 0, 1, 33], 1, 0)):
+    backward(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=8))
+for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=9)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    backward(inp)
 print('sanitizer cases ran')
 '''
 
