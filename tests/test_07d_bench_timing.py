@@ -19,3 +19,4 @@ def test_elements_written():
     x = torch.ones(1000)
     assert elements_written(lambda: (x * 2).sum()) == 1001                  # the product, then the one-element sum
     assert elements_written(torch.cat, [x, x]) == 2000 and elements_written(lambda: None) == 0
+    assert bytes_written(lambda: (x * 2).sum()) == 4 * 1001 and bytes_written(lambda: x.view(10, 100).t()) == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['time_calls', 'time_e2e', 'trivial_e2e_us', 'copy_bandwidth', 'elements_written', 'process_seconds']
+__all__ = ['time_calls', 'time_e2e', 'trivial_e2e_us', 'copy_bandwidth', 'elements_written', 'bytes_written', 'process_seconds']
 
 # %% ../../nbs/07d_bench_timing.ipynb #4a65e3ab
 def time_calls(calls: list, device, *, warmup: int = 5, max_calls: int = 100, min_calls: int = 10,
@@ -96,16 +96,23 @@ from torch.utils._pytree import tree_leaves
 class _CountElements(TorchDispatchMode):
     def __init__(self):
         super().__init__()
-        self.elements = 0
+        self.elements, self.bytes = 0, 0
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        self.elements += sum(t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor))
+        ts = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        self.elements += sum(t.numel() for t in ts)
+        if not func.is_view: self.bytes += sum(t.numel() * t.element_size() for t in ts)   # views write nothing
         return out
 
 def elements_written(f, *args, **kwargs) -> int:
     "Elements of every tensor that each aten op returns while `f(*args, **kwargs)` runs: work, counted without a clock."
     with _CountElements() as count: f(*args, **kwargs)
     return count.elements
+
+def bytes_written(f, *args, **kwargs) -> int:
+    "Bytes of the tensors that the non-view aten ops return while `f(*args, **kwargs)` runs: the memory it writes, without a clock."
+    with _CountElements() as count: f(*args, **kwargs)
+    return count.bytes
 
 # %% ../../nbs/07d_bench_timing.ipynb #a4611e0c
 _IMPORTED = time.monotonic()
