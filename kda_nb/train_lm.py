@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .api import kda
+from .peers import fla_forward
 
 # %% auto #0
 __all__ = ['ATTENTION', 'corpus_text', 'corpus_bytes', 'packed_batch', 'kda_attention', 'fla_attention', 'KDAMixer', 'TinyLM',
@@ -61,13 +63,9 @@ def kda_attention(q, k, v, g, beta, A_log, dt_bias, cu_seqlens):
     return kda(q, k, v, g, beta, A_log, dt_bias, cu_seqlens=cu_seqlens, output_final_state=False)[0]
 
 def fla_attention(q, k, v, g, beta, A_log, dt_bias, cu_seqlens):
-    "fla's `chunk_kda` with the same activations inside (its own kernels: `FLA_FLASH_KDA=0`)."
-    import os
+    "fla's `chunk_kda` as every comparison calls it (`peers.fla_forward`), on its own kernels (`FLA_FLASH_KDA=0`)."
     os.environ.setdefault('FLA_FLASH_KDA', '0')
-    from fla.ops.kda import chunk_kda
-    return chunk_kda(q, k, v, g, beta, scale=q.shape[-1] ** -0.5, output_final_state=False, use_qk_l2norm_in_kernel=True,
-                     use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=-5.0,
-                     A_log=A_log, dt_bias=dt_bias.flatten(), cu_seqlens=cu_seqlens)[0]
+    return fla_forward(q, k, v, g, beta, q.shape[-1] ** -0.5, A_log, dt_bias.flatten(), -5.0, cu_seqlens=cu_seqlens)[0]
 
 ATTENTION = {'kda_nb': kda_attention, 'fla': fla_attention}
 
