@@ -2,7 +2,8 @@
 // so that the kernels compile with nvcc alone. kda::Args holds the fields every path shares (the tensors and
 // the state formats); FwdArgs (the layout kernel, K1, K2, the fused kernel) and DecodeArgs (K3) add their own.
 // The backward's two sequential passes (kda_bwd_states.cu) take fp32 chunk tiles that kda_nb's Python side
-// prepared: StatesArgs and DStatesArgs.
+// prepared: StatesArgs and DStatesArgs; the token-parallel kernels on either side of them (kda_bwd_chunk.cu)
+// take ChunkArgs' PrepArgs and AdjointArgs.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -89,6 +90,35 @@ struct DStatesArgs {
     void* dso;                // [M, H, 128, 128]: dS leaving each chunk, fp32 or bf16 (sc_bf16)
     float *dr, *ds0;          // [M, H, 16, 128] dR = INVb^T dU; [N, H, 128, 128] the entering states' gradient
     int n_seq, heads, sc_bf16;
+};
+
+// The backward's token-parallel kernels (kda_bwd_chunk.cu), one block per (row, head). Row r of the tiles is the
+// chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 of the flat token axis (1 <= row_len[r] <= 16).
+// Inputs as in Args (bf16 [total_tokens, H, 128], beta [total_tokens, H]); dout like v (bf16 or fp32), or null (zero).
+struct ChunkArgs {
+    const void *q, *k, *g, *beta, *dout;
+    int dout_fp32;            // dout is fp32 (else bf16)
+    const float *A_log, *dt_bias;   // [H], [H, 128]
+    const int64_t* row_tok;   // [M]
+    const int* row_len;       // [M]
+    int64_t rows;             // M
+    int heads;
+    float scale, lower_bound;
+};
+// kda_bwd_prepare: the activations and the chunk factors, the fp32 tiles StatesArgs and DStatesArgs read
+struct PrepArgs : ChunkArgs {
+    const void* vin;          // the caller's v
+    float *qd, *kd, *kr, *v, *dp, *du;   // [M, H, 16, 128]: dp = scale dO, du = Mqk^T dP
+    float *invb, *decay;      // [M, H, 16, 16], [M, H, 128]
+};
+// kda_bwd_adjoint: everything after the two passes, into the caller's gradients
+struct AdjointArgs : ChunkArgs {
+    const void *sc, *dso;     // [M, H, 128, 128] fp32, or bf16 (states_bf16)
+    int states_bf16;
+    const float *u, *r, *du, *dr;   // [M, H, 16, 128] from the passes
+    float *dq, *dk, *dv, *dg;       // [total_tokens, H, 128] fp32: tokens of the rows only are written
+    float* dbeta;             // [total_tokens, H]
+    float *dA_part, *ddt_part;      // [M, H], [M, H, 128]: each row's share of dA_log and ddt_bias
 };
 
 }  // namespace kda

@@ -6,8 +6,10 @@
 //   kda_fwd_chunked(<14>, steps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline steps
 //   kda_fwd_fused(<14>)           the layout kernel (variable lengths) and the fused kernel
 //   kda_decode(<14>)              K3; kda_decode_plan(<14>) / kda_decode_run(id) / kda_decode_free(id)
-//   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on fp32
-//                                 chunk tiles that kda_nb.backward_kernels prepares (kda_bwd_states.cu)
+//   kda_bwd_prepare(...)          the backward's chunk factors, fp32 tiles for the passes (kda_bwd_chunk.cu)
+//   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
+//                                 tiles (kda_bwd_states.cu)
+//   kda_bwd_adjoint(...)          the rest of the backward, into the gradients (kda_bwd_chunk.cu)
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
 // torch (CI does). kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it
 // gets here; these checks are the last line of defence for direct callers.
@@ -531,4 +533,105 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
                        dso.scalar_type() == at::kBFloat16};
     const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
+}
+
+// The backward's token-parallel kernels (kda_bwd_chunk.cu). q, k, v, g: bf16 [..., H, 128] contiguous (any
+// leading shape; `total` tokens), beta bf16 with H last, dout shaped like v (bf16 or fp32) or empty (zero), A_log fp32 [H], dt_bias
+// fp32 [H, 128]; row_tok [M] int64 and row_len [M] int32 on the host, each row a run of 1 to 16 tokens inside
+// [0, total): checked here, so that no kernel can be sent outside its tensors.
+namespace {
+struct ChunkRows { int64_t M, H, total; torch::Tensor tok, len; };
+ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                             const torch::Tensor& beta, const torch::Tensor& dout, const torch::Tensor& A_log,
+                             const torch::Tensor& dt_bias, const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host) {
+    TORCH_CHECK(q.dim() >= 2 && q.size(-1) == 128, "q must be [..., H, 128]");
+    const int64_t H = q.size(-2), total = q.numel() / (H * 128);
+    for (auto [t, name] : {std::pair{q, "q"}, {k, "k"}, {v, "v"}, {g, "g"}}) {
+        check_tensor(t, name, at::kBFloat16, q);
+        TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous and shaped like q");
+    }
+    check_tensor(beta, "beta", at::kBFloat16, q);
+    TORCH_CHECK(beta.is_contiguous() && beta.numel() == total * H && beta.size(-1) == H, "beta must be contiguous [..., H]");
+    if (dout.numel()) {
+        TORCH_CHECK(dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat, "dout must be bfloat16 or float32");
+        check_tensor(dout, "dout", dout.scalar_type(), q);
+        TORCH_CHECK(dout.is_contiguous() && dout.sizes() == q.sizes(), "dout must be contiguous and shaped like v");
+    }
+    check_tensor(A_log, "A_log", at::kFloat, q);
+    check_tensor(dt_bias, "dt_bias", at::kFloat, q);
+    TORCH_CHECK(A_log.is_contiguous() && A_log.numel() == H, "A_log must be contiguous [H]");
+    TORCH_CHECK(dt_bias.is_contiguous() && dt_bias.numel() == H * 128, "dt_bias must be contiguous [H, 128]");
+    TORCH_CHECK(row_tok_host.device().is_cpu() && row_tok_host.scalar_type() == at::kLong && row_tok_host.dim() == 1 &&
+                row_tok_host.is_contiguous(), "row_tok must be a contiguous CPU int64 tensor [M]");
+    const int64_t M = row_tok_host.numel();
+    TORCH_CHECK(row_len_host.device().is_cpu() && row_len_host.scalar_type() == at::kInt && row_len_host.numel() == M &&
+                row_len_host.is_contiguous(), "row_len must be a contiguous CPU int32 tensor [M]");
+    const int64_t* tok = row_tok_host.data_ptr<int64_t>();
+    const int* len = row_len_host.data_ptr<int>();
+    for (int64_t r = 0; r < M; ++r)
+        TORCH_CHECK(len[r] >= 1 && len[r] <= 16 && tok[r] >= 0 && tok[r] + len[r] <= total,
+                    "row ", num(r).c_str(), " must be 1 to 16 tokens inside the ", num(total).c_str(), " given");
+    TORCH_CHECK(M < (int64_t(1) << 31) && H <= 65535, "too many rows or heads");
+    return {M, H, total, row_tok_host.to(q.device()), row_len_host.to(q.device())};
+}
+kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g, const torch::Tensor& beta,
+                          const torch::Tensor& dout, const torch::Tensor& A_log, const torch::Tensor& dt_bias,
+                          const ChunkRows& rows, double scale, double lower_bound) {
+    return kda::ChunkArgs{q.data_ptr(), k.data_ptr(), g.data_ptr(), beta.data_ptr(), dout.numel() ? dout.data_ptr() : nullptr,
+                          dout.scalar_type() == at::kFloat, A_log.data_ptr<float>(), dt_bias.data_ptr<float>(), rows.tok.data_ptr<int64_t>(),
+                          rows.len.data_ptr<int>(), rows.M, static_cast<int>(rows.H), static_cast<float>(scale),
+                          static_cast<float>(lower_bound)};
+}
+}  // namespace
+
+void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
+                     torch::Tensor dout, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host,
+                     torch::Tensor row_len_host, double scale, double lower_bound, torch::Tensor qd, torch::Tensor kd,
+                     torch::Tensor kr, torch::Tensor vc, torch::Tensor dp, torch::Tensor du, torch::Tensor invb,
+                     torch::Tensor decay) {
+    const ChunkRows rows = check_chunk_inputs(q, k, v, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
+    const int64_t M = rows.M, H = rows.H;
+    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}, {vc, "vc"}, {dp, "dp"}, {du, "du"}})
+        check_tile(t, name, q, {M, H, 16, 128});
+    check_tile(invb, "invb", q, {M, H, 16, 16});
+    check_tile(decay, "decay", q, {M, H, 128});
+    const c10::DeviceGuard guard(q.device());
+    kda::PrepArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
+    a.vin = v.data_ptr();
+    a.qd = qd.data_ptr<float>(); a.kd = kd.data_ptr<float>(); a.kr = kr.data_ptr<float>(); a.v = vc.data_ptr<float>();
+    a.dp = dp.data_ptr<float>(); a.du = du.data_ptr<float>(); a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>();
+    const cudaError_t err = kda::launch_bwd_prepare(a, stream_of(q));
+    TORCH_CHECK(err == cudaSuccess, "kda_bwd_prepare launch failed: ", cudaGetErrorString(err));
+}
+
+void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::Tensor beta, torch::Tensor dout,
+                     torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host, torch::Tensor row_len_host,
+                     double scale, double lower_bound, torch::Tensor sc, torch::Tensor dso, torch::Tensor u,
+                     torch::Tensor r, torch::Tensor du, torch::Tensor dr, torch::Tensor dq, torch::Tensor dk,
+                     torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part) {
+    const ChunkRows rows = check_chunk_inputs(q, k, q, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
+    const int64_t M = rows.M, H = rows.H;
+    for (auto [t, name] : {std::pair{u, "u"}, {r, "r"}, {du, "du"}, {dr, "dr"}}) check_tile(t, name, q, {M, H, 16, 128});
+    TORCH_CHECK(sc.scalar_type() == dso.scalar_type() && (sc.scalar_type() == at::kFloat || sc.scalar_type() == at::kBFloat16),
+                "sc and dso must both be float32 or both bfloat16");
+    for (auto [t, name] : {std::pair{sc, "sc"}, {dso, "dso"}}) {
+        check_tensor(t, name, sc.scalar_type(), q);
+        TORCH_CHECK(t.is_contiguous() && t.sizes() == c10::IntArrayRef({M, H, 128, 128}), name, " must be [M, H, 128, 128]");
+    }
+    for (auto [t, name] : {std::pair{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dg, "dg"}}) {
+        check_tensor(t, name, at::kFloat, q);
+        TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous float32 shaped like q");
+    }
+    check_tensor(dbeta, "dbeta", at::kFloat, q);
+    TORCH_CHECK(dbeta.is_contiguous() && dbeta.sizes() == beta.sizes(), "dbeta must be contiguous float32 shaped like beta");
+    check_tile(dA_part, "dA_part", q, {M, H});
+    check_tile(ddt_part, "ddt_part", q, {M, H, 128});
+    const c10::DeviceGuard guard(q.device());
+    kda::AdjointArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
+    a.sc = sc.data_ptr(); a.dso = dso.data_ptr(); a.states_bf16 = sc.scalar_type() == at::kBFloat16;
+    a.u = u.data_ptr<float>(); a.r = r.data_ptr<float>(); a.du = du.data_ptr<float>(); a.dr = dr.data_ptr<float>();
+    a.dq = dq.data_ptr<float>(); a.dk = dk.data_ptr<float>(); a.dv = dv.data_ptr<float>(); a.dg = dg.data_ptr<float>();
+    a.dbeta = dbeta.data_ptr<float>(); a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
+    const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));
+    TORCH_CHECK(err == cudaSuccess, "kda_bwd_adjoint launch failed: ", cudaGetErrorString(err));
 }

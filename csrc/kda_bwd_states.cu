@@ -4,15 +4,19 @@
 //
 // Chunks sit in step-major rows, as kda_nb.backward lays them out: sequences sorted by chunk count (most
 // first), row step_off[i] + n holds chunk i of sorted sequence n, which has chunks[n] chunks. The state is
-// [V][K] (S^T of the math), fp32, with the head dimension K = V = 128. Thread t owns row v = t / 2 of the
-// state and half t % 2 of its channels: 64 fp32 registers, for the whole sequence. Per chunk:
+// [V][K] (S^T of the math), fp32, with the head dimension K = V = 128. Rows of the state never mix (each row's
+// update reads only that row), so a block owns a slice of ROWS rows, blockIdx.z, and the grid is (sequence, head,
+// slice): eight blocks walk one sequence's chunks side by side. TPR = 8 threads share a row: thread t owns row
+// v = ROWS z + t / TPR of the state and 16 of its channels, four runs of four, 4 (t % TPR) + 32 m + e (m, e < 4),
+// so that the eight threads of a row read 128 contiguous bytes of a tile at once: 16 fp32 registers, for the
+// whole sequence. Per chunk:
 //
 //   forward  (kda_bwd_states):   Sc = S;  R = V - kd S^T;  U = INVb R;  S <- S diag(decay) + U^T kr
 //   backward (kda_bwd_dstates):  dSo = dS;  dU += kr dS^T;  dR = INVb^T dU;
 //                                dS <- dS diag(decay) + dP^T qd - dR^T kd
 //
-// The products with the state are a row of S against a chunk's 16 x 128 tile: each thread forms its half
-// of the 16 sums and one shuffle adds the other half. The next chunk's tiles arrive in shared memory
+// The products with the state are a row of S against a chunk's 16 x 128 tile: each thread forms its share
+// of the 16 sums and three shuffles add the row's eight shares. The next chunk's tiles arrive in shared memory
 // (cp.async, two buffers) while this chunk's arithmetic runs. Plain fp32 arithmetic: this is the first
 // version of the backward, correct before it is fast.
 #include "kda_common.cuh"
@@ -21,8 +25,12 @@
 namespace kda {
 namespace bwd {
 
-constexpr int THREADS = 2 * D;              // two threads per state row
-constexpr int HALF = D / 2;                 // channels per thread
+constexpr int ROWS = 16;                    // state rows per block (the first version, 84f1080: all 128, one block
+                                            // per (sequence, head), too few blocks to fill the GPU)
+constexpr int SLICES = D / ROWS;            // blocks per (sequence, head)
+constexpr int TPR = 8;                      // threads per state row
+constexpr int THREADS = TPR * ROWS;
+constexpr int HALF = D / TPR;               // channels per thread (four runs of four)
 constexpr int TILE = CHUNK * D;             // floats in one [CHUNK][D] tile
 constexpr int SMALL = CHUNK * CHUNK;        // floats in INVb
 
@@ -35,62 +43,117 @@ __device__ __forceinline__ void copy_tile(float* dst, const float* src, int floa
 }
 
 __device__ __forceinline__ void store_row(void* base, bool bf16, int64_t off, const float (&x)[HALF]) {
-    if (bf16) {
-        auto* p = static_cast<__nv_bfloat16*>(base) + off;
 #pragma unroll
-        for (int j = 0; j < HALF; j += 8) {
-            uint4 w;
-            __nv_bfloat162 h[4];
-#pragma unroll
-            for (int e = 0; e < 4; ++e) h[e] = __floats2bfloat162_rn(x[j + 2 * e], x[j + 2 * e + 1]);
-            w.x = *reinterpret_cast<uint32_t*>(&h[0]); w.y = *reinterpret_cast<uint32_t*>(&h[1]);
-            w.z = *reinterpret_cast<uint32_t*>(&h[2]); w.w = *reinterpret_cast<uint32_t*>(&h[3]);
-            *reinterpret_cast<uint4*>(p + j) = w;
+    for (int m = 0; m < HALF / 4; ++m) {
+        if (bf16) {
+            uint2 w;
+            w.x = pack_bf16(x[4 * m], x[4 * m + 1]);
+            w.y = pack_bf16(x[4 * m + 2], x[4 * m + 3]);
+            *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(base) + off + 32 * m) = w;
+        } else {
+            *reinterpret_cast<float4*>(static_cast<float*>(base) + off + 32 * m) =
+                make_float4(x[4 * m], x[4 * m + 1], x[4 * m + 2], x[4 * m + 3]);
         }
-    } else {
-        float* p = static_cast<float*>(base) + off;
-#pragma unroll
-        for (int j = 0; j < HALF; j += 4) *reinterpret_cast<float4*>(p + j) = make_float4(x[j], x[j + 1], x[j + 2], x[j + 3]);
     }
 }
 
-// sum over this thread's channels of tile[c][.] * x, for every row c; then the other half's share added
+// sum over this thread's channels of tile[c][.] * x, for every row c; then the row's other shares added
 __device__ __forceinline__ void row_products(const float* tile, int k0, const float (&x)[HALF], float (&out)[CHUNK]) {
 #pragma unroll
     for (int c = 0; c < CHUNK; ++c) {
-        const float4* t = reinterpret_cast<const float4*>(tile + c * D + k0);
         float acc = 0.f;
 #pragma unroll
-        for (int j = 0; j < HALF / 4; ++j) {
-            const float4 w = t[j];
-            acc = fmaf(w.x, x[4 * j], acc); acc = fmaf(w.y, x[4 * j + 1], acc);
-            acc = fmaf(w.z, x[4 * j + 2], acc); acc = fmaf(w.w, x[4 * j + 3], acc);
+        for (int m = 0; m < HALF / 4; ++m) {
+            const float4 w = *reinterpret_cast<const float4*>(tile + c * D + k0 + 32 * m);
+            acc = fmaf(w.x, x[4 * m], acc); acc = fmaf(w.y, x[4 * m + 1], acc);
+            acc = fmaf(w.z, x[4 * m + 2], acc); acc = fmaf(w.w, x[4 * m + 3], acc);
         }
-        out[c] = acc + __shfl_xor_sync(0xffffffffu, acc, 1);
+#pragma unroll
+        for (int o = 1; o < TPR; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        out[c] = acc;
     }
 }
 
-// shared memory of one buffer: the chunk's tiles, in this order
+// S[j] <- S[j] decay + sum_c a[c] tile_a[c][.] (+ sum_c b[c] tile_b[c][.]), over this thread's channels
+template <bool TWO>
+__device__ __forceinline__ void update_row(float (&S)[HALF], const float* decay, int k0, const float* ta,
+                                           const float (&a)[CHUNK], const float* tb, const float (&b)[CHUNK]) {
+#pragma unroll
+    for (int m = 0; m < HALF / 4; ++m) {
+        const float4 d = *reinterpret_cast<const float4*>(decay + k0 + 32 * m);
+        float4 acc = make_float4(S[4 * m] * d.x, S[4 * m + 1] * d.y, S[4 * m + 2] * d.z, S[4 * m + 3] * d.w);
+#pragma unroll
+        for (int c = 0; c < CHUNK; ++c) {
+            const float4 w = *reinterpret_cast<const float4*>(ta + c * D + k0 + 32 * m);
+            acc.x = fmaf(a[c], w.x, acc.x); acc.y = fmaf(a[c], w.y, acc.y);
+            acc.z = fmaf(a[c], w.z, acc.z); acc.w = fmaf(a[c], w.w, acc.w);
+            if constexpr (TWO) {
+                const float4 u = *reinterpret_cast<const float4*>(tb + c * D + k0 + 32 * m);
+                acc.x = fmaf(b[c], u.x, acc.x); acc.y = fmaf(b[c], u.y, acc.y);
+                acc.z = fmaf(b[c], u.z, acc.z); acc.w = fmaf(b[c], u.w, acc.w);
+            }
+        }
+        S[4 * m] = acc.x; S[4 * m + 1] = acc.y; S[4 * m + 2] = acc.z; S[4 * m + 3] = acc.w;
+    }
+}
+
+// y = INVb x (or INVb^T x, TRANS) for the 16 values x every thread of a row holds: thread `part` of the row
+// makes y[2 part] and y[2 part + 1], and shuffles hand every thread all 16
+template <bool TRANS>
+__device__ __forceinline__ void small_product(const float* invb, const float (&x)[CHUNK], float (&y)[CHUNK], int part) {
+    float y0 = 0.f, y1 = 0.f;
+    if constexpr (TRANS) {
+#pragma unroll
+        for (int e = 0; e < CHUNK; ++e) {
+            const float2 w = *reinterpret_cast<const float2*>(invb + e * CHUNK + 2 * part);   // INVb[e][2 part ..]
+            y0 = fmaf(w.x, x[e], y0);
+            y1 = fmaf(w.y, x[e], y1);
+        }
+    } else {
+#pragma unroll
+        for (int e = 0; e < CHUNK; e += 4) {
+            const float4 w0 = *reinterpret_cast<const float4*>(invb + 2 * part * CHUNK + e);
+            const float4 w1 = *reinterpret_cast<const float4*>(invb + (2 * part + 1) * CHUNK + e);
+            y0 = fmaf(w0.x, x[e], fmaf(w0.y, x[e + 1], fmaf(w0.z, x[e + 2], fmaf(w0.w, x[e + 3], y0))));
+            y1 = fmaf(w1.x, x[e], fmaf(w1.y, x[e + 1], fmaf(w1.z, x[e + 2], fmaf(w1.w, x[e + 3], y1))));
+        }
+    }
+    const int row0 = (threadIdx.x & 31) & ~(TPR - 1);                  // lane of the row's part 0
+#pragma unroll
+    for (int c = 0; c < CHUNK; ++c) y[c] = __shfl_sync(0xffffffffu, c & 1 ? y1 : y0, row0 + c / 2);
+}
+
+// shared memory of one buffer: the chunk's tiles, in this order; X and Y hold the block's slice of the
+// tiles it reads by state row (V, or dP and dU), [CHUNK][ROWS]
 struct Buf {
     static constexpr int A = 0, B = TILE, C = 2 * TILE, INVB = 3 * TILE, DECAY = 3 * TILE + SMALL;
-    static constexpr int FLOATS = DECAY + D;
+    static constexpr int X = DECAY + D, Y = X + CHUNK * ROWS;
+    static constexpr int FLOATS = Y + CHUNK * ROWS;
 };
+
+// columns ROWS z .. ROWS z + ROWS - 1 of a [CHUNK][D] tile, global -> shared [CHUNK][ROWS]
+__device__ __forceinline__ void copy_slice(float* dst, const float* src) {
+    for (int e = threadIdx.x; e < CHUNK * ROWS / 4; e += THREADS) {
+        const int c = e / (ROWS / 4), q = e % (ROWS / 4);
+        cp_async16(dst + c * ROWS + 4 * q, src + c * D + ROWS * blockIdx.z + 4 * q);
+    }
+}
 
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
 __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
     extern __shared__ __align__(16) float smem[];
     const int n = blockIdx.x, h = blockIdx.y;
-    const int v = threadIdx.x >> 1, k0 = (threadIdx.x & 1) * HALF;
+    const int v = ROWS * blockIdx.z + threadIdx.x / TPR, part = threadIdx.x % TPR, k0 = 4 * part;
     const int H = p.heads, nch = p.chunks[n];
     float S[HALF];
     const int64_t s0_off = ((static_cast<int64_t>(n) * H + h) * D + v) * D + k0;
 #pragma unroll
-    for (int j = 0; j < HALF; ++j) S[j] = p.s0[s0_off + j];
+    for (int j = 0; j < HALF; ++j) S[j] = p.s0[s0_off + 32 * (j / 4) + j % 4];
     auto load = [&](int i, float* buf) {
         const int64_t rh = (p.step_off[i] + n) * H + h;                // (row, head)
         copy_tile(buf + Buf::A, p.kd + rh * TILE, TILE);
         copy_tile(buf + Buf::B, p.kr + rh * TILE, TILE);
-        copy_tile(buf + Buf::C, p.v + rh * TILE, TILE);
+        copy_slice(buf + Buf::X, p.v + rh * TILE);
         copy_tile(buf + Buf::INVB, p.invb + rh * SMALL, SMALL);
         copy_tile(buf + Buf::DECAY, p.decay + rh * D, D);
         cp_async_commit();
@@ -106,24 +169,14 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
         float R[CHUNK], U[CHUNK];
         row_products(buf + Buf::A, k0, S, R);                          // (kd S^T)[c][v]
 #pragma unroll
-        for (int c = 0; c < CHUNK; ++c) R[c] = buf[Buf::C + c * D + v] - R[c];
+        for (int c = 0; c < CHUNK; ++c) R[c] = buf[Buf::X + c * ROWS + v % ROWS] - R[c];
+        small_product<false>(buf + Buf::INVB, R, U, part);              // U = INVb R
+        if (part < 2) {                                                // part 0 writes R, part 1 writes U
+            float* out = part ? p.u : p.r;
 #pragma unroll
-        for (int c = 0; c < CHUNK; ++c) {
-            float acc = 0.f;
-#pragma unroll
-            for (int e = 0; e < CHUNK; ++e) acc = fmaf(buf[Buf::INVB + c * CHUNK + e], R[e], acc);
-            U[c] = acc;
+            for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + v] = part ? U[c] : R[c];
         }
-        float* out = (threadIdx.x & 1) ? p.u : p.r;                    // half 0 writes R, half 1 writes U
-#pragma unroll
-        for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + v] = (threadIdx.x & 1) ? U[c] : R[c];
-#pragma unroll
-        for (int j = 0; j < HALF; ++j) {
-            float acc = S[j] * buf[Buf::DECAY + k0 + j];
-#pragma unroll
-            for (int c = 0; c < CHUNK; ++c) acc = fmaf(U[c], buf[Buf::B + c * D + k0 + j], acc);
-            S[j] = acc;
-        }
+        update_row<false>(S, buf + Buf::DECAY, k0, buf + Buf::B, U, nullptr, U);
         __syncthreads();                                               // buf is refilled two chunks on
     }
 }
@@ -132,13 +185,13 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
 __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
     extern __shared__ __align__(16) float smem[];
     const int n = blockIdx.x, h = blockIdx.y;
-    const int v = threadIdx.x >> 1, k0 = (threadIdx.x & 1) * HALF;
+    const int v = ROWS * blockIdx.z + threadIdx.x / TPR, part = threadIdx.x % TPR, k0 = 4 * part;
     const int H = p.heads, nch = p.chunks[n];
     float dS[HALF];
     const int64_t s_off = ((static_cast<int64_t>(n) * H + h) * D + v) * D + k0;
 #pragma unroll
-    for (int j = 0; j < HALF; ++j) dS[j] = p.ds_final[s_off + j];
-    // buffer: A = qd, B = kd, C = kr, then INVb and decay; dP and dU are read from global memory (once each)
+    for (int j = 0; j < HALF; ++j) dS[j] = p.ds_final[s_off + 32 * (j / 4) + j % 4];
+    // buffer: A = qd, B = kd, C = kr, then INVb and decay, X = dP and Y = dU (the outputs' share) of the slice
     auto load = [&](int i, float* buf) {
         const int64_t rh = (p.step_off[i] + n) * H + h;
         copy_tile(buf + Buf::A, p.qd + rh * TILE, TILE);
@@ -146,6 +199,8 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
         copy_tile(buf + Buf::C, p.kr + rh * TILE, TILE);
         copy_tile(buf + Buf::INVB, p.invb + rh * SMALL, SMALL);
         copy_tile(buf + Buf::DECAY, p.decay + rh * D, D);
+        copy_slice(buf + Buf::X, p.dp + rh * TILE);
+        copy_slice(buf + Buf::Y, p.du + rh * TILE);
         cp_async_commit();
     };
     if (nch > 0) load(nch - 1, smem + ((nch - 1) & 1) * Buf::FLOATS);
@@ -160,37 +215,24 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
         row_products(buf + Buf::C, k0, dS, dU);                        // (kr dS^T)[c][v]
 #pragma unroll
         for (int c = 0; c < CHUNK; ++c) {
-            dU[c] += p.du[rh * TILE + c * D + v];
-            dP[c] = p.dp[rh * TILE + c * D + v];
+            dU[c] += buf[Buf::Y + c * ROWS + v % ROWS];
+            dP[c] = buf[Buf::X + c * ROWS + v % ROWS];
+        }
+        small_product<true>(buf + Buf::INVB, dU, dR, part);             // dR = INVb^T dU
+        if (part < 2) {                                                // part 0 writes dU, part 1 writes dR
+            float* out = part ? p.dr : p.du;
+#pragma unroll
+            for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + v] = part ? dR[c] : dU[c];
         }
 #pragma unroll
-        for (int c = 0; c < CHUNK; ++c) {
-            float acc = 0.f;
-#pragma unroll
-            for (int e = 0; e < CHUNK; ++e) acc = fmaf(buf[Buf::INVB + e * CHUNK + c], dU[e], acc);
-            dR[c] = acc;
-        }
-        __syncwarp();
-        if (threadIdx.x & 1) {
-#pragma unroll
-            for (int c = 0; c < CHUNK; ++c) p.dr[rh * TILE + c * D + v] = dR[c];
-        } else {
-#pragma unroll
-            for (int c = 0; c < CHUNK; ++c) p.du[rh * TILE + c * D + v] = dU[c];
-        }
-#pragma unroll
-        for (int j = 0; j < HALF; ++j) {
-            float acc = dS[j] * buf[Buf::DECAY + k0 + j];
-#pragma unroll
-            for (int c = 0; c < CHUNK; ++c)
-                acc = fmaf(dP[c], buf[Buf::A + c * D + k0 + j], fmaf(-dR[c], buf[Buf::B + c * D + k0 + j], acc));
-            dS[j] = acc;
-        }
+        for (int c = 0; c < CHUNK; ++c) dR[c] = -dR[c];
+        update_row<true>(dS, buf + Buf::DECAY, k0, buf + Buf::A, dP, buf + Buf::B, dR);   // + dP^T qd - dR^T kd
         __syncthreads();
     }
     float* out = p.ds0 + s_off;
 #pragma unroll
-    for (int j = 0; j < HALF; j += 4) *reinterpret_cast<float4*>(out + j) = make_float4(dS[j], dS[j + 1], dS[j + 2], dS[j + 3]);
+    for (int m = 0; m < HALF / 4; ++m)
+        *reinterpret_cast<float4*>(out + 32 * m) = make_float4(dS[4 * m], dS[4 * m + 1], dS[4 * m + 2], dS[4 * m + 3]);
 }
 
 }  // namespace bwd
@@ -201,14 +243,14 @@ cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
     cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_SMEM);
     if (err != cudaSuccess) return err;
-    bwd::kda_bwd_states<<<dim3(a.n_seq, a.heads), bwd::THREADS, BWD_SMEM, stream>>>(a);
+    bwd::kda_bwd_states<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, BWD_SMEM, stream>>>(a);
     return cudaGetLastError();
 }
 cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
     cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_dstates, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_SMEM);
     if (err != cudaSuccess) return err;
-    bwd::kda_bwd_dstates<<<dim3(a.n_seq, a.heads), bwd::THREADS, BWD_SMEM, stream>>>(a);
+    bwd::kda_bwd_dstates<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, BWD_SMEM, stream>>>(a);
     return cudaGetLastError();
 }
 

@@ -5,7 +5,8 @@
 // Files: kda_fwd_layout.cu (the layout kernel), kda_fwd_prepare.cu (K1), kda_fwd_recurrence.cu (K2),
 // kda_fwd_fused.cu (K1 and K2 in one kernel), kda_decode.cu (K3); kda_chunk_prep.cuh is the per-chunk
 // preparation K1 and the fused kernel share, kda_recurrence.cuh the chunk loop K2 and the fused kernel share.
-// kda_bwd_states.cu: the backward's two sequential passes over each sequence's chunks.
+// kda_bwd_states.cu: the backward's two sequential passes over each sequence's chunks; kda_bwd_chunk.cu: the
+// token-parallel kernels before them (the chunk factors) and after them (the rest of the gradient).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,5 +47,8 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream);    // K3
 // the backward: the forward's chunk loop keeping each chunk's entering state, and the reverse loop of dS
 cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream);
 cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream);
+// the backward's token-parallel kernels: the chunk factors before the passes, the rest of the gradient after
+cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream);
+cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream);
 
 }  // namespace kda

@@ -26,15 +26,15 @@ __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
               'kda_recurrence.cuh', 'kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu',
-              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_binding.cpp')
+              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_binding.cpp')
 KERNEL_UNITS = ('kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu', 'kda_fwd_fused.cu',
-                'kda_decode.cu', 'kda_bwd_states.cu')       # the kernels' files, in the order they are built (one unit)
+                'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu')   # the kernels' files, in the order they are built (one unit)
 KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the binding's entry points: K3, the fused kernel, K1 + K2
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
-BACKWARD_KERNELS = ('kda_bwd_states', 'kda_bwd_dstates')   # the backward's two loops over the chunks (04c_backward_kernels)
+BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward, in order (04c_backward_kernels)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
@@ -149,7 +149,7 @@ def version_unavailable_reason(version: str) -> str | None:
 
 # %% ../nbs/04_kernels.ipynb #4bc6c527
 _UNIT_ORDER = ('kda_fwd_layout.cu', 'kda_layout.cu', 'kda_fwd_prepare.cu', 'kda_prepare.cu', 'kda_fwd_recurrence.cu',
-               'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu')   # KERNEL_UNITS, with earlier versions' names
+               'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu')   # KERNEL_UNITS, earlier names too
 
 def _kernel_units(folder: Path) -> list[str]:
     "The `.cu` files of a version's sources in the order they are built as one unit: layout kernel, K1, K2, fused, K3."

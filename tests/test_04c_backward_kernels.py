@@ -44,7 +44,27 @@ def test_backward_cuda_matches_fp64(case):
         assert x.dtype == torch.float32 and x.shape == w.shape, name
         assert torch.isfinite(x).all(), (case, name)
         assert rel_rms(x, w) < 2e-3, (case, name, rel_rms(x, w))      # bf16 inputs: rounding of fp32 sums only
-        assert rel_rms(x, r) < 1e-4, (case, name, rel_rms(x, r))
+        assert rel_rms(x, r) < 3e-4, (case, name, rel_rms(x, r))      # other sums in another order, same fp32
+
+@needs_kernels
+@pytest.mark.parametrize('case', ['varlen awkward', 'gates shut', 'fixed 100'])
+def test_backward_cuda_bf16_states(case):
+    "The chunks' states kept in bf16: half the memory and traffic, and the gradients still within fla's errors."
+    inp, go, gs = backward_case(**CASES[case])
+    got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.bfloat16)
+    want = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
+    for name, x, w in zip(NAMES, got, want):
+        if w is not None: assert rel_rms(x, w) < 4e-3, (case, name, rel_rms(x, w))
+
+@needs_kernels
+def test_backward_cuda_upstream_dtypes():
+    "A bf16 upstream gradient (what autograd hands over) gives the gradients of that bf16 tensor; None is zero."
+    inp, go, gs = backward_case(**CASES['varlen awkward'])
+    go16 = go.bfloat16()
+    a, b = kda_backward_cuda(**inp, grad_out=go16), kda_backward_cuda(**inp, grad_out=go16.float())
+    assert all(torch.equal(x, y) for x, y in zip(a, b) if x is not None)
+    none, zero = kda_backward_cuda(**inp), kda_backward_cuda(**inp, grad_out=torch.zeros_like(go), grad_state=gs * 0)
+    assert all(torch.equal(x, y) for x, y in zip(none, zero) if x is not None)
 
 @needs_kernels
 def test_backward_cuda_many_short_sequences_and_determinism():
@@ -67,6 +87,14 @@ def test_backward_cuda_refuses_what_it_cannot_do():
                            torch.zeros(1, 1, 128, 128, device='cuda'), torch.tensor([0, 1, 3]),
                            torch.tensor([2], dtype=torch.int32), torch.zeros(2, 1, 128, 128, device='cuda'),
                            torch.empty_like(z), torch.empty_like(z))
+    q = inp['q'].reshape(-1, 1, 128)                                  # 20 tokens, one head
+    args = lambda tok, ln: (q, q, q, q, inp['beta'].reshape(-1, 1), q.new_empty(0), inp['A_log'].float(),
+                            inp['dt_bias'].float(), torch.tensor(tok), torch.tensor(ln, dtype=torch.int32), 1.0, -5.0,
+                            *(torch.empty(len(tok), 1, 16, 128, device='cuda') for _ in range(6)),
+                            torch.empty(len(tok), 1, 16, 16, device='cuda'), torch.empty(len(tok), 1, 128, device='cuda'))
+    for tok, ln in (([0, 16], [16, 5]), ([-1], [4]), ([0], [0]), ([0], [17])):   # past the end, before it, empty, too long
+        with pytest.raises(RuntimeError, match='row'): ext.kda_bwd_prepare(*args(tok, ln))
+    ext.kda_bwd_prepare(*args([0, 16], [16, 4]))                       # the 20 tokens exactly: accepted
 
 
 def test_step_rows_table():
@@ -76,3 +104,16 @@ def test_step_rows_table():
     off, ch = step_rows_table(active, len(counts))
     assert ch.tolist() == sorted(counts, reverse=True) and off[-1] == sum(counts)
     assert all(off[i + 1] - off[i] == sum(c > i for c in counts) for i in range(len(active)))
+
+def test_chunk_rows_table():
+    "Row r's first token and length agree with the reference's chunk gather (`kda_nb.chunked._chunk_tokens`)."
+    from kda_nb.chunked import _chunk_tokens
+    from kda_nb.layout import n_chunks, seq_bounds
+    from kda_nb.recurrence import step_rows, step_schedule
+    for cu in ([0, 40, 40, 41, 90], None):
+        bounds = seq_bounds(1, 90, torch.tensor(cu)) if cu else seq_bounds(3, 30)
+        order, active = step_schedule([n_chunks(e - s) for s, e in bounds])
+        seq, step = step_rows(active)
+        tok, ln = chunk_rows_table(bounds, order, seq, step)
+        idx, valid = _chunk_tokens(bounds, order, seq, step)
+        assert torch.equal(tok, idx[:, 0]) and torch.equal(ln.long(), valid.sum(1)) and (ln >= 1).all()

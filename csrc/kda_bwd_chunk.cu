@@ -1,0 +1,493 @@
+// kda_bwd_chunk.cu: the token-parallel kernels of the backward, one block per (chunk row, head), on either
+// side of the two sequential passes of kda_bwd_states.cu:
+//
+//   kda_bwd_prepare   reads the caller's bf16 q, k, v, g, beta and dO, applies the activations and makes the
+//                     chunk's factors (kda_nb.backward.chunk_factors), the fp32 tiles the passes read:
+//                     qd, kd, kr, V, dP = scale dO, dU0 = Mqk^T dP, INVb and decay
+//   kda_bwd_adjoint   makes the same factors again from the same inputs (cheaper than reading them back), reads
+//                     the passes' Sc, dSo, R, U, dU and dR, and computes everything else of
+//                     kda_nb.backward.chunk_adjoint and activate_backward: dq, dk, dv, dg and dbeta of the
+//                     chunk's tokens, and the chunk's shares of dA_log and ddt_bias (summed over the chunks
+//                     in Python, in a fixed order, so that the gradients are the same bits on every run)
+//
+// Row r of the tiles is the chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 on the flat token axis
+// (1 <= row_len[r] <= 16); positions past row_len[r] are padding: zero q, k, v, dO and write strength, zero
+// log-decay, as in kda_nb.chunked. Thread c of the block's 128 owns channel c of the chunk's 16 tokens, so the
+// scans over tokens (cumulated gates, the gate's gradient) run in registers; sums over channels go through
+// shuffles and shared memory. The four products with a state (dP Sc, dR Sc, U dSo and the channel sums of
+// Sc * dSo) run on the tensor cores in 3xTF32 (about fp32's accuracy): warp w owns channels 32w .. 32w + 31
+// and reads its columns of Sc and dSo from global memory straight into mma fragments.
+#include "kda_common.cuh"
+#include "kda_layout.cuh"
+
+namespace kda {
+namespace bwdc {
+
+constexpr int THREADS = D;                  // thread c owns channel c
+constexpr int WARPS = THREADS / 32;
+constexpr int LD = D + 4;                   // padded row of a [CHUNK][D] tile in shared memory (16-byte aligned)
+constexpr int SLD = CHUNK + 1;              // padded row of a [CHUNK][CHUNK] matrix
+constexpr int TILE = CHUNK * D;
+constexpr int SMALL = CHUNK * CHUNK;
+constexpr int MID = CHUNK / 2 - 1;          // the within-chunk exponents are split at this token (as in Python)
+constexpr float NORM_EPS = 1e-6f;           // kda_nb.activations.l2_normalize
+
+using kda::PrepArgs;
+using kda::AdjointArgs;
+
+__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+__device__ __forceinline__ float dout_at(const kda::ChunkArgs& p, int64_t i) {
+    return p.dout_fp32 ? static_cast<const float*>(p.dout)[i] : bf16_at(p.dout, i);
+}
+__device__ __forceinline__ float sigmoid_exact(float x) { return 1.f / (1.f + expf(-x)); }
+
+// each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats. Syncs the block.
+__device__ __forceinline__ void block_sum16(float (&x)[CHUNK], float* scratch) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        float s = x[i];
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        x[i] = s;
+    }
+    __syncthreads();                                   // scratch may still be read from an earlier sum
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) scratch[w * CHUNK + i] = x[i];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        float s = 0.f;
+#pragma unroll
+        for (int ww = 0; ww < WARPS; ++ww) s += scratch[ww * CHUNK + i];
+        x[i] = s;
+    }
+}
+
+// §factors: the chunk's factors in shared memory, and thread c's channel of the activated inputs in registers
+struct Factors {
+    float kd[CHUNK][LD], qd[CHUNK][LD], ki[CHUNK][LD];   // k e^G, q e^G, k e^-G (free once A, M, INV are made)
+    float A[CHUNK][SLD];                                  // strictly lower: kd ki^T (L before beta)
+    float M[CHUNK][SLD];                                  // lower with its diagonal: qd ki^T (Mqk)
+    float inv[CHUNK][SLD];                                // (I + diag(b) A)^-1
+    float b[CHUNK];                                       // write strength
+    float rq[CHUNK], rk[CHUNK];                           // 1 / ||q||, 1 / ||k|| of each token
+    float red[WARPS * CHUNK];                             // block sums
+};
+struct Channel {
+    float q[CHUNK], k[CHUNK];   // q_hat, k_hat of channel c
+    float G[CHUNK];             // cumulated log-decay of channel c
+};
+
+// thread c's channel of the chunk's raw q and k, and the cumulated log-decay G (zero past len)
+template <class P>
+__device__ __forceinline__ void load_channel(const P& p, int64_t tok0, int len, int h, Channel& x) {
+    const int c = threadIdx.x, H = p.heads;
+    const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    float G = 0.f;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        float q = 0.f, k = 0.f, a = 0.f;
+        if (i < len) {
+            const int64_t off = ((tok0 + i) * H + h) * D + c;
+            q = bf16_at(p.q, off);
+            k = bf16_at(p.k, off);
+            a = p.lower_bound * sigmoid_exact(A * (bf16_at(p.g, off) + bias));
+        }
+        G += a;
+        x.q[i] = q; x.k[i] = k; x.G[i] = G;
+    }
+}
+
+template <class P>
+__device__ __forceinline__ void make_factors(const P& p, int64_t tok0, int len, int h, Factors& s, Channel& x) {
+    const int c = threadIdx.x, H = p.heads;
+    load_channel(p, tok0, len, h, x);
+    float sq[CHUNK], sk[CHUNK];
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
+    if (c < CHUNK) s.b[c] = c < len ? sigmoid_exact(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
+    block_sum16(sq, s.red);
+    block_sum16(sk, s.red);
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        sq[i] = rsqrtf(sq[i] + NORM_EPS);
+        sk[i] = rsqrtf(sk[i] + NORM_EPS);
+        if (c == i) { s.rq[i] = sq[i]; s.rk[i] = sk[i]; }
+        x.q[i] *= sq[i];
+        x.k[i] *= sk[i];
+        const float e = expf(x.G[i]);
+        s.kd[i][c] = x.k[i] * e;
+        s.qd[i][c] = x.q[i] * e;
+        s.ki[i][c] = x.k[i] * expf(-x.G[i]);
+    }
+    __syncthreads();
+    // A and M: 256 pairs (i, j), two per thread; a warp's lanes share i and read 16 rows of ki
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+        const int pair = c + rep * THREADS, i = pair >> 4, j = pair & 15;
+        float a = 0.f, m = 0.f;
+        if (j <= i) {
+            const float4* kd4 = reinterpret_cast<const float4*>(s.kd[i]);
+            const float4* qd4 = reinterpret_cast<const float4*>(s.qd[i]);
+            const float4* ki4 = reinterpret_cast<const float4*>(s.ki[j]);
+#pragma unroll 8
+            for (int e = 0; e < D / 4; ++e) {
+                const float4 u = kd4[e], w = qd4[e], r = ki4[e];
+                a = fmaf(u.x, r.x, fmaf(u.y, r.y, fmaf(u.z, r.z, fmaf(u.w, r.w, a))));
+                m = fmaf(w.x, r.x, fmaf(w.y, r.y, fmaf(w.z, r.z, fmaf(w.w, r.w, m))));
+            }
+        }
+        s.A[i][j] = j < i ? a : 0.f;
+        s.M[i][j] = j <= i ? m : 0.f;
+    }
+    __syncthreads();
+    // INV = (I + L)^-1, L = diag(b) A, by substitution: thread j < 16 makes column j
+    if (c < CHUNK) {
+        const int j = c;
+        float col[CHUNK];
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) {
+            float acc = 0.f;
+#pragma unroll
+            for (int m = 0; m < i; ++m) acc = fmaf(s.A[i][m], col[m], acc);   // col[m] = 0 for m < j
+            col[i] = i == j ? 1.f : (i < j ? 0.f : -s.b[i] * acc);
+        }
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) s.inv[i][j] = col[i];
+    }
+    __syncthreads();
+}
+
+// §prepare ------------------------------------------------------------------------------------
+__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
+    __shared__ __align__(16) Factors s;
+    Channel x;
+    const int64_t row = blockIdx.x;
+    const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
+    const int64_t tok0 = p.row_tok[row];
+    const int len = p.row_len[row];
+    make_factors(p, tok0, len, h, s, x);
+    const int64_t rh = row * H + h, base = rh * TILE;
+    const float last = x.G[CHUNK - 1];
+    float (&dp)[CHUNK][LD] = s.ki;                // free now; thread c keeps its own column of dP there
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        const int64_t off = ((tok0 + i) * H + h) * D + c;
+        const bool in = i < len;
+        p.qd[base + i * D + c] = s.qd[i][c];
+        p.kd[base + i * D + c] = s.kd[i][c];
+        p.kr[base + i * D + c] = x.k[i] * expf(last - x.G[i]);
+        p.v[base + i * D + c] = in ? bf16_at(p.vin, off) : 0.f;
+        dp[i][c] = in && p.dout ? p.scale * dout_at(p, off) : 0.f;
+        p.dp[base + i * D + c] = dp[i][c];
+    }
+#pragma unroll
+    for (int j = 0; j < CHUNK; ++j) {             // dU0 = Mqk^T dP: row j sums M[i][j] dP_i over i >= j
+        float acc = 0.f;
+#pragma unroll
+        for (int i = j; i < CHUNK; ++i) acc = fmaf(s.M[i][j], dp[i][c], acc);
+        p.du[base + j * D + c] = acc;
+    }
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+        p.invb[rh * SMALL + e] = s.inv[i][j] * s.b[j];
+    }
+    p.decay[rh * D + c] = expf(last);
+}
+
+// §adjoint ------------------------------------------------------------------------------------
+// Shared memory: the factors' three big tiles are used three times over, so that more blocks fit on an SM:
+//   making the factors:   f.kd, f.qd, f.ki = kd, qd, ki      (u, dr arriving)
+//   the small matrices:   f.kd = R, f.qd = dU, f.ki = dP     (u, dr)
+//   the state products:   read f.ki = dP, dr, u; then write f.qd = X_q, f.kd = X_k, f.ki = dkr
+//   the tokens:           f.qd, f.kd end as dq, dk of q_hat, k_hat; dr is dv
+struct Adjoint {
+    Factors f;
+    float u[CHUNK][LD], dr[CHUNK][LD];
+    float dM[CHUNK][SLD], dA[CHUNK][SLD], dinv[CHUNK][SLD], t1[CHUNK][SLD];
+    float db[CHUNK];
+    float ddecay[D];
+};
+
+// a fp32 tile [CHUNK][D] of global memory into a padded shared tile, 16 bytes a copy
+__device__ __forceinline__ void load_tile(float (*dst)[LD], const float* src) {
+    for (int e = threadIdx.x; e < TILE / 4; e += THREADS) {
+        const int i = e / (D / 4), c4 = e % (D / 4);
+        cp_async16(&dst[i][4 * c4], src + i * D + 4 * c4);
+    }
+}
+
+// four consecutive channels of row v of a state, fp32 or bf16, as floats
+template <bool BF16>
+__device__ __forceinline__ float4 state4(const void* base, int64_t off) {
+    if constexpr (BF16) {
+        const uint2 w = __ldg(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(base) + off));
+        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
+    } else {
+        return __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(base) + off));
+    }
+}
+__device__ __forceinline__ float at4(const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; }
+
+// A fragment (16 x 8, k = v) of a shared [CHUNK][LD] tile at k-step s, split into tf32 hi and lo parts
+__device__ __forceinline__ void a_frag(const float (*X)[LD], int s, int g, int t, uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+    split_tf32(X[g][8 * s + t], hi[0], lo[0]);
+    split_tf32(X[g + 8][8 * s + t], hi[1], lo[1]);
+    split_tf32(X[g][8 * s + t + 4], hi[2], lo[2]);
+    split_tf32(X[g + 8][8 * s + t + 4], hi[3], lo[3]);
+}
+// d += a b in 3xTF32
+__device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                     uint32_t bh0, uint32_t bl0, uint32_t bh1, uint32_t bl1) {
+    mma_tf32(d, al, bh0, bh1);
+    mma_tf32(d, ah, bl0, bl1);
+    mma_tf32(d, ah, bh0, bh1);
+}
+
+// X_q = dP Sc, X_k = dR Sc, dkr = U dSo ([CHUNK][D] each, into f.qd, f.kd, f.ki) and ddecay = sum_v Sc * dSo.
+// Warp w, lane 4g + t: n-tile e of the warp holds channel 32w + 4n + e at its column n, so that a lane's
+// B fragments are 4 consecutive channels of one state row (one 16- or 8-byte load).
+template <bool BF16>
+__device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adjoint& s) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int ch = 32 * w + 4 * g;                     // this lane's four channels in the B fragments
+    float xq[4][4] = {}, xk[4][4] = {}, dkr[4][4] = {};
+    float dd[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 2
+    for (int st = 0; st < D / 8; ++st) {
+        const int64_t r0 = state_off + static_cast<int64_t>(8 * st + t) * D + ch, r1 = r0 + 4 * D;
+        const float4 sc0 = state4<BF16>(p.sc, r0), sc1 = state4<BF16>(p.sc, r1);
+        const float4 ds0 = state4<BF16>(p.dso, r0), ds1 = state4<BF16>(p.dso, r1);
+        uint32_t ph[4], pl[4], rh[4], rl[4], uh[4], ul[4];
+        a_frag(s.f.ki, st, g, t, ph, pl);
+        a_frag(s.dr, st, g, t, rh, rl);
+        a_frag(s.u, st, g, t, uh, ul);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const float s0 = at4(sc0, e), s1 = at4(sc1, e), d0 = at4(ds0, e), d1 = at4(ds1, e);
+            dd[e] = fmaf(s0, d0, fmaf(s1, d1, dd[e]));
+            uint32_t sh0, sl0, sh1, sl1, dh0, dl0, dh1, dl1;
+            split_tf32(s0, sh0, sl0); split_tf32(s1, sh1, sl1);
+            split_tf32(d0, dh0, dl0); split_tf32(d1, dh1, dl1);
+            mma3(xq[e], ph, pl, sh0, sl0, sh1, sl1);
+            mma3(xk[e], rh, rl, sh0, sl0, sh1, sl1);
+            mma3(dkr[e], uh, ul, dh0, dl0, dh1, dl1);
+        }
+    }
+    __syncthreads();                                   // every warp is done reading dP: its tile takes dkr
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {                      // C fragment: rows g, g + 8; columns 2t, 2t + 1
+        dd[e] += __shfl_xor_sync(0xffffffffu, dd[e], 1);
+        dd[e] += __shfl_xor_sync(0xffffffffu, dd[e], 2);
+        if (t == 0) s.ddecay[ch + e] = dd[e];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int i = g + 8 * half;
+#pragma unroll
+            for (int n2 = 0; n2 < 2; ++n2) {
+                const int chan = 32 * w + 4 * (2 * t + n2) + e;
+                s.f.qd[i][chan] = xq[e][2 * half + n2];
+                s.f.kd[i][chan] = xk[e][2 * half + n2];
+                s.f.ki[i][chan] = dkr[e][2 * half + n2];
+            }
+        }
+    }
+}
+
+// dot of rows i of X and j of Y, [CHUNK][LD] tiles in shared memory
+__device__ __forceinline__ float row_dot(const float (*X)[LD], int i, const float (*Y)[LD], int j) {
+    const float4* x4 = reinterpret_cast<const float4*>(X[i]);
+    const float4* y4 = reinterpret_cast<const float4*>(Y[j]);
+    float acc = 0.f;
+#pragma unroll 8
+    for (int e = 0; e < D / 4; ++e) {
+        const float4 a = x4[e], b = y4[e];
+        acc = fmaf(a.x, b.x, fmaf(a.y, b.y, fmaf(a.z, b.z, fmaf(a.w, b.w, acc))));
+    }
+    return acc;
+}
+
+template <bool BF16>
+__global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
+    Channel x;
+    const int64_t row = blockIdx.x;
+    const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
+    const int64_t tok0 = p.row_tok[row];
+    const int len = p.row_len[row];
+    const int64_t rh = row * H + h, base = rh * TILE;
+    load_tile(s.u, p.u + base);                         // two of the passes' tiles arrive while the factors are made
+    load_tile(s.dr, p.dr + base);
+    cp_async_commit();
+    make_factors(p, tok0, len, h, s.f, x);
+    float (&R)[CHUNK][LD] = s.f.kd, (&dU)[CHUNK][LD] = s.f.qd, (&dP)[CHUNK][LD] = s.f.ki;
+    load_tile(R, p.r + base);                           // and two more into the factors' tiles, free now
+    load_tile(dU, p.du + base);
+    cp_async_commit();
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i)
+        dP[i][c] = i < len && p.dout ? p.scale * dout_at(p, ((tok0 + i) * H + h) * D + c) : 0.f;
+    cp_async_wait<0>();
+    __syncthreads();
+    // §small: dM = tril(dP U^T), dINVb = dU R^T, then INVb's and L's shares of db and dA
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+        s.dM[i][j] = j <= i ? row_dot(dP, i, s.u, j) : 0.f;
+        const float dinvb = row_dot(dU, i, R, j);
+        s.dinv[i][j] = dinvb * s.f.b[j];                            // dINV = dINVb diag(b)
+        s.t1[i][j] = dinvb * s.f.inv[i][j];                         // db's INVb share, summed below
+    }
+    __syncthreads();
+    if (c < CHUNK) {                                                // column sums: INVb = INV diag(b)
+        float acc = 0.f;
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) acc += s.t1[i][c];
+        s.db[c] = acc;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {                             // t1 = INV^T dINV
+        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+        float acc = 0.f;
+#pragma unroll
+        for (int m = 0; m < CHUNK; ++m) acc = fmaf(s.f.inv[m][i], s.dinv[m][j], acc);
+        s.t1[i][j] = acc;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {                             // dL = -tril(t1 INV^T, -1); dA = diag(b) dL
+        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+        float acc = 0.f;
+#pragma unroll
+        for (int m = 0; m < CHUNK; ++m) acc = fmaf(s.t1[i][m], s.f.inv[j][m], acc);
+        s.dinv[i][j] = j < i ? -acc : 0.f;                          // dinv now holds dL
+    }
+    __syncthreads();
+    if (c < CHUNK) {                                                // L = diag(b) A: row sums
+        float acc = 0.f;
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j) acc = fmaf(s.dinv[c][j], s.f.A[c][j], acc);
+        s.db[c] += acc;
+    }
+#pragma unroll
+    for (int rep = 0; rep < 2; ++rep) {
+        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+        s.dA[i][j] = s.dinv[i][j] * s.f.b[i];
+    }
+    // §state products: across the chunk boundary
+    const int64_t state_off = rh * static_cast<int64_t>(D) * D;
+    state_products<BF16>(p, state_off, s);
+    __syncthreads();
+    // §tokens: thread c's channel, all 16 tokens; its inputs made again (cheaper than keeping them through the
+    // products), dq and dk left in the X_q and X_k tiles (each thread its own column: no sync needed)
+    load_channel(p, tok0, len, h, x);
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) { x.q[i] *= s.f.rq[i]; x.k[i] *= s.f.rk[i]; }
+    const float last = x.G[CHUNK - 1], decay = expf(last), mid = x.G[MID];
+    float em[CHUNK];                                   // em = exp(G - G_mid); k / em waits in the u tile (free now)
+    float (&kdiv)[CHUNK][LD] = s.u;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        em[i] = expf(x.G[i] - mid);
+        kdiv[i][c] = x.k[i] / em[i];
+    }
+    // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below
+    float da[CHUNK];
+    float prefix = s.ddecay[c] * decay;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        const float eg = expf(x.G[i]);
+        const float xq = s.f.qd[i][c] * eg, xk = -s.f.kd[i][c] * eg;
+        const float xr = s.f.ki[i][c] * expf(last - x.G[i]);
+        float rowM = 0.f, rowA = 0.f, col = 0.f;
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j) {
+            if (j < i) {
+                rowM = fmaf(s.dM[i][j], kdiv[j][c], rowM);
+                rowA = fmaf(s.dA[i][j], kdiv[j][c], rowA);
+            }
+            if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
+        }
+        rowM *= em[i]; rowA *= em[i]; col /= em[i];
+        const float dMd = s.dM[i][i];
+        s.f.qd[i][c] = xq + rowM + dMd * x.k[i];                        // dq (of q_hat)
+        s.f.kd[i][c] = xk + xr + rowA + col + dMd * x.q[i];             // dk (of k_hat)
+        s.f.ki[i][c] = x.q[i] * (rowM + xq) + x.k[i] * (rowA + xk - col);   // before_i
+        da[i] = prefix;
+        prefix = fmaf(xr, x.k[i], prefix);                               // after_i = xr k
+    }
+    {
+        float acc = 0.f;
+#pragma unroll
+        for (int i = CHUNK - 1; i >= 0; --i) { acc += s.f.ki[i][c]; da[i] += acc; }
+    }
+    // §activations: l2 norms, the safe gate, beta
+    float sq[CHUNK], sk[CHUNK];
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * s.f.qd[i][c]; sk[i] = x.k[i] * s.f.kd[i][c]; }
+    block_sum16(sq, s.f.red);
+    block_sum16(sk, s.f.red);
+    const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    float dA_log = 0.f, ddt = 0.f;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        if (i < len) {
+            const int64_t off = ((tok0 + i) * H + h) * D + c;
+            p.dq[off] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);
+            p.dk[off] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);
+            p.dv[off] = s.dr[i][c];
+            const float z = A * (bf16_at(p.g, off) + bias);
+            const float dz = da[i] * (p.lower_bound * sigmoid_exact(z) * sigmoid_exact(-z));
+            p.dg[off] = dz * A;
+            dA_log = fmaf(dz, z, dA_log);
+            ddt = fmaf(dz, A, ddt);
+        }
+    }
+    p.ddt_part[rh * D + c] = ddt;
+    if (c < len) {
+        const float beta = bf16_at(p.beta, (tok0 + c) * H + h);   // b (1 - b) as s(x) s(-x): exact where b ~ 1
+        p.dbeta[(tok0 + c) * H + h] = s.db[c] * sigmoid_exact(beta) * sigmoid_exact(-beta);
+    }
+    // the chunk's share of dA_log: a block sum of one value per thread
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) dA_log += __shfl_xor_sync(0xffffffffu, dA_log, o);
+    __syncthreads();
+    if ((c & 31) == 0) s.f.red[c >> 5] = dA_log;
+    __syncthreads();
+    if (c == 0) {
+        float acc = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; ++w) acc += s.f.red[w];
+        p.dA_part[rh] = acc;
+    }
+}
+
+}  // namespace bwdc
+
+cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
+    if (a.rows == 0 || a.heads == 0) return cudaSuccess;
+    bwdc::kda_bwd_prepare<<<dim3(static_cast<unsigned>(a.rows), a.heads), bwdc::THREADS, 0, stream>>>(a);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream) {
+    if (a.rows == 0 || a.heads == 0) return cudaSuccess;
+    constexpr size_t smem = sizeof(bwdc::Adjoint);
+    auto kernel = a.states_bf16 ? bwdc::kda_bwd_adjoint<true> : bwdc::kda_bwd_adjoint<false>;
+    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<dim3(static_cast<unsigned>(a.rows), a.heads), bwdc::THREADS, smem, stream>>>(a);
+    return cudaGetLastError();
+}
+
+}  // namespace kda
