@@ -13,7 +13,7 @@ def test_a_record_reads_and_writes_like_its_json():
     r = new_record(c, 'reference', 'fp32', 'ok')
     assert r['impl'] == r.impl == 'reference' and r['bytes'] == forward_bytes(c)['total'] and r.get('gpu') is None
     assert 'gpu' not in r and 'date' not in r.to_dict() and list(r)[:3] == ['group', 'case', 'H']
-    assert set(REQUIRED) - {'gpu'} <= set(r) and len(r) == len(r.to_dict()) == 33
+    assert set(REQUIRED) - {'gpu'} <= set(r) and len(r) == len(r.to_dict()) == 43
     r.update(median_ms=1.5, gpu='cpu', note='kept')
     r.status = 'wrong'
     assert r['gpu'] == 'cpu' and r.median_ms == 1.5 and r['status'] == 'wrong' and r.extra == {'note': 'kept'}

@@ -81,6 +81,16 @@ class Record(_Fields):
     speedup_vs_fla: float | None = None  # fla's median / this median, in the same run
     err_out: float | None = None         # relative RMS against the fp64 oracle, then against fla
     err_state: float | None = None
+    extra_peak_gb: float | None = None   # the train group: extra peak memory of one step (GPU), and each
+    err_dq: float | None = None          # gradient's relative RMS against the fp64 recurrence's vjp
+    err_dk: float | None = None          # (bench.check.gradient_errors: GRAD_NAMES, once per run)
+    err_dv: float | None = None
+    err_dg: float | None = None
+    err_dbeta: float | None = None
+    err_dA_log: float | None = None
+    err_ddt_bias: float | None = None
+    err_dinitial_state: float | None = None
+    grad_check: str | None = None        # why the gradient check failed, if it did
     vs_fla_out: float | None = None
     vs_fla_state: float | None = None
     setup_s: float | None = None         # seconds: inputs and oracle, bind and first call, timing, the case
