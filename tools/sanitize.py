@@ -3,6 +3,7 @@
 A lab harness beside the library (the kernels notebook's *Memory and race checks* runs it on the H200):
 
     python tools/sanitize.py            # memcheck, then racecheck; exit 1 if memcheck finds an error
+    python tools/sanitize.py --backward # the backward's cases only
 
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
@@ -100,6 +101,11 @@ for cu, slots in (([0, 19, 60, 2**40], [7, -5, 2]), ([-5, 10, 3, 40], [3, 3, -1]
     step()
     torch.cuda.synchronize()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
+'''
+
+SANITIZE_BACKWARD = '''
+import torch
+from kda_nb.layout import random_inputs
 from kda_nb.backward_kernels import kda_backward_cuda
 ARGS = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'scale', 'lower_bound', 'initial_state', 'cu_seqlens')
 def backward(inp):
@@ -114,19 +120,23 @@ for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
     inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
     inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
     backward(inp)
+inp = random_inputs(1, 0, 2, 128, seqlens=[3, 40, 1], device='cuda', seed=10)   # bf16 states, no upstream gradient
+kda_backward_cuda(**{k: inp[k] for k in ARGS}, states_dtype=torch.bfloat16)
+torch.cuda.synchronize()
 print('sanitizer cases ran')
 '''
 
 
-def sanitize(tool: str = 'memcheck', text: bool = False) -> tuple:
-    "Run the small kernel cases under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`, and its whole output if `text`."
+def sanitize(tool: str = 'memcheck', text: bool = False, cases: str | None = None) -> tuple:
+    "Run the small kernel cases (`cases`: default all, forward and backward) under `compute-sanitizer --tool <tool>`: `(exit code, summary line)`, and its whole output if `text`."
     exe = shutil.which('compute-sanitizer')
     if exe is None: raise FileNotFoundError("compute-sanitizer is not on PATH")
     load_kernels()                                     # build outside the sanitizer, which would be slow
     # without torch's caching allocator every tensor is its own allocation, so that an access past a
     # tensor's end is outside any allocation, where memcheck sees it
     env = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING='1')
-    res = subprocess.run([exe, '--tool', tool, '--error-exitcode', '99', sys.executable, '-c', SANITIZE_CASE],
+    script = cases if cases is not None else SANITIZE_CASE + SANITIZE_BACKWARD
+    res = subprocess.run([exe, '--tool', tool, '--error-exitcode', '99', sys.executable, '-c', script],
                          capture_output=True, text=True, timeout=600, env=env)
     out = res.stdout + res.stderr
     summary = next((l for l in reversed(out.splitlines()) if 'ERROR SUMMARY' in l or 'RACECHECK SUMMARY' in l), '')
@@ -145,10 +155,11 @@ def race_reports(out: str) -> list[str]:
 
 
 def main() -> int:
-    "memcheck, then racecheck, with their summaries and racecheck's pairs of code lines."
-    code, summary = sanitize('memcheck')
+    "memcheck, then racecheck, with their summaries and racecheck's pairs of code lines; `--backward`: the backward's cases only."
+    cases = SANITIZE_BACKWARD if '--backward' in sys.argv[1:] else None
+    code, summary = sanitize('memcheck', cases=cases)
     print(f"memcheck: exit {code}, {summary.strip()}")
-    rcode, rsummary, out = sanitize('racecheck', text=True)
+    rcode, rsummary, out = sanitize('racecheck', text=True, cases=cases)
     print(f"racecheck: exit {rcode}, {rsummary.strip()}")
     for r in race_reports(out): print(' ', r)
     return 0 if code == 0 else 1

@@ -1,0 +1,73 @@
+"""Where the GPU backward's time goes: each kernel's time (torch.profiler, CUDA activity) in one call of
+`kda_nb.backward_kernels.kda_backward_cuda`, its total and peak memory, for the chunks' states in fp32 and bf16.
+
+    python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once]
+
+Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder)."""
+from __future__ import annotations
+
+import argparse, json, time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+from kda_nb.backward_kernels import kda_backward_cuda
+from kda_nb.layout import random_inputs
+
+
+def stages(T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
+    seqlens = None if N == 1 else [T // N] * N
+    inp = random_inputs(1, T if N == 1 else 0, H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
+    go = torch.randn_like(inp['v'])
+    gs = torch.randn_like(inp['initial_state'])
+    call = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=states_dtype)
+    call(); torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call(); torch.cuda.synchronize()
+    peak = (torch.cuda.max_memory_allocated() - base) / 1e9
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(reps): call()
+    end.record(); torch.cuda.synchronize()
+    total = start.elapsed_time(end) / reps
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps): call()
+        torch.cuda.synchronize()
+    per = defaultdict(float)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            per[e.name[:60]] += e.device_time / 1e3 / reps          # ms per call
+    return dict(T=T, H=H, N=N, states=str(states_dtype).split('.')[-1], total_ms=total, extra_peak_gb=peak,
+                kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--T', type=int, default=8192)
+    ap.add_argument('--H', type=int, default=64)
+    ap.add_argument('--N', type=int, default=1)
+    ap.add_argument('--out', default='.')
+    ap.add_argument('--once', action='store_true', help='one call with fp32 states and nothing else (for a profiler)')
+    a = ap.parse_args()
+    if a.once:
+        seqlens = None if a.N == 1 else [a.T // a.N] * a.N
+        inp = random_inputs(1, a.T if a.N == 1 else 0, a.H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
+        kda_backward_cuda(**inp, grad_out=torch.randn_like(inp['v']), grad_state=torch.randn_like(inp['initial_state']))
+        torch.cuda.synchronize()
+        return
+    rows = []
+    for dt in (torch.float32, torch.bfloat16):
+        t = time.time()
+        r = stages(a.T, a.H, a.N, dt)
+        rows.append(r)
+        print(f"\nT = {a.T}, H = {a.H}, N = {a.N}, states {r['states']}: backward {r['total_ms']:.2f} ms, "
+              f"extra peak {r['extra_peak_gb']:.2f} GB ({time.time() - t:.0f} s)")
+        for name, ms in list(r['kernels'].items())[:12]: print(f"  {ms:8.3f} ms  {name}")
+    Path(a.out).mkdir(parents=True, exist_ok=True)
+    (Path(a.out) / 'backward_stages.json').write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == '__main__':
+    main()
