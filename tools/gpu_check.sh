@@ -8,8 +8,9 @@
 #   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
 #
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
-# --train runs only the backward's GPU tests and the benchmark's train group (kda_nb and fla's training steps in
-# one run; TRAIN_H picks the anchors' heads, default 64; TRAIN_DEADLINE the run's seconds, default 400).
+# --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (tools/backward_stages.py)
+# and the benchmark's train group (kda_nb and fla's training steps in one run; TRAIN_H picks the anchors' heads,
+# default 64; TRAIN_DEADLINE the run's seconds, default 400).
 #
 # Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are.
@@ -40,6 +41,9 @@ if [ "$BENCH" = --train ]; then
   python3 -m pytest -q -rs -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
   python3 -m pytest -q -rs -p no:cacheprovider tests/test_05_api.py -k "kernel_path_backward or opcheck_cuda" 2>&1 \
     | tee "$LOG/pytest_api_backward.txt" || status=1
+  echo "== the backward under compute-sanitizer, and where its time goes"
+  python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
+  python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_h200 2>&1 | tee "$LOG/train.txt" || status=1
