@@ -42,8 +42,8 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)
     if torch.is_grad_enabled():
         grads = [n for n, x in tensors.items() if torch.is_tensor(x) and x.requires_grad]
-        if grads: return (f"forward only: {', '.join(grads)} require grad, and kda_nb's backward is slower than "
-                          "fla's own training path (a first version): fla keeps it")
+        if grads: return (f"forward only: {', '.join(grads)} require grad, and kda_nb's backward is not yet shown faster than "
+                          "fla's own training path in the same run: fla keeps it")
     if cp_context is not None: return "context parallelism (cp_context) is not supported"
     if return_intermediate_states: return "return_intermediate_states=True is not supported"
     if use_graph: return "use_graph=True (graph capture over padded batches) is not supported"
