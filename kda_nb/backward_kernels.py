@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from .backward import chunked_backward
+from .chunked import _chunk_tokens
 from .kernels import load_kernels
 from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
@@ -57,10 +58,8 @@ def chunk_rows_table(bounds: list[tuple[int, int]], order: torch.Tensor, seq: to
                      step: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """`(row_tok [M] int64, row_len [M] int32)` on the host: step-major row `r` is the chunk of tokens `row_tok[r]` to
     `row_tok[r] + row_len[r] - 1` of the flat token axis, for the sequences `bounds` in `order` (`step_rows`' `seq`, `step`)."""
-    lens = torch.tensor([e - s for s, e in bounds], dtype=torch.long)[order][seq]
-    starts = torch.tensor([s for s, _ in bounds], dtype=torch.long)[order][seq]
-    pos = CHUNK * step
-    return starts + pos, (lens - pos).clamp(max=CHUNK).to(torch.int32)
+    tok, valid = _chunk_tokens(bounds, order, seq, step)            # the reference's gather: one rule for both
+    return tok[:, 0].contiguous(), valid.sum(1).to(torch.int32)
 
 def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,

@@ -108,7 +108,7 @@ def test_step_rows_table():
 def test_chunk_rows_table():
     "Row r's first token and length agree with the reference's chunk gather (`kda_nb.chunked._chunk_tokens`)."
     from kda_nb.chunked import _chunk_tokens
-    from kda_nb.layout import n_chunks, seq_bounds
+    from kda_nb.layout import CHUNK, n_chunks, seq_bounds
     from kda_nb.recurrence import step_rows, step_schedule
     for cu in ([0, 40, 40, 41, 90], None):
         bounds = seq_bounds(1, 90, torch.tensor(cu)) if cu else seq_bounds(3, 30)
@@ -117,3 +117,7 @@ def test_chunk_rows_table():
         tok, ln = chunk_rows_table(bounds, order, seq, step)
         idx, valid = _chunk_tokens(bounds, order, seq, step)
         assert torch.equal(tok, idx[:, 0]) and torch.equal(ln.long(), valid.sum(1)) and (ln >= 1).all()
+        lens = [e - s for s, e in bounds]                          # and, written out, chunk i of sorted sequence n
+        want = [(bounds[order[n]][0] + CHUNK * i, min(CHUNK, lens[order[n]] - CHUNK * i))
+                for i, n in zip(step.tolist(), seq.tolist())]
+        assert list(zip(tok.tolist(), ln.tolist())) == want
