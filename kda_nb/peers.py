@@ -25,9 +25,8 @@ def flash_kda_unavailable_reason() -> str | None:
     if not torch.cuda.is_available(): return "FlashKDA needs an SM90 GPU"
     return None
 
-@torch.inference_mode()
 def fla_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None):
-    "fla `chunk_kda` on kda_nb's inputs: `(out, final_state)`, the state V-first and fp32."
+    "fla `chunk_kda` on kda_nb's inputs: `(out, final_state)`, the state V-first and fp32; differentiable, as fla's is."
     from fla.ops.kda import chunk_kda
     h0 = None if initial_state is None else initial_state.float()
     return chunk_kda(q, k, v, g, beta, scale=scale, initial_state=h0, output_final_state=True,

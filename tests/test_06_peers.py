@@ -23,3 +23,20 @@ def test_fla_forward_matches_the_recurrence():
     o64, s64 = kda_recurrent(**inp)
     print(f"fla chunk_kda against the fp64 recurrence: out {rel_rms(o, o64):.2e}, state {rel_rms(s, s64):.2e}")
     assert rel_rms(o, o64) < 1e-2 and rel_rms(s, s64) < 1e-2
+
+def test_fla_forward_keeps_autograd(monkeypatch):
+    "Without fla or a GPU: a stand-in `fla.ops.kda.chunk_kda` sees grad mode on and no inference mode, and its output keeps its grad_fn."
+    import sys, types
+    seen = {}
+    def chunk_kda(q, k, v, g, beta, *, initial_state, **kw):
+        seen.update(inference=torch.is_inference_mode_enabled(), grad=torch.is_grad_enabled())
+        return v * beta[..., None], initial_state * 1.0
+    for name in ('fla', 'fla.ops', 'fla.ops.kda'): monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    sys.modules['fla.ops.kda'].chunk_kda = chunk_kda
+    inp = random_inputs(1, 16, 2, 16, seed=0)
+    inp['v'].requires_grad_(); inp['initial_state'].requires_grad_()
+    out, fs = fla_forward(**inp)
+    assert seen == dict(inference=False, grad=True), seen
+    assert out.grad_fn is not None and fs.grad_fn is not None
+    (out.float().sum() + fs.sum()).backward()
+    assert inp['v'].grad is not None and inp['initial_state'].grad is not None
