@@ -1,15 +1,17 @@
 // kda_bwd_states.cu: the two sequential passes of the backward (kda_nb.backward's chunk_states and
-// chunk_state_adjoint), one block per (sequence, head) walking that sequence's chunks; everything between
-// them (the chunk factors before, the token-parallel adjoint after) runs over all chunks at once.
+// chunk_state_adjoint), one block per (sequence, head, slice of state rows) walking that sequence's chunks;
+// everything between them (the chunk factors before, the token-parallel adjoint after) runs over all chunks at once.
 //
 // Chunks sit in step-major rows, as kda_nb.backward lays them out: sequences sorted by chunk count (most
 // first), row step_off[i] + n holds chunk i of sorted sequence n, which has chunks[n] chunks. The state is
 // [V][K] (S^T of the math), fp32, with the head dimension K = V = 128. Rows of the state never mix (each row's
 // update reads only that row), so a block owns a slice of ROWS rows, blockIdx.z, and the grid is (sequence, head,
-// slice): eight blocks walk one sequence's chunks side by side. TPR = 8 threads share a row: thread t owns row
-// v = ROWS z + t / TPR of the state and 16 of its channels, four runs of four, 4 (t % TPR) + 32 m + e (m, e < 4),
-// so that the eight threads of a row read 128 contiguous bytes of a tile at once: 16 fp32 registers, for the
-// whole sequence. Per chunk:
+// slice): eight blocks walk one sequence's chunks side by side. TPR = 8 threads share a pair of rows: thread t
+// owns rows ROWS z + t / TPR and ROWS z + t / TPR + PAIRS of the state and the same 16 channels of both, four
+// runs of four, 4 (t % TPR) + 32 m + e (m, e < 4), so that the eight threads of a pair read 128 contiguous bytes
+// of a tile at once: 32 fp32 registers, for the whole sequence. Every value a thread reads from a chunk's tiles
+// serves both of its rows, which halves the shared-memory reads that bound the first version with one row a
+// thread (1a3e19f). Per chunk:
 //
 //   forward  (kda_bwd_states):   Sc = S;  R = V - kd S^T;  U = INVb R;  S <- S diag(decay) + U^T kr
 //   backward (kda_bwd_dstates):  dSo = dS;  dU += kr dS^T;  dR = INVb^T dU;
@@ -17,8 +19,8 @@
 //
 // The products with the state are a row of S against a chunk's 16 x 128 tile: each thread forms its share
 // of the 16 sums and three shuffles add the row's eight shares. The next chunk's tiles arrive in shared memory
-// (cp.async, two buffers) while this chunk's arithmetic runs. Plain fp32 arithmetic: this is the first
-// version of the backward, correct before it is fast.
+// (cp.async, two buffers) while this chunk's arithmetic runs. Plain fp32 arithmetic, each row's sums in the
+// same order as with one row a thread, so the results are the same bits.
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
 
@@ -28,8 +30,10 @@ namespace bwd {
 constexpr int ROWS = 16;                    // state rows per block (the first version, 84f1080: all 128, one block
                                             // per (sequence, head), too few blocks to fill the GPU)
 constexpr int SLICES = D / ROWS;            // blocks per (sequence, head)
-constexpr int TPR = 8;                      // threads per state row
-constexpr int THREADS = TPR * ROWS;
+constexpr int RPT = 2;                      // state rows per thread (1a3e19f: one)
+constexpr int PAIRS = ROWS / RPT;           // a thread's rows are PAIRS apart
+constexpr int TPR = 8;                      // threads per pair of rows
+constexpr int THREADS = TPR * PAIRS;
 constexpr int HALF = D / TPR;               // channels per thread (four runs of four)
 constexpr int TILE = CHUNK * D;             // floats in one [CHUNK][D] tile
 constexpr int SMALL = CHUNK * CHUNK;        // floats in INVb
@@ -57,43 +61,64 @@ __device__ __forceinline__ void store_row(void* base, bool bf16, int64_t off, co
     }
 }
 
-// sum over this thread's channels of tile[c][.] * x, for every row c; then the row's other shares added
-__device__ __forceinline__ void row_products(const float* tile, int k0, const float (&x)[HALF], float (&out)[CHUNK]) {
+// sum over this thread's channels of tile[c][.] * x[r], for every row c and each of the thread's rows r; then
+// each row's other shares added
+__device__ __forceinline__ void row_products(const float* tile, int k0, const float (&x)[RPT][HALF],
+                                             float (&out)[RPT][CHUNK]) {
 #pragma unroll
     for (int c = 0; c < CHUNK; ++c) {
-        float acc = 0.f;
+        float acc[RPT];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
 #pragma unroll
         for (int m = 0; m < HALF / 4; ++m) {
             const float4 w = *reinterpret_cast<const float4*>(tile + c * D + k0 + 32 * m);
-            acc = fmaf(w.x, x[4 * m], acc); acc = fmaf(w.y, x[4 * m + 1], acc);
-            acc = fmaf(w.z, x[4 * m + 2], acc); acc = fmaf(w.w, x[4 * m + 3], acc);
+#pragma unroll
+            for (int r = 0; r < RPT; ++r) {
+                acc[r] = fmaf(w.x, x[r][4 * m], acc[r]); acc[r] = fmaf(w.y, x[r][4 * m + 1], acc[r]);
+                acc[r] = fmaf(w.z, x[r][4 * m + 2], acc[r]); acc[r] = fmaf(w.w, x[r][4 * m + 3], acc[r]);
+            }
         }
 #pragma unroll
-        for (int o = 1; o < TPR; o <<= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        out[c] = acc;
+        for (int r = 0; r < RPT; ++r) {
+#pragma unroll
+            for (int o = 1; o < TPR; o <<= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+            out[r][c] = acc[r];
+        }
     }
 }
 
-// S[j] <- S[j] decay + sum_c a[c] tile_a[c][.] (+ sum_c b[c] tile_b[c][.]), over this thread's channels
+// S[r][j] <- S[r][j] decay + sum_c a[r][c] tile_a[c][.] (+ sum_c b[r][c] tile_b[c][.]), over this thread's
+// channels, for each of its rows r
 template <bool TWO>
-__device__ __forceinline__ void update_row(float (&S)[HALF], const float* decay, int k0, const float* ta,
-                                           const float (&a)[CHUNK], const float* tb, const float (&b)[CHUNK]) {
+__device__ __forceinline__ void update_rows(float (&S)[RPT][HALF], const float* decay, int k0, const float* ta,
+                                            const float (&a)[RPT][CHUNK], const float* tb, const float (&b)[RPT][CHUNK]) {
 #pragma unroll
     for (int m = 0; m < HALF / 4; ++m) {
         const float4 d = *reinterpret_cast<const float4*>(decay + k0 + 32 * m);
-        float4 acc = make_float4(S[4 * m] * d.x, S[4 * m + 1] * d.y, S[4 * m + 2] * d.z, S[4 * m + 3] * d.w);
+        float4 acc[RPT];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r)
+            acc[r] = make_float4(S[r][4 * m] * d.x, S[r][4 * m + 1] * d.y, S[r][4 * m + 2] * d.z, S[r][4 * m + 3] * d.w);
 #pragma unroll
         for (int c = 0; c < CHUNK; ++c) {
             const float4 w = *reinterpret_cast<const float4*>(ta + c * D + k0 + 32 * m);
-            acc.x = fmaf(a[c], w.x, acc.x); acc.y = fmaf(a[c], w.y, acc.y);
-            acc.z = fmaf(a[c], w.z, acc.z); acc.w = fmaf(a[c], w.w, acc.w);
-            if constexpr (TWO) {
-                const float4 u = *reinterpret_cast<const float4*>(tb + c * D + k0 + 32 * m);
-                acc.x = fmaf(b[c], u.x, acc.x); acc.y = fmaf(b[c], u.y, acc.y);
-                acc.z = fmaf(b[c], u.z, acc.z); acc.w = fmaf(b[c], u.w, acc.w);
+            float4 u;
+            if constexpr (TWO) u = *reinterpret_cast<const float4*>(tb + c * D + k0 + 32 * m);
+#pragma unroll
+            for (int r = 0; r < RPT; ++r) {
+                acc[r].x = fmaf(a[r][c], w.x, acc[r].x); acc[r].y = fmaf(a[r][c], w.y, acc[r].y);
+                acc[r].z = fmaf(a[r][c], w.z, acc[r].z); acc[r].w = fmaf(a[r][c], w.w, acc[r].w);
+                if constexpr (TWO) {
+                    acc[r].x = fmaf(b[r][c], u.x, acc[r].x); acc[r].y = fmaf(b[r][c], u.y, acc[r].y);
+                    acc[r].z = fmaf(b[r][c], u.z, acc[r].z); acc[r].w = fmaf(b[r][c], u.w, acc[r].w);
+                }
             }
         }
-        S[4 * m] = acc.x; S[4 * m + 1] = acc.y; S[4 * m + 2] = acc.z; S[4 * m + 3] = acc.w;
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {
+            S[r][4 * m] = acc[r].x; S[r][4 * m + 1] = acc[r].y; S[r][4 * m + 2] = acc[r].z; S[r][4 * m + 3] = acc[r].w;
+        }
     }
 }
 
@@ -139,16 +164,22 @@ __device__ __forceinline__ void copy_slice(float* dst, const float* src) {
     }
 }
 
+// the first index of thread's rows into a block's [CHUNK][ROWS] slice, and their state rows
+__device__ __forceinline__ int slice_row(int r) { return threadIdx.x / TPR + PAIRS * r; }
+__device__ __forceinline__ int state_row(int r) { return ROWS * blockIdx.z + slice_row(r); }
+
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
 __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
     extern __shared__ __align__(16) float smem[];
     const int n = blockIdx.x, h = blockIdx.y;
-    const int v = ROWS * blockIdx.z + threadIdx.x / TPR, part = threadIdx.x % TPR, k0 = 4 * part;
+    const int part = threadIdx.x % TPR, k0 = 4 * part;
     const int H = p.heads, nch = p.chunks[n];
-    float S[HALF];
-    const int64_t s0_off = ((static_cast<int64_t>(n) * H + h) * D + v) * D + k0;
+    float S[RPT][HALF];
+    const int64_t s_base = (static_cast<int64_t>(n) * H + h) * D * D + k0;
 #pragma unroll
-    for (int j = 0; j < HALF; ++j) S[j] = p.s0[s0_off + 32 * (j / 4) + j % 4];
+    for (int r = 0; r < RPT; ++r)
+#pragma unroll
+        for (int j = 0; j < HALF; ++j) S[r][j] = p.s0[s_base + state_row(r) * D + 32 * (j / 4) + j % 4];
     auto load = [&](int i, float* buf) {
         const int64_t rh = (p.step_off[i] + n) * H + h;                // (row, head)
         copy_tile(buf + Buf::A, p.kd + rh * TILE, TILE);
@@ -165,18 +196,26 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
         else cp_async_wait<0>();
         __syncthreads();
         const int64_t rh = (p.step_off[i] + n) * H + h;
-        store_row(p.sc, p.sc_bf16, (rh * D + v) * D + k0, S);         // the state entering chunk i
-        float R[CHUNK], U[CHUNK];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r)                                  // the state entering chunk i
+            store_row(p.sc, p.sc_bf16, (rh * D + state_row(r)) * D + k0, S[r]);
+        float R[RPT][CHUNK], U[RPT][CHUNK];
         row_products(buf + Buf::A, k0, S, R);                          // (kd S^T)[c][v]
 #pragma unroll
-        for (int c = 0; c < CHUNK; ++c) R[c] = buf[Buf::X + c * ROWS + v % ROWS] - R[c];
-        small_product<false>(buf + Buf::INVB, R, U, part);              // U = INVb R
-        if (part < 2) {                                                // part 0 writes R, part 1 writes U
-            float* out = part ? p.u : p.r;
+        for (int r = 0; r < RPT; ++r) {
 #pragma unroll
-            for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + v] = part ? U[c] : R[c];
+            for (int c = 0; c < CHUNK; ++c) R[r][c] = buf[Buf::X + c * ROWS + slice_row(r)] - R[r][c];
+            small_product<false>(buf + Buf::INVB, R[r], U[r], part);    // U = INVb R
         }
-        update_row<false>(S, buf + Buf::DECAY, k0, buf + Buf::B, U, nullptr, U);
+#pragma unroll
+        for (int r = 0; r < RPT; ++r) {                                // part 2r writes row r's R, part 2r + 1 its U
+            if (part == 2 * r || part == 2 * r + 1) {
+                float* out = part & 1 ? p.u : p.r;
+#pragma unroll
+                for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + state_row(r)] = part & 1 ? U[r][c] : R[r][c];
+            }
+        }
+        update_rows<false>(S, buf + Buf::DECAY, k0, buf + Buf::B, U, nullptr, U);
         __syncthreads();                                               // buf is refilled two chunks on
     }
 }
@@ -185,12 +224,14 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
 __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
     extern __shared__ __align__(16) float smem[];
     const int n = blockIdx.x, h = blockIdx.y;
-    const int v = ROWS * blockIdx.z + threadIdx.x / TPR, part = threadIdx.x % TPR, k0 = 4 * part;
+    const int part = threadIdx.x % TPR, k0 = 4 * part;
     const int H = p.heads, nch = p.chunks[n];
-    float dS[HALF];
-    const int64_t s_off = ((static_cast<int64_t>(n) * H + h) * D + v) * D + k0;
+    float dS[RPT][HALF];
+    const int64_t s_base = (static_cast<int64_t>(n) * H + h) * D * D + k0;
 #pragma unroll
-    for (int j = 0; j < HALF; ++j) dS[j] = p.ds_final[s_off + 32 * (j / 4) + j % 4];
+    for (int r = 0; r < RPT; ++r)
+#pragma unroll
+        for (int j = 0; j < HALF; ++j) dS[r][j] = p.ds_final[s_base + state_row(r) * D + 32 * (j / 4) + j % 4];
     // buffer: A = qd, B = kd, C = kr, then INVb and decay, X = dP and Y = dU (the outputs' share) of the slice
     auto load = [&](int i, float* buf) {
         const int64_t rh = (p.step_off[i] + n) * H + h;
@@ -210,29 +251,41 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
         else cp_async_wait<0>();
         __syncthreads();
         const int64_t rh = (p.step_off[i] + n) * H + h;
-        store_row(p.dso, p.sc_bf16, (rh * D + v) * D + k0, dS);       // dS leaving chunk i
-        float dU[CHUNK], dR[CHUNK], dP[CHUNK];
+#pragma unroll
+        for (int r = 0; r < RPT; ++r)                                  // dS leaving chunk i
+            store_row(p.dso, p.sc_bf16, (rh * D + state_row(r)) * D + k0, dS[r]);
+        float dU[RPT][CHUNK], dR[RPT][CHUNK], dP[RPT][CHUNK];
         row_products(buf + Buf::C, k0, dS, dU);                        // (kr dS^T)[c][v]
 #pragma unroll
-        for (int c = 0; c < CHUNK; ++c) {
-            dU[c] += buf[Buf::Y + c * ROWS + v % ROWS];
-            dP[c] = buf[Buf::X + c * ROWS + v % ROWS];
-        }
-        small_product<true>(buf + Buf::INVB, dU, dR, part);             // dR = INVb^T dU
-        if (part < 2) {                                                // part 0 writes dU, part 1 writes dR
-            float* out = part ? p.dr : p.du;
+        for (int r = 0; r < RPT; ++r) {
 #pragma unroll
-            for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + v] = part ? dR[c] : dU[c];
+            for (int c = 0; c < CHUNK; ++c) {
+                dU[r][c] += buf[Buf::Y + c * ROWS + slice_row(r)];
+                dP[r][c] = buf[Buf::X + c * ROWS + slice_row(r)];
+            }
+            small_product<true>(buf + Buf::INVB, dU[r], dR[r], part);   // dR = INVb^T dU
         }
 #pragma unroll
-        for (int c = 0; c < CHUNK; ++c) dR[c] = -dR[c];
-        update_row<true>(dS, buf + Buf::DECAY, k0, buf + Buf::A, dP, buf + Buf::B, dR);   // + dP^T qd - dR^T kd
+        for (int r = 0; r < RPT; ++r) {                                // part 2r writes row r's dU, part 2r + 1 its dR
+            if (part == 2 * r || part == 2 * r + 1) {
+                float* out = part & 1 ? p.dr : p.du;
+#pragma unroll
+                for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + state_row(r)] = part & 1 ? dR[r][c] : dU[r][c];
+            }
+#pragma unroll
+            for (int c = 0; c < CHUNK; ++c) dR[r][c] = -dR[r][c];
+        }
+        update_rows<true>(dS, buf + Buf::DECAY, k0, buf + Buf::A, dP, buf + Buf::B, dR);   // + dP^T qd - dR^T kd
         __syncthreads();
     }
-    float* out = p.ds0 + s_off;
 #pragma unroll
-    for (int m = 0; m < HALF / 4; ++m)
-        *reinterpret_cast<float4*>(out + 32 * m) = make_float4(dS[4 * m], dS[4 * m + 1], dS[4 * m + 2], dS[4 * m + 3]);
+    for (int r = 0; r < RPT; ++r) {
+        float* out = p.ds0 + s_base + state_row(r) * D;
+#pragma unroll
+        for (int m = 0; m < HALF / 4; ++m)
+            *reinterpret_cast<float4*>(out + 32 * m) =
+                make_float4(dS[r][4 * m], dS[r][4 * m + 1], dS[r][4 * m + 2], dS[r][4 * m + 3]);
+    }
 }
 
 }  // namespace bwd

@@ -1,9 +1,11 @@
 """Where the GPU backward's time goes: each kernel's time (torch.profiler, CUDA activity) in one call of
 `kda_nb.backward_kernels.kda_backward_cuda`, its total and peak memory, for the chunks' states in fp32 and bf16.
 
-    python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once]
+    python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once] [--before COMMIT]
 
-Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder)."""
+Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder). With
+--before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
+the gradients of the two builds are compared bit for bit."""
 from __future__ import annotations
 
 import argparse, json, time
@@ -12,8 +14,19 @@ from pathlib import Path
 
 import torch
 
+import kda_nb.backward_kernels as bk
+from kda_nb import kernels
 from kda_nb.backward_kernels import kda_backward_cuda
 from kda_nb.layout import random_inputs
+
+
+def with_kernels(ext, fn):
+    "Run fn() with kda_backward_cuda calling the extension `ext` (None: this tree's)."
+    if ext is None: return fn()
+    saved = bk.load_kernels
+    bk.load_kernels = lambda **kw: ext
+    try: return fn()
+    finally: bk.load_kernels = saved
 
 
 def stages(T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
@@ -43,6 +56,22 @@ def stages(T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> 
                 kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
 
 
+def same_bits(a, dt, before) -> str:
+    "Whether this tree's gradients and the earlier build's are the same bits, on the --T/--H/--N problem (with varlen)."
+    out = []
+    for seqlens in ([a.T // 2 + 37, a.T // 2 - 37], [1, 15, 16, 17, 300]):
+        inp = random_inputs(1, 0, a.H, 128, seqlens=seqlens, seed=3, device='cuda', state='fp32', A_log=None)
+        gen = torch.Generator(device='cuda').manual_seed(4)
+        go = torch.randn(inp['v'].shape, generator=gen, device='cuda')
+        gs = torch.randn(inp['initial_state'].shape, generator=gen, device='cuda')
+        call = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=dt)
+        new, old = call(), with_kernels(before, call)
+        same = all(torch.equal(x, y) for x, y in zip(new, old))
+        worst = max(((x - y).abs().max() / y.abs().max().clamp_min(1e-30)).item() for x, y in zip(new, old))
+        out.append(f"{seqlens}: {'same bits' if same else f'differ (worst {worst:.1e} of the largest)'}")
+    return '; '.join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--T', type=int, default=8192)
@@ -50,7 +79,12 @@ def main():
     ap.add_argument('--N', type=int, default=1)
     ap.add_argument('--out', default='.')
     ap.add_argument('--once', action='store_true', help='one call with fp32 states and nothing else (for a profiler)')
+    ap.add_argument('--before', default=None, help='a commit of main whose kernels are timed beside this tree\'s')
     a = ap.parse_args()
+    before = None
+    if a.before:
+        kernels.KERNEL_VERSIONS['before'] = a.before
+        before = kernels.load_kernels(version='before')
     if a.once:
         seqlens = None if a.N == 1 else [a.T // a.N] * a.N
         inp = random_inputs(1, a.T if a.N == 1 else 0, a.H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
@@ -58,13 +92,17 @@ def main():
         torch.cuda.synchronize()
         return
     rows = []
+    builds = [('this tree', None)] + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
     for dt in (torch.float32, torch.bfloat16):
-        t = time.time()
-        r = stages(a.T, a.H, a.N, dt)
-        rows.append(r)
-        print(f"\nT = {a.T}, H = {a.H}, N = {a.N}, states {r['states']}: backward {r['total_ms']:.2f} ms, "
-              f"extra peak {r['extra_peak_gb']:.2f} GB ({time.time() - t:.0f} s)")
-        for name, ms in list(r['kernels'].items())[:12]: print(f"  {ms:8.3f} ms  {name}")
+        for label, ext in builds:
+            t = time.time()
+            r = with_kernels(ext, lambda: stages(a.T, a.H, a.N, dt))
+            r['build'] = label
+            rows.append(r)
+            print(f"\n{label}: T = {a.T}, H = {a.H}, N = {a.N}, states {r['states']}: backward {r['total_ms']:.2f} ms, "
+                  f"extra peak {r['extra_peak_gb']:.2f} GB ({time.time() - t:.0f} s)")
+            for name, ms in list(r['kernels'].items())[:12]: print(f"  {ms:8.3f} ms  {name}")
+        if before is not None: print(f"gradients, states {dt}: " + same_bits(a, dt, before))
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / 'backward_stages.json').write_text(json.dumps(rows, indent=1))
 
