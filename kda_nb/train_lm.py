@@ -146,7 +146,8 @@ def train_run(impl: str = 'kda_nb', steps: int = 200, device='cuda', *, seed: in
                                flush=True)
     sync()
     seconds = time.perf_counter() - t_start
-    return dict(impl=impl, device=str(device), steps=steps, seed=seed, d_model=d_model, layers=layers, H=H, D=D,
+    gpu = torch.cuda.get_device_name(torch.device(device)) if torch.device(device).type == 'cuda' else None
+    return dict(impl=impl, device=str(device), gpu=gpu or 'cpu', steps=steps, seed=seed, d_model=d_model, layers=layers, H=H, D=D,
                 tokens=tokens, n_seqs=n_seqs, loss=losses, eval=evals,
                 tokens_per_s=(steps - timed_from) * tokens / seconds)
 
@@ -162,7 +163,7 @@ def plot_runs(runs: list[dict], path=None):
                         label=f"{r['impl']}: {r['tokens_per_s'] / 1e3:.0f}k tokens/s")
         if r['eval']: ax.plot(*zip(*r['eval']), 'o', color=line.get_color(), ms=4)
     ax.set(xlabel='step', ylabel='cross-entropy (nats per byte)',
-           title=f"TinyLM, {runs[0]['layers']} layers, H = {runs[0]['H']}, on {runs[0]['device']}")
+           title=f"TinyLM, {runs[0]['layers']} layers, H = {runs[0]['H']}, on {runs[0].get('gpu', runs[0]['device'])}")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -60,7 +60,8 @@ def test_run_case_train_step_on_the_reference():
     assert recs['kda_nb']['status'] == 'skipped' and recs['fla']['status'] == 'skipped'
 
 
-from kda_nb.bench.cases import build_cases
+from kda_nb.bench.cases import TRAIN, Case, build_cases
+from kda_nb.bench.run import _start_refusal
 
 def test_a_new_shape_class_is_not_started_when_it_would_overrun():
     cases = build_cases(['anchor'], cpu=True, quick=True, anchor_T=32, Hs=(1,), states=('fp32',), D=16)
@@ -74,6 +75,16 @@ def test_a_new_shape_class_is_not_started_when_it_would_overrun():
     assert {r['status'] for r in run_bench(cases, [fwd_backend('reference')], 'cpu', run=run, **kw)} == {'not_run'}
     run = Run(deadline=None, new_class_s=5000)                           # no deadline: everything runs
     assert {r['status'] for r in run_bench(cases, [fwd_backend('reference')], 'cpu', run=run, **kw)} == {'ok'}
+
+def test_training_classes_are_planned_apart():
+    fwd_case, train_case = Case('anchor', 'fixed', 2, [64], 'fp32', False, 16, 16), Case(TRAIN, 'fixed', 2, [64], 'fp32', False, 16, 16)
+    assert shape_class(train_case) == 'training, ' + shape_class(fwd_case)
+    run = Run(deadline=1000, new_class_s=10, new_train_class_s=5000)
+    assert _start_refusal(fwd_case, run) is None and 'training, H=2' in _start_refusal(train_case, run)
+    run.warm[shape_class(fwd_case)] = 20.0                  # a forward class seen says nothing of a training one
+    assert 'about 5000 s' in _start_refusal(train_case, run)
+    run.warm['training, H=4, K=16, V=16, varlen'] = 30.0    # a training class seen does
+    assert _start_refusal(train_case, run) is None
 
 def test_an_interrupt_marks_the_rest_not_run():
     from kda_nb.bench.timing import process_seconds

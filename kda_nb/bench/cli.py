@@ -100,7 +100,7 @@ def _the_run(ap: argparse.ArgumentParser):
     ap.add_argument('--new-class-s', type=float, default=None,
                     help="seconds assumed for a first case on a new shape class (fla's compile and autotune), until "
                          "one is measured: such a case is not started when it would end past the deadline "
-                         "(default 100 on a GPU with fla, else 0)")
+                         "(default 100 on a GPU with fla, else 0; for a first training step, 300: fla's backward compiles too)")
     ap.add_argument('--no-copy-probe', action='store_true', help='skip measuring the device-to-device copy rate')
     ap.add_argument('--out', default='.', help='folder for BENCHMARK_<TAG>.md and benchmarks/ (default: here)')
     ap.add_argument('--tag', default=None, help="file tag (default: 'h200' on an H200, else the device name)")
@@ -224,6 +224,7 @@ def main(argv=None, t0: float | None = None) -> list[Record]:
     run.deadline = None if math.isinf(a.deadline) else a.deadline
     env['settings'] = dict(settings, check_heads=a.check_heads, ref_max_tokens=ref_max, D=a.D, deadline=run.deadline)
     run.new_class_s = a.new_class_s if a.new_class_s is not None else (100.0 if fla_live else 0.0)
+    run.new_train_class_s = a.new_class_s if a.new_class_s is not None else (300.0 if fla_live else 0.0)
     print(f"start-up done {run.elapsed():.1f} s into the run: {phase_line(run.phases)}", flush=True)
     def save(records, final=False):
         t = time.monotonic()

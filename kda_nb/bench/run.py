@@ -228,6 +228,7 @@ class Run:
     t0: float = field(default_factory=time.monotonic)   # the clock's zero (`time.monotonic()`); the deadline counts from it
     deadline: float | None = None      # no case is started after this many seconds (None: no limit)
     new_class_s: float = 0.0           # seconds a first case on a new shape class is assumed to need, until one is measured
+    new_train_class_s: float = 0.0     # the same for a new class of training steps (fla's forward and backward compile)
     warm: dict = field(default_factory=dict)           # shape class -> seconds of the slowest first call on it
     planned: list = field(default_factory=list)        # str(case) of every case this run was asked for
     stopped: str | None = None         # why cases were left out (None: none were)
@@ -240,9 +241,10 @@ class Run:
     def add(self, phase: str, seconds: float): self.phases[phase] = self.phases.get(phase, 0.0) + seconds
 
 def shape_class(case: Case) -> str:
-    "What fla compiles and tunes its Triton kernels for: the head count, K and V, and one sequence or varlen."
+    """What fla compiles and tunes its Triton kernels for: the head count, K and V, and one sequence or varlen;
+    a training step's class apart ('training, ...'), since its backward kernels compile too."""
     dims = '' if (case.K, case.V) == (128, 128) else f", K={case.K}, V={case.V}"
-    return f"H={case.H}{dims}, {'varlen' if case.varlen else 'one sequence'}"
+    return f"{'training, ' if case.group == TRAIN else ''}H={case.H}{dims}, {'varlen' if case.varlen else 'one sequence'}"
 
 # %% ../../nbs/07f_bench_run.ipynb #c704bad8
 def not_run_records(case: Case, backends: list[Backend], reason: str) -> list[Record]:
@@ -256,7 +258,9 @@ def _start_refusal(case: Case, run: Run) -> str | None:
         return f"the --deadline of {run.deadline:g} s had passed ({run.elapsed():.0f} s into the run)"
     cls = shape_class(case)
     if cls in run.warm: return None
-    est = max(run.warm.values(), default=run.new_class_s)
+    train = case.group == TRAIN                  # training classes are planned from training classes only
+    est = max((s for c, s in run.warm.items() if c.startswith('training, ') == train),
+              default=run.new_train_class_s if train else run.new_class_s)
     if est > left:
         return (f"the first case on {cls} (fla compiles and tunes there: about {est:.0f} s) would not "
                 f"finish before the --deadline of {run.deadline:g} s ({left:.0f} s were left)")
