@@ -49,6 +49,22 @@ def test_checks_of_a_decode_report():
 test_checks_of_a_decode_report()
 
 
+def test_checks_of_fused_and_backward_reports():
+    from kda_nb.kernels import BACKWARD_KERNELS
+    from kda_nb.ncu.reports import parse_actions
+    k2 = synthetic_actions()[1]
+    k2._name = k2._demangled = 'kda_fwd_fused'
+    f = check_profile(parse_actions([k2]))
+    assert f.message[0] == 'the kernel profiled: kda_fwd_fused' and (f.level == 'ok').all(), f.message.tolist()
+    acts = synthetic_actions()
+    for a, name in zip(acts, ('kda_bwd_prepare', 'kda_bwd_adjoint')): a._name = a._demangled = name
+    p = parse_actions(acts)
+    assert expected_kernels(p) == BACKWARD_KERNELS and expected_kernels(p, 'fused') == ('kda_fwd_fused',)
+    errors = [m.split(' (')[0] for m in check_profile(p).query("level == 'error'").message]
+    assert errors == ['kda_bwd_states is not in the report', 'kda_bwd_dstates is not in the report'], errors
+test_checks_of_fused_and_backward_reports()
+
+
 def test_checks_of_a_flash_kda_report():
     from kda_nb.ncu.capturing import FLASH_KDA_KERNELS
     from kda_nb.ncu.reports import parse_actions

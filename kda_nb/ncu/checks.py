@@ -97,11 +97,12 @@ def check_metrics(p: Profile) -> list[Finding]:
             for c, like in miss.items()]
 
 def expected_kernels(p: Profile, mode: str | None = None) -> tuple:
-    "The kernels report `p` should hold: those of `mode` if given, else FlashKDA's K1 and K2 if `p` has one of them, else the decode kernel if `p` has it, else K1 and K2."
+    """The kernels report `p` should hold: those of `mode` if given, else FlashKDA's K1 and K2 if `p` has one of them,
+    else those of the decode, fused or train workload whose kernels `p` has, else K1 and K2."""
     have = set(p.launches.kernel)
     if have & set(FLASH_KDA_KERNELS): return FLASH_KDA_KERNELS if mode is None else impl_kernels(mode, 'flash_kda')
     if mode is not None: return MODE_KERNELS[mode]
-    return MODE_KERNELS['decode'] if DECODE_KERNEL in have else KERNEL_NAMES
+    return next((MODE_KERNELS[m] for m in ('decode', 'fused', 'train') if have & set(MODE_KERNELS[m])), KERNEL_NAMES)
 
 def check_profile(p: Profile, command: str | None = None, launched=None, mode: str | None = None) -> pd.DataFrame:
     "All the checks on one report, as a table (level, check, message)."

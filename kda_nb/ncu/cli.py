@@ -33,13 +33,14 @@ def _cli() -> argparse.ArgumentParser:
                                  description="Nsight Compute profiles of kda_nb's kernels: capture, then read.")
     sub = ap.add_subparsers(dest='cmd', required=True)
     sub.add_parser('build', help="build (or load from torch's cache) the CUDA kernels, without ncu")
-    w = sub.add_parser('workload', help='the program ncu profiles: fwd(backend="cuda") on the benchmark problem')
+    w = sub.add_parser('workload', help='the program ncu profiles: fwd(backend="cuda") on the benchmark problem (train: one backward)')
     w.add_argument('--mode', choices=ALL_MODES, default='fixed')
     w.add_argument('--impl', choices=IMPLS, default='kda_nb', help="whose forward: kda_nb's or FlashKDA's (default %(default)s)")
     _shape_arguments(w, 2)
     c = sub.add_parser('capture', help='run ncu on the fixed and varlen workloads (or --modes), write reports/ncu/')
     c.add_argument('--modes', nargs='+', choices=ALL_MODES, default=list(MODES),
-                   help=f"workloads to profile (default: {' '.join(MODES)}; decode alone writes to reports/ncu/decode)")
+                   help=f"workloads to profile (default: {' '.join(MODES)}; without fixed or varlen they write to a folder "
+                        "named by them, e.g. reports/ncu/decode, reports/ncu/fused_train)")
     c.add_argument('--set', dest='section_set', choices=('full', 'basic'), default='full',
                    help="'basic': only locate (all kernels, cheap); 'full': locate, then the full profiles")
     c.add_argument('--no-locate', dest='locate', action='store_false', help='skip the --set basic locating run')
