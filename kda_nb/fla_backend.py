@@ -29,21 +29,27 @@ def _dtype_name(x) -> str: return str(x.dtype).replace('torch.', '')
 
 def _is_number(x) -> bool: return isinstance(x, (int, float)) and not isinstance(x, bool)
 
+def _needs_grad(tensors: dict) -> bool:
+    "Whether a call on these tensors builds an autograd graph: grad mode on and one of them requiring grad."
+    return torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in tensors.values())
+
 # %% ../nbs/06a_fla_backend.ipynb #0c1bf80f
 def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                      use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                      allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
                      return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
                      cp_context=None, use_graph=False, max_num_seqs=None, *, A_log=None, dt_bias=None,
-                     transpose_state_layout=None, chunk_size=64, **unknown) -> str | None:
+                     transpose_state_layout=None, chunk_size=64, serve_grads: bool = False, **unknown) -> str | None:
     """Why kda_nb would not compute this call of fla's `chunk_kda` exactly as fla does (None if it would).
-    The arguments are `chunk_kda`'s (fla 0.6); only they are looked at, not the device or the environment."""
+    The arguments are `chunk_kda`'s (fla 0.6); only they are looked at, not the device or the environment.
+    `serve_grads`: take calls whose tensors require grad too (kda_nb's backward then makes their gradients)."""
     if unknown: return f"chunk_kda argument(s) kda_nb does not know: {', '.join(sorted(unknown))}"
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)
-    if torch.is_grad_enabled():
+    if not serve_grads and _needs_grad(tensors):
         grads = [n for n, x in tensors.items() if torch.is_tensor(x) and x.requires_grad]
-        if grads: return (f"forward only: {', '.join(grads)} require grad, and kda_nb's backward is not yet shown faster than "
-                          "fla's own training path in the same run: fla keeps it")
+        return (f"forward only: {', '.join(grads)} require grad, and kda_nb's backward is not yet shown faster than "
+                "fla's own training path in the same run, so fla keeps it (register_fla_backend(train=True) "
+                "hands it to kda_nb)")
     if cp_context is not None: return "context parallelism (cp_context) is not supported"
     if return_intermediate_states: return "return_intermediate_states=True is not supported"
     if use_graph: return "use_graph=True (graph capture over padded batches) is not supported"
@@ -95,11 +101,11 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     return None
 
 # %% ../nbs/06a_fla_backend.ipynb #d513b42c
-def fla_backend_refusal(*args, **kwargs) -> str | None:
+def fla_backend_refusal(*args, serve_grads: bool = False, **kwargs) -> str | None:
     """The backend's whole verifier: the `KDA_NB_FLA_BACKEND` switch, then `fla_call_refusal`, then the plan:
     a call `kda_nb.plan` would give to the PyTorch reference is refused with the plan's reason. None: kda_nb takes it."""
     if os.environ.get(FLA_BACKEND_ENV, '1') == '0': return f"{FLA_BACKEND_ENV}=0 switches kda_nb's fla backend off"
-    reason = fla_call_refusal(*args, **kwargs)
+    reason = fla_call_refusal(*args, serve_grads=serve_grads, **kwargs)
     if reason is not None: return reason
     a = inspect.signature(fla_call_refusal).bind(*args, **kwargs).arguments
     p = plan_for(a['q'], a['v'], a.get('initial_state'), None, a.get('cu_seqlens'))
@@ -111,20 +117,30 @@ def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_fi
                      allow_neg_eigval=False, safe_gate=True, lower_bound=-5.0, disable_recompute=False,
                      return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
                      cp_context=None, use_graph=False, max_num_seqs=None, *, A_log, dt_bias,
-                     transpose_state_layout=None, chunk_size=64):
+                     transpose_state_layout=None, chunk_size=64, _backend: str = 'cuda'):
     """fla's `chunk_kda` computed by kda_nb's CUDA kernels, for a call `fla_backend_refusal` accepts:
-    `(out, final_state)`, `final_state` fp32 in the layout the call asked for (None unless `output_final_state`)."""
-    from kda_nb.api import fwd
+    `(out, final_state)`, `final_state` fp32 in the layout the call asked for (None unless `output_final_state`).
+    A call that builds a graph goes through `kda_nb.kda`, whose backward makes the gradients (for every tensor,
+    in the caller's layouts); any other through `kda_nb.fwd`. (`_backend`: for the tests, 'reference' on a CPU.)"""
+    from kda_nb.api import fwd, kda
     v_first = bool(state_v_first or transpose_state_layout)
     B, T, H, K = q.shape
     V = v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
     h0 = initial_state
     if h0 is not None and not v_first: h0 = h0.transpose(-1, -2)          # [N, H, K, V] -> kda_nb's [N, H, V, K]
+    scale = K ** -0.5 if scale is None else float(scale)
+    if _needs_grad(dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)):
+        out, fs = kda(q, k, v, g, beta, A_log.float(), dt_bias.float().reshape(H, K), scale=scale,
+                      lower_bound=float(lower_bound), initial_state=None if h0 is None else h0.contiguous(),
+                      cu_seqlens=cu_seqlens, output_final_state=output_final_state, state_dtype=torch.float32,
+                      backend=_backend)
+        if fs is not None and not v_first: fs = fs.transpose(-1, -2).contiguous()
+        return out, fs
     out = torch.empty_like(v)
     fs = torch.empty(N, H, V, K, dtype=torch.float32, device=q.device) if output_final_state else None
-    fwd(q, k, v, g, beta, K ** -0.5 if scale is None else float(scale), out, A_log.float(),
-        dt_bias.float().reshape(H, K), float(lower_bound), h0, fs, cu_seqlens, backend='cuda')
+    fwd(q, k, v, g, beta, scale, out, A_log.float(), dt_bias.float().reshape(H, K), float(lower_bound), h0, fs,
+        cu_seqlens, backend=_backend)
     if fs is not None and not v_first: fs = fs.transpose(-1, -2).contiguous()
     return out, fs
 
@@ -171,7 +187,7 @@ def _fla_backend_class(BaseBackend, chunk_kda):
         return {**given, **extra}
 
     class KdaNbBackend(BaseBackend):
-        "kda_nb's CUDA kernels as a backend of fla's `chunk_kda`: forward only, on what `fla_backend_refusal` accepts."
+        "kda_nb's CUDA kernels as a backend of fla's `chunk_kda`, on what `fla_backend_refusal` accepts (training calls too if `serve_grads`)."
         backend_type = FLA_BACKEND_TYPE
         package_name = None
         env_var = None                  # kda_nb's own switch is read by the verifier, which then says why
@@ -179,11 +195,12 @@ def _fla_backend_class(BaseBackend, chunk_kda):
         registered = False              # whether fla may use it (False after unregister_fla_backend)
         calls = 0                       # calls kda_nb has run
         last_refusal = None             # the verifier's latest answer: a reason, or None when it accepted
+        serve_grads = False             # take calls that build a graph (register_fla_backend(train=True))
 
         def is_enabled(self) -> bool: return type(self).registered
 
         def chunk_kda_verifier(self, *args, **kwargs):
-            reason = fla_backend_refusal(**by_name(args, kwargs))
+            reason = fla_backend_refusal(**by_name(args, kwargs), serve_grads=type(self).serve_grads)
             type(self).last_refusal = reason
             return reason is None, reason
 
@@ -196,12 +213,14 @@ def _fla_backend_class(BaseBackend, chunk_kda):
     return KdaNbBackend
 
 # %% ../nbs/06a_fla_backend.ipynb #cdcd0a4c
-def register_fla_backend(priority: int = FLA_BACKEND_PRIORITY):
+def register_fla_backend(priority: int = FLA_BACKEND_PRIORITY, *, train: bool = False):
     """Opt in: fla's `chunk_kda` runs kda_nb's kernels on the calls `fla_backend_refusal` accepts, and its
-    own code on the others. Returns the backend class (`calls` counts the calls kda_nb ran)."""
+    own code on the others; `train=True`: on training calls too (kda_nb's backward makes the gradients).
+    Returns the backend class (`calls` counts the calls kda_nb ran)."""
     fb, chunk_kda = _fla_registry()
     cls = _fla_backend_class(fb.BaseBackend, chunk_kda)
     cls.priority = int(priority)
+    cls.serve_grads = bool(train)
     fb.register(chunk_kda)(cls)             # fla keeps one backend per backend_type: this replaces an earlier one
     cls.registered = True
     return cls

@@ -32,6 +32,7 @@ def test_fla_verifier_decisions():
         assert fla_call_refusal(**fla_call(**change)) is None, change
     with torch.no_grad():                      # grad mode off: an input that requires grad is fine
         assert fla_call_refusal(**fla_call(q=q.clone().requires_grad_())) is None
+    assert fla_call_refusal(**fla_call(q=q.clone().requires_grad_()), serve_grads=True) is None   # train=True
     refused = [
         (dict(q=q.clone().requires_grad_()), 'forward only'),
         (dict(use_gate_in_kernel=False), 'use_gate_in_kernel'),
@@ -76,6 +77,32 @@ def test_fla_verifier_decisions():
     finally:
         if saved is None: os.environ.pop(FLA_BACKEND_ENV, None)
         else: os.environ[FLA_BACKEND_ENV] = saved
+
+
+def test_training_calls_go_through_kda_with_the_callers_layouts():
+    "On a CPU (the reference): a training call in fla's conventions, K-first state and flat dt_bias, gets the gradients kda_nb.kda gives in its own."
+    from kda_nb.api import kda
+    ok = fla_call(state_v_first=False)
+    H, K = ok['q'].shape[2], ok['q'].shape[3]
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    gen = torch.Generator().manual_seed(3)
+    fla_side = {n: ok[n].detach().clone() for n in names}
+    fla_side['dt_bias'] = fla_side['dt_bias'].flatten()                       # fla's [H * K]
+    fla_side['initial_state'] = fla_side['initial_state'].transpose(-1, -2).contiguous()   # fla's [N, H, K, V]
+    for x in fla_side.values(): x.requires_grad_()
+    out, fs = kda_nb_chunk_kda(**{**ok, **fla_side}, _backend='reference')
+    w_out, w_fs = torch.randn(out.shape, generator=gen), torch.randn(fs.shape, generator=gen)
+    grads = torch.autograd.grad((out.float() * w_out).sum() + (fs * w_fs).sum(), list(fla_side.values()))
+    own = {n: ok[n].detach().clone().requires_grad_() for n in names}          # kda_nb's layouts
+    o2, s2 = kda(*(own[n] for n in names[:7]), scale=ok['scale'], lower_bound=ok['lower_bound'],
+                 initial_state=own['initial_state'], cu_seqlens=ok['cu_seqlens'], state_dtype=torch.float32,
+                 backend='reference')
+    want = torch.autograd.grad((o2.float() * w_out).sum() + (s2.transpose(-1, -2) * w_fs).sum(), list(own.values()))
+    assert out.grad_fn is not None and torch.equal(out, o2) and torch.equal(fs, s2.transpose(-1, -2))
+    layout = dict(dt_bias=lambda x: x.reshape(H, K), initial_state=lambda x: x.transpose(-1, -2))
+    for n, got, ref in zip(names, grads, want):
+        assert torch.equal(layout.get(n, lambda x: x)(got), ref), n
+test_training_calls_go_through_kda_with_the_callers_layouts()
 
 
 import importlib.util
@@ -123,6 +150,10 @@ def test_register_and_unregister_fla_backend():
         assert not accepted and 'cpu' in reason and be.last_refusal == reason       # CPU tensors: refused
         q, k, v, g, beta = (ok.pop(n) for n in ('q', 'k', 'v', 'g', 'beta'))
         assert be().verify('chunk_kda', q, k, v, g, beta, ok.pop('scale'), **ok)[1] == reason   # positional too
+        training = fla_call(q=q.clone().requires_grad_())
+        assert 'forward only' in be().verify('chunk_kda', **training)[1] and not be.serve_grads
+        be = register_fla_backend(train=True)                     # training calls: on to the device question
+        assert be.serve_grads and be().verify('chunk_kda', **training)[1] == reason
     finally:
         assert unregister_fla_backend()
     assert FLA_BACKEND_TYPE not in registry._backends and not unregister_fla_backend()
@@ -187,3 +218,43 @@ def test_fla_chunk_kda_runs_kda_nb():
     errs = dict(out=rel_rms(o, o_f), state=rel_rms(s, s_f), out_bf16_h0=rel_rms(o_b, o_fb), state_bf16_h0=rel_rms(s_b, s_fb))
     print("kda_nb's backend against fla's Triton chunk_kda: " + ', '.join(f"{k} {e:.2e}" for k, e in errs.items()))
     assert all(e < 1e-2 for e in errs.values()), errs
+
+
+@pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")
+def test_fla_training_through_kda_nb_agrees_with_fla():
+    from fla.ops.kda import chunk_kda
+    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 17, 683], device='cuda', seed=7, A_log=None)
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    gen = torch.Generator(device='cuda').manual_seed(8)
+    w_out = torch.randn(inp['v'].shape, generator=gen, device='cuda')
+    w_fs = torch.randn(inp['initial_state'].shape, generator=gen, device='cuda')
+
+    def step():
+        x = {n: inp[n].detach().clone() for n in names}
+        x['dt_bias'], x['initial_state'] = x['dt_bias'].flatten(), x['initial_state'].transpose(-1, -2).contiguous()
+        for t in x.values(): t.requires_grad_()
+        o, s = chunk_kda(x['q'], x['k'], x['v'], x['g'], x['beta'], scale=inp['scale'], initial_state=x['initial_state'],
+                         output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                         use_beta_sigmoid_in_kernel=True, safe_gate=True, lower_bound=inp['lower_bound'],
+                         A_log=x['A_log'], dt_bias=x['dt_bias'], cu_seqlens=inp['cu_seqlens'])
+        return dict(zip(names, torch.autograd.grad((o.float() * w_out).sum() + (s * w_fs).sum(), list(x.values()))))
+
+    saved = {n: os.environ.get(n) for n in ('FLA_FLASH_KDA', FLA_BACKEND_ENV)}
+    os.environ['FLA_FLASH_KDA'] = '0'
+    os.environ.pop(FLA_BACKEND_ENV, None)
+    try:
+        be = register_fla_backend(train=True)
+        n = be.calls
+        ours = step()
+        assert be.calls == n + 1, f"kda_nb's backend did not take the training call: {be.last_refusal}"
+        os.environ[FLA_BACKEND_ENV] = '0'                           # fla's own training path
+        theirs = step()
+        assert be.calls == n + 1
+    finally:
+        for name, value in saved.items():
+            if value is None: os.environ.pop(name, None)
+            else: os.environ[name] = value
+        unregister_fla_backend()
+    errs = {n: rel_rms(ours[n], theirs[n]) for n in names}
+    print("gradients through kda_nb's backend against fla's own: " + ', '.join(f"d{n} {e:.1e}" for n, e in errs.items()))
+    assert all(e < (3e-2 if n == 'A_log' else 1e-2) for n, e in errs.items()), errs
