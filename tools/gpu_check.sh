@@ -12,7 +12,8 @@
 # and the benchmark's train group (kda_nb and fla's training steps in one run; TRAIN_H picks the anchors' heads,
 # default 64; TRAIN_DEADLINE the run's seconds, default 400), after tools/fla_warmup.py has compiled and tuned fla's
 # training path on the same shapes (minutes per shape class: more than one 10-minute device command holds; keep
-# the machine warm, whose Triton cache keeps what was tuned, and go on with the benchmark's --resume).
+# the machine warm, whose Triton cache keeps what was tuned, and go on with the benchmark's --resume;
+# FLA_WARM_FIRST: how many of its shapes to warm, default 2; FLA_CACHE: a packed Triton cache to restore first).
 #
 # Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are.
@@ -47,7 +48,8 @@ if [ "$BENCH" = --train ]; then
   python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
   python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
   echo "== fla's training path compiled and tuned first (271 s for one shape on the H200: tools/fla_warmup.py)"
-  python3 tools/fla_warmup.py --H "${TRAIN_H:-64}" 2>&1 | tee "$LOG/fla_warmup.txt" || status=1
+  python3 tools/fla_warmup.py --H "${TRAIN_H:-64}" --first "${FLA_WARM_FIRST:-2}" ${FLA_CACHE:+--unpack "$FLA_CACHE"} \
+    2>&1 | tee "$LOG/fla_warmup.txt" || status=1
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_h200 2>&1 | tee "$LOG/train.txt" || status=1
