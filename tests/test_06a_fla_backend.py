@@ -173,6 +173,21 @@ def _fla_backend_gpu_reason() -> str | None:
 
 FLA_GPU_REASON = _fla_backend_gpu_reason()
 
+import contextlib
+
+@contextlib.contextmanager
+def kda_nb_inside_fla(**register):
+    "FlashKDA's backend off and kda_nb's switch unset, kda_nb's backend registered (`register_fla_backend(**register)`); all as it was afterwards."
+    saved = {n: os.environ.get(n) for n in ('FLA_FLASH_KDA', FLA_BACKEND_ENV)}
+    os.environ['FLA_FLASH_KDA'] = '0'
+    os.environ.pop(FLA_BACKEND_ENV, None)
+    try: yield register_fla_backend(**register)
+    finally:
+        for name, value in saved.items():
+            if value is None: os.environ.pop(name, None)
+            else: os.environ[name] = value
+        unregister_fla_backend()
+
 
 @pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")
 def test_fla_chunk_kda_runs_kda_nb():
@@ -188,11 +203,7 @@ def test_fla_chunk_kda_runs_kda_nb():
                              lower_bound=inp['lower_bound'], A_log=inp['A_log'], dt_bias=inp['dt_bias'],
                              cu_seqlens=inp['cu_seqlens'], **layout)
 
-    saved = {n: os.environ.get(n) for n in ('FLA_FLASH_KDA', FLA_BACKEND_ENV)}
-    os.environ['FLA_FLASH_KDA'] = '0'
-    os.environ.pop(FLA_BACKEND_ENV, None)
-    try:
-        be = register_fla_backend()
+    with kda_nb_inside_fla() as be:
         n = be.calls
         o, s = call(h0, state_v_first=True)
         assert be.calls == n + 1, f"kda_nb's backend did not run: {be.last_refusal}"
@@ -208,11 +219,6 @@ def test_fla_chunk_kda_runs_kda_nb():
         assert unregister_fla_backend()                             # unregistered: fla's code again
         call(h0, state_v_first=True)
         assert be.calls == n + 3
-    finally:
-        for name, value in saved.items():
-            if value is None: os.environ.pop(name, None)
-            else: os.environ[name] = value
-        unregister_fla_backend()
     assert o.dtype == o_f.dtype == torch.bfloat16 and s.dtype == s_f.dtype == torch.float32
     assert o.shape == o_f.shape and s.shape == s_f.shape
     errs = dict(out=rel_rms(o, o_f), state=rel_rms(s, s_f), out_bf16_h0=rel_rms(o_b, o_fb), state_bf16_h0=rel_rms(s_b, s_fb))
@@ -239,22 +245,13 @@ def test_fla_training_through_kda_nb_agrees_with_fla():
                          A_log=x['A_log'], dt_bias=x['dt_bias'], cu_seqlens=inp['cu_seqlens'])
         return dict(zip(names, torch.autograd.grad((o.float() * w_out).sum() + (s * w_fs).sum(), list(x.values()))))
 
-    saved = {n: os.environ.get(n) for n in ('FLA_FLASH_KDA', FLA_BACKEND_ENV)}
-    os.environ['FLA_FLASH_KDA'] = '0'
-    os.environ.pop(FLA_BACKEND_ENV, None)
-    try:
-        be = register_fla_backend(train=True)
+    with kda_nb_inside_fla(train=True) as be:
         n = be.calls
         ours = step()
         assert be.calls == n + 1, f"kda_nb's backend did not take the training call: {be.last_refusal}"
         os.environ[FLA_BACKEND_ENV] = '0'                           # fla's own training path
         theirs = step()
         assert be.calls == n + 1
-    finally:
-        for name, value in saved.items():
-            if value is None: os.environ.pop(name, None)
-            else: os.environ[name] = value
-        unregister_fla_backend()
     errs = {n: rel_rms(ours[n], theirs[n]) for n in names}
     print("gradients through kda_nb's backend against fla's own: " + ', '.join(f"d{n} {e:.1e}" for n, e in errs.items()))
     assert all(e < (3e-2 if n == 'A_log' else 1e-2) for n, e in errs.items()), errs
