@@ -3,9 +3,10 @@ the benchmark's train group, its gradient check and the small language model of 
 both the compiled kernels and the autotuning results on disk, so the run that times fla afterwards starts warm
 (its own first calls and warm-up calls still come before any timing). On the H200 the first shape took 271 s.
 
-    python tools/fla_warmup.py [--H 64] [--first N] [--unpack F] [--pack F]
+    python tools/fla_warmup.py [--H 64] [--first N] [--deadline S] [--unpack F] [--pack F]
 
---first N warms only the first N shapes (one device command holds about two); --pack F writes Triton's cache
+--first N warms only the first N shapes (one device command holds about two); --deadline S starts no shape after
+S seconds (the rest is named, for a later command); --pack F writes Triton's cache
 (TRITON_CACHE_DIR, else ~/.triton/cache) to the tar.gz F afterwards, and --unpack F restores one before, so that a
 later machine of the same kind (same triton, same driver) starts warm. The tarball holds kernels compiled from
 fla's code: carry it to the device (e.g. as .triton_cache.tgz, which git ignores), never commit it.
@@ -68,11 +69,17 @@ if __name__ == '__main__':
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--H', type=int, default=64)
     ap.add_argument('--first', type=int, default=None, help='warm only the first N shapes')
+    ap.add_argument('--deadline', type=float, default=None, help='start no new shape after this many seconds')
     ap.add_argument('--unpack', default=None, help="a packed Triton cache to restore first")
     ap.add_argument('--pack', default=None, help="write Triton's cache to this tar.gz afterwards")
     a = ap.parse_args()
     if a.unpack: print(f"restored {unpack(a.unpack)} files into {cache_dir()}", flush=True)
-    for kind, what in shapes(a.H)[:a.first]:
+    t0 = time.time()
+    todo = shapes(a.H)[:a.first]
+    for n, (kind, what) in enumerate(todo):
+        if a.deadline is not None and time.time() - t0 > a.deadline:
+            print(f"deadline of {a.deadline:.0f} s passed: left for a later command: {[w for _, w in todo[n:]]}", flush=True)
+            break
         t = time.time()
         label = warm(kind, what)
         print(f"{label}: {time.time() - t:.0f} s", flush=True)
