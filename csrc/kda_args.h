@@ -105,17 +105,23 @@ struct ChunkArgs {
     int heads;
     float scale, lower_bound;
 };
+// The chunk's small factors that kda_bwd_prepare keeps for kda_bwd_adjoint, [M, H, BWD_FACTOR_FLOATS] fp32:
+// A = kd ki^T (strictly lower, [16][16]), INV = (I + diag(b) A)^-1 ([16][16]), then b, 1 / ||q|| and 1 / ||k||
+// of the chunk's 16 tokens
+constexpr int BWD_FACTOR_FLOATS = 2 * 16 * 16 + 3 * 16;
 // kda_bwd_prepare: the activations and the chunk factors, the fp32 tiles StatesArgs and DStatesArgs read
 struct PrepArgs : ChunkArgs {
     const void* vin;          // the caller's v
     float *qd, *kd, *kr, *v, *dp, *du;   // [M, H, 16, 128]: dp = scale dO, du = Mqk^T dP
     float *invb, *decay;      // [M, H, 16, 16], [M, H, 128]
+    float* factors;           // [M, H, BWD_FACTOR_FLOATS]
 };
 // kda_bwd_adjoint: everything after the two passes, into the caller's gradients
 struct AdjointArgs : ChunkArgs {
     const void *sc, *dso;     // [M, H, 128, 128] fp32, or bf16 (states_bf16)
     int states_bf16;
     const float *u, *r, *du, *dr;   // [M, H, 16, 128] from the passes
+    const float* factors;     // [M, H, BWD_FACTOR_FLOATS] from kda_bwd_prepare
     float *dq, *dk, *dv, *dg;       // [total_tokens, H, 128] fp32: tokens of the rows only are written
     float* dbeta;             // [total_tokens, H]
     float *dA_part, *ddt_part;      // [M, H], [M, H, 128]: each row's share of dA_log and ddt_bias

@@ -450,6 +450,8 @@ std::vector<torch::Tensor> kda_layout(torch::Tensor cu_seqlens, int64_t total) {
 }
 
 int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
+// floats of the small factors kda_bwd_prepare keeps for kda_bwd_adjoint, per (chunk row, head)
+int64_t kda_bwd_factor_floats() { return kda::BWD_FACTOR_FLOATS; }
 
 // The backward's passes (kda_bwd_states.cu). Tiles [M, H, 16, 128] fp32, INVb [M, H, 16, 16], decay [M, H, 128],
 // states [N, H, 128, 128] fp32; step_off [steps + 1] int64 and chunks [N] int32 on the host, with M rows: the
@@ -588,18 +590,20 @@ void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::T
                      torch::Tensor dout, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host,
                      torch::Tensor row_len_host, double scale, double lower_bound, torch::Tensor qd, torch::Tensor kd,
                      torch::Tensor kr, torch::Tensor vc, torch::Tensor dp, torch::Tensor du, torch::Tensor invb,
-                     torch::Tensor decay) {
+                     torch::Tensor decay, torch::Tensor factors) {
     const ChunkRows rows = check_chunk_inputs(q, k, v, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}, {vc, "vc"}, {dp, "dp"}, {du, "du"}})
         check_tile(t, name, q, {M, H, 16, 128});
     check_tile(invb, "invb", q, {M, H, 16, 16});
     check_tile(decay, "decay", q, {M, H, 128});
+    check_tile(factors, "factors", q, {M, H, kda::BWD_FACTOR_FLOATS});
     const c10::DeviceGuard guard(q.device());
     kda::PrepArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
     a.vin = v.data_ptr();
     a.qd = qd.data_ptr<float>(); a.kd = kd.data_ptr<float>(); a.kr = kr.data_ptr<float>(); a.v = vc.data_ptr<float>();
     a.dp = dp.data_ptr<float>(); a.du = du.data_ptr<float>(); a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>();
+    a.factors = factors.data_ptr<float>();
     const cudaError_t err = kda::launch_bwd_prepare(a, stream_of(q));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_prepare launch failed: ", cudaGetErrorString(err));
 }
@@ -607,11 +611,12 @@ void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::T
 void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::Tensor beta, torch::Tensor dout,
                      torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      double scale, double lower_bound, torch::Tensor sc, torch::Tensor dso, torch::Tensor u,
-                     torch::Tensor r, torch::Tensor du, torch::Tensor dr, torch::Tensor dq, torch::Tensor dk,
+                     torch::Tensor r, torch::Tensor du, torch::Tensor dr, torch::Tensor factors, torch::Tensor dq, torch::Tensor dk,
                      torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part) {
     const ChunkRows rows = check_chunk_inputs(q, k, q, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{u, "u"}, {r, "r"}, {du, "du"}, {dr, "dr"}}) check_tile(t, name, q, {M, H, 16, 128});
+    check_tile(factors, "factors", q, {M, H, kda::BWD_FACTOR_FLOATS});
     TORCH_CHECK(sc.scalar_type() == dso.scalar_type() && (sc.scalar_type() == at::kFloat || sc.scalar_type() == at::kBFloat16),
                 "sc and dso must both be float32 or both bfloat16");
     for (auto [t, name] : {std::pair{sc, "sc"}, {dso, "dso"}}) {
@@ -630,6 +635,7 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     kda::AdjointArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
     a.sc = sc.data_ptr(); a.dso = dso.data_ptr(); a.states_bf16 = sc.scalar_type() == at::kBFloat16;
     a.u = u.data_ptr<float>(); a.r = r.data_ptr<float>(); a.du = du.data_ptr<float>(); a.dr = dr.data_ptr<float>();
+    a.factors = factors.data_ptr<float>();
     a.dq = dq.data_ptr<float>(); a.dk = dk.data_ptr<float>(); a.dv = dv.data_ptr<float>(); a.dg = dg.data_ptr<float>();
     a.dbeta = dbeta.data_ptr<float>(); a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
     const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));

@@ -4,8 +4,10 @@
 //   kda_bwd_prepare   reads the caller's bf16 q, k, v, g, beta and dO, applies the activations and makes the
 //                     chunk's factors (kda_nb.backward.chunk_factors), the fp32 tiles the passes read:
 //                     qd, kd, kr, V, dP = scale dO, dU0 = Mqk^T dP, INVb and decay
-//   kda_bwd_adjoint   makes the same factors again from the same inputs (cheaper than reading them back), reads
-//                     the passes' Sc, dSo, R, U, dU and dR, and computes everything else of
+//                     and keeps the chunk's small factors (A, INV, b and the inverse norms, 2.2 KB) for
+//   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (until 638a2cd of main it
+//                     made all the factors again from the inputs: 168 KB of code, a third of it that), and computes
+//                     everything else of
 //                     kda_nb.backward.chunk_adjoint and activate_backward: dq, dk, dv, dg and dbeta of the
 //                     chunk's tokens, and the chunk's shares of dA_log and ddt_bias (summed over the chunks
 //                     in Python, in a fixed order, so that the gradients are the same bits on every run)
@@ -31,6 +33,9 @@ constexpr int TILE = CHUNK * D;
 constexpr int SMALL = CHUNK * CHUNK;
 constexpr int MID = CHUNK / 2 - 1;          // the within-chunk exponents are split at this token (as in Python)
 constexpr float NORM_EPS = 1e-6f;           // kda_nb.activations.l2_normalize
+// where the small factors sit in a chunk's BWD_FACTOR_FLOATS (kda_args.h)
+constexpr int FAC_A = 0, FAC_INV = SMALL, FAC_B = 2 * SMALL, FAC_RQ = FAC_B + CHUNK, FAC_RK = FAC_RQ + CHUNK;
+static_assert(FAC_RK + CHUNK == kda::BWD_FACTOR_FLOATS, "the factor record's layout");
 
 using kda::PrepArgs;
 using kda::AdjointArgs;
@@ -197,14 +202,21 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     for (int rep = 0; rep < 2; ++rep) {
         const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
         p.invb[rh * SMALL + e] = s.inv[i][j] * s.b[j];
+        p.factors[rh * kda::BWD_FACTOR_FLOATS + FAC_A + e] = s.A[i][j];
+        p.factors[rh * kda::BWD_FACTOR_FLOATS + FAC_INV + e] = s.inv[i][j];
+    }
+    if (c < CHUNK) {
+        float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
+        fac[FAC_B + c] = s.b[c];
+        fac[FAC_RQ + c] = s.rq[c];
+        fac[FAC_RK + c] = s.rk[c];
     }
     p.decay[rh * D + c] = expf(last);
 }
 
 // §adjoint ------------------------------------------------------------------------------------
-// Shared memory: the factors' three big tiles are used three times over, so that more blocks fit on an SM:
-//   making the factors:   f.kd, f.qd, f.ki = kd, qd, ki      (u, dr arriving)
-//   the small matrices:   f.kd = R, f.qd = dU, f.ki = dP     (u, dr)
+// Shared memory: the factors' three big tiles are used twice over, so that more blocks fit on an SM (f.M is unused):
+//   the small matrices:   f.kd = R, f.qd = dU, f.ki = dP     (u, dr; A, INV, b, rq and rk read back)
 //   the state products:   read f.ki = dP, dr, u; then write f.qd = X_q, f.kd = X_k, f.ki = dkr
 //   the tokens:           f.qd, f.kd end as dq, dk of q_hat, k_hat; dr is dv
 struct Adjoint {
@@ -325,14 +337,22 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
     const int64_t rh = row * H + h, base = rh * TILE;
-    load_tile(s.u, p.u + base);                         // two of the passes' tiles arrive while the factors are made
-    load_tile(s.dr, p.dr + base);
-    cp_async_commit();
-    make_factors(p, tok0, len, h, s.f, x);
     float (&R)[CHUNK][LD] = s.f.kd, (&dU)[CHUNK][LD] = s.f.qd, (&dP)[CHUNK][LD] = s.f.ki;
-    load_tile(R, p.r + base);                           // and two more into the factors' tiles, free now
+    load_tile(s.u, p.u + base);                         // the passes' four tiles arrive while dP is made
+    load_tile(s.dr, p.dr + base);
+    load_tile(R, p.r + base);
     load_tile(dU, p.du + base);
     cp_async_commit();
+    {                                                   // the small factors kda_bwd_prepare kept
+        const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
+#pragma unroll
+        for (int rep = 0; rep < 2; ++rep) {
+            const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+            s.f.A[i][j] = fac[FAC_A + e];
+            s.f.inv[i][j] = fac[FAC_INV + e];
+        }
+        if (c < CHUNK) { s.f.b[c] = fac[FAC_B + c]; s.f.rq[c] = fac[FAC_RQ + c]; s.f.rk[c] = fac[FAC_RK + c]; }
+    }
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i)
         dP[i][c] = i < len && p.dout ? p.scale * dout_at(p, ((tok0 + i) * H + h) * D + c) : 0.f;

@@ -94,7 +94,8 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     ext = load_kernels()
     qd, kd, kr, vc, dp, du = (torch.empty(M, H, CHUNK, D, **f32) for _ in range(6))
     invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
-    ext.kda_bwd_prepare(q, k, v, g, beta, do, *chunk_in, qd, kd, kr, vc, dp, du, invb, decay)
+    factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
+    ext.kda_bwd_prepare(q, k, v, g, beta, do, *chunk_in, qd, kd, kr, vc, dp, du, invb, decay, factors)
     order = order.to(dev)
     S0 = (initial_state.float()[order] if initial_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
     Sc = torch.empty(M, H, D, D, device=dev, dtype=states_dtype)
@@ -110,7 +111,7 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     dq, dk, dv, dg = (new(B, T, H, D, **f32) for _ in range(4))
     dbeta = new(B, T, H, **f32)
     dA_part, ddt_part = torch.empty(M, H, **f32), torch.empty(M, H, D, **f32)
-    ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, dq, dk, dv, dg, dbeta, dA_part, ddt_part)
+    ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part)
     dinit = torch.empty_like(dS0)
     dinit[order] = dS0                                                # back to the original sequence order
     return (dq, dk, dv, dg, dbeta, dA_part.sum(0).reshape(A_log.shape), ddt_part.sum(0).reshape(dt_bias.shape),

@@ -91,10 +91,14 @@ def test_backward_cuda_refuses_what_it_cannot_do():
     args = lambda tok, ln: (q, q, q, q, inp['beta'].reshape(-1, 1), q.new_empty(0), inp['A_log'].float(),
                             inp['dt_bias'].float(), torch.tensor(tok), torch.tensor(ln, dtype=torch.int32), 1.0, -5.0,
                             *(torch.empty(len(tok), 1, 16, 128, device='cuda') for _ in range(6)),
-                            torch.empty(len(tok), 1, 16, 16, device='cuda'), torch.empty(len(tok), 1, 128, device='cuda'))
+                            torch.empty(len(tok), 1, 16, 16, device='cuda'), torch.empty(len(tok), 1, 128, device='cuda'),
+                            torch.empty(len(tok), 1, ext.kda_bwd_factor_floats(), device='cuda'))
     for tok, ln in (([0, 16], [16, 5]), ([-1], [4]), ([0], [0]), ([0], [17])):   # past the end, before it, empty, too long
         with pytest.raises(RuntimeError, match='row'): ext.kda_bwd_prepare(*args(tok, ln))
     ext.kda_bwd_prepare(*args([0, 16], [16, 4]))                       # the 20 tokens exactly: accepted
+    bad = list(args([0, 16], [16, 4]))
+    bad[-1] = torch.empty(2, 1, ext.kda_bwd_factor_floats() - 1, device='cuda')
+    with pytest.raises(RuntimeError, match='factors'): ext.kda_bwd_prepare(*bad)   # a short factor record is refused
 
 
 def test_step_rows_table():

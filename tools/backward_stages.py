@@ -5,36 +5,39 @@
 
 Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder). With
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
-the gradients of the two builds are compared bit for bit."""
+the gradients of the two builds are compared bit for bit. The earlier build runs with that commit's own
+kda_backward_cuda (its kda_nb/backward_kernels.py from git), so that a change of the kernels' arguments is timed
+as it was."""
 from __future__ import annotations
 
-import argparse, json, time
+import argparse, json, subprocess, time, types
 from collections import defaultdict
 from pathlib import Path
 
 import torch
 
-import kda_nb.backward_kernels as bk
 from kda_nb import kernels
 from kda_nb.backward_kernels import kda_backward_cuda
 from kda_nb.layout import random_inputs
 
 
-def with_kernels(ext, fn):
-    "Run fn() with kda_backward_cuda calling the extension `ext` (None: this tree's)."
-    if ext is None: return fn()
-    saved = bk.load_kernels
-    bk.load_kernels = lambda **kw: ext
-    try: return fn()
-    finally: bk.load_kernels = saved
+def backward_at(commit: str, ext):
+    "The kda_backward_cuda of `commit`'s kda_nb/backward_kernels.py, calling the extension `ext` (that commit's build)."
+    path = 'kda_nb/backward_kernels.py'
+    src = subprocess.run(['git', 'show', f'{commit}:{path}'], capture_output=True, text=True, check=True).stdout
+    mod = types.ModuleType(f'kda_nb.backward_kernels_{commit[:7]}')
+    mod.__package__ = 'kda_nb'
+    exec(compile(src, f'{commit[:7]}:{path}', 'exec'), mod.__dict__)
+    mod.load_kernels = lambda **kw: ext
+    return mod.kda_backward_cuda
 
 
-def stages(T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
+def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
     seqlens = None if N == 1 else [T // N] * N
     inp = random_inputs(1, T if N == 1 else 0, H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
     go = torch.randn_like(inp['v'])
     gs = torch.randn_like(inp['initial_state'])
-    call = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=states_dtype)
+    call = lambda: backward(**inp, grad_out=go, grad_state=gs, states_dtype=states_dtype)
     call(); torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -64,8 +67,8 @@ def same_bits(a, dt, before) -> str:
         gen = torch.Generator(device='cuda').manual_seed(4)
         go = torch.randn(inp['v'].shape, generator=gen, device='cuda')
         gs = torch.randn(inp['initial_state'].shape, generator=gen, device='cuda')
-        call = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=dt)
-        new, old = call(), with_kernels(before, call)
+        new = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=dt)
+        old = before(**inp, grad_out=go, grad_state=gs, states_dtype=dt)
         same = all(torch.equal(x, y) for x, y in zip(new, old))
         worst = max(((x - y).abs().max() / y.abs().max().clamp_min(1e-30)).item() for x, y in zip(new, old))
         out.append(f"{seqlens}: {'same bits' if same else f'differ (worst {worst:.1e} of the largest)'}")
@@ -84,7 +87,7 @@ def main():
     before = None
     if a.before:
         kernels.KERNEL_VERSIONS['before'] = a.before
-        before = kernels.load_kernels(version='before')
+        before = backward_at(a.before, kernels.load_kernels(version='before'))
     if a.once:
         seqlens = None if a.N == 1 else [a.T // a.N] * a.N
         inp = random_inputs(1, a.T if a.N == 1 else 0, a.H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
@@ -92,11 +95,11 @@ def main():
         torch.cuda.synchronize()
         return
     rows = []
-    builds = [('this tree', None)] + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
+    builds = [('this tree', kda_backward_cuda)] + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
     for dt in (torch.float32, torch.bfloat16):
-        for label, ext in builds:
+        for label, backward in builds:
             t = time.time()
-            r = with_kernels(ext, lambda: stages(a.T, a.H, a.N, dt))
+            r = stages(backward, a.T, a.H, a.N, dt)
             r['build'] = label
             rows.append(r)
             print(f"\n{label}: T = {a.T}, H = {a.H}, N = {a.N}, states {r['states']}: backward {r['total_ms']:.2f} ms, "
