@@ -20,10 +20,14 @@ __all__ = ['step_rows_table', 'chunk_states_cuda', 'chunk_state_adjoint_cuda', '
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
     """`(step_off [steps + 1] int64, chunks [N] int32)` for the kernels, on the host: row `step_off[i] + n` is chunk `i`
     of sorted sequence `n`, which has `chunks[n]` chunks (`active[i]` sequences have more than `i`)."""
+    a = torch.tensor(active, dtype=torch.long)
     step_off = torch.zeros(len(active) + 1, dtype=torch.long)
-    if active: step_off[1:] = torch.tensor(active, dtype=torch.long).cumsum(0)
-    chunks = torch.zeros(N, dtype=torch.int32)
-    for n_active in active: chunks[:n_active] += 1
+    step_off[1:] = a.cumsum(0)
+    # chunks[n] counts the steps with more than n sequences active: a suffix sum of how many steps have m active.
+    # (Until 638a2cd a loop over the steps, one tensor operation each: 3.9 ms of host time for one sequence of
+    # 8192 tokens, every backward call.)
+    per_count = torch.bincount(a, minlength=N + 1)
+    chunks = per_count.flip(0).cumsum(0).flip(0)[1:N + 1].to(torch.int32)
     return step_off, chunks
 
 # %% ../nbs/04c_backward_kernels.ipynb #48f6915d

@@ -21,10 +21,12 @@ from kda_nb.backward_kernels import kda_backward_cuda
 from kda_nb.layout import random_inputs
 
 
-def backward_at(commit: str, ext):
-    "The kda_backward_cuda of `commit`'s kda_nb/backward_kernels.py, calling the extension `ext` (that commit's build)."
-    path = 'kda_nb/backward_kernels.py'
-    src = subprocess.run(['git', 'show', f'{commit}:{path}'], capture_output=True, text=True, check=True).stdout
+def backward_at(commit: str, ext, path: str | None = None):
+    """The kda_backward_cuda of `commit`'s kda_nb/backward_kernels.py (from git, or the copy at `path` on a machine
+    without the history), calling the extension `ext` (that commit's build)."""
+    src = (Path(path).read_text() if path else
+           subprocess.run(['git', 'show', f'{commit}:kda_nb/backward_kernels.py'], capture_output=True, text=True, check=True).stdout)
+    path = path or 'kda_nb/backward_kernels.py'
     mod = types.ModuleType(f'kda_nb.backward_kernels_{commit[:7]}')
     mod.__package__ = 'kda_nb'
     exec(compile(src, f'{commit[:7]}:{path}', 'exec'), mod.__dict__)
@@ -83,11 +85,12 @@ def main():
     ap.add_argument('--out', default='.')
     ap.add_argument('--once', action='store_true', help='one call with fp32 states and nothing else (for a profiler)')
     ap.add_argument('--before', default=None, help='a commit of main whose kernels are timed beside this tree\'s')
+    ap.add_argument('--before-py', default=None, help="that commit's kda_nb/backward_kernels.py, where git has no history")
     a = ap.parse_args()
     before = None
     if a.before:
         kernels.KERNEL_VERSIONS['before'] = a.before
-        before = backward_at(a.before, kernels.load_kernels(version='before'))
+        before = backward_at(a.before, kernels.load_kernels(version='before'), a.before_py)
     if a.once:
         seqlens = None if a.N == 1 else [a.T // a.N] * a.N
         inp = random_inputs(1, a.T if a.N == 1 else 0, a.H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
