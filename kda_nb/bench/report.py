@@ -223,6 +223,10 @@ def _method(records: list[Mapping], env: dict) -> str:
               else 'on every case.')
            + (f" fla runs on its own kernels (`FLA_FLASH_KDA={env['fla_flash_kda']}`: fla 0.6 would otherwise hand "
               "`chunk_kda` to FlashKDA when `flash_kda` is installed)." if env.get('fla_flash_kda') == '0' else '')
+           + (f" fla's kernel configs were read from `FLA_CONFIG_DIR` (`FLA_CACHE_MODE={env['fla_cache_mode']}`), the "
+              "choices of fla's own autotuner on this kind of GPU kept by `tools/fla_configs.py`, instead of being tuned "
+              "again in this run." if env.get('fla_cache_mode') not in (None, '', 'disabled') and env.get('fla_config_dir')
+              else '')
            + (' The small calls are also timed end to end, host included (their table says how).'
               if any(r['group'] == 'small' for r in records) else ''))
 

@@ -362,7 +362,8 @@ def environment(device, command: str = '', commit: str | None = None) -> dict:
                python=platform.python_version(), sms=None, l2_bytes=None, fla=_dist_version('fla-core', 'fla'),
                flash_kda=_dist_version('flash_kda', 'flash-kda'), commit=commit or git_commit(),
                kernels_sha256=sources_hash(), command=command, copy_gbps=None,
-               fla_flash_kda=os.environ.get('FLA_FLASH_KDA'))
+               fla_flash_kda=os.environ.get('FLA_FLASH_KDA'), fla_cache_mode=os.environ.get('FLA_CACHE_MODE'),
+               fla_config_dir=os.environ.get('FLA_CONFIG_DIR'))
     if dev.type == 'cuda':
         p = torch.cuda.get_device_properties(dev)
         env.update(sms=p.multi_processor_count, l2_bytes=getattr(p, 'L2_cache_size', None))
