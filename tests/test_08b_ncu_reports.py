@@ -199,3 +199,24 @@ def test_numbers_keep_the_tables_and_no_code(tmp_path):
     pd.testing.assert_frame_equal(stall_table(q), stall_table(p), check_dtype=False)
     (tmp_path / 'bad.json').write_text('{"format": "other"}')
     with pytest.raises(ValueError, match='not a file of save_numbers'): read_numbers(tmp_path / 'bad.json')
+
+def test_numbers_with_lines_keep_the_line_tables(tmp_path):
+    import pandas as pd
+    from kda_nb.ncu.analysis import line_table, phase_table
+    p = parse_actions(synthetic_actions(), 'x.ncu-rep', 'synthetic')
+    files = set(p.pcs.file.dropna())
+    assert files, 'the synthetic report has lines'
+    keep = {'kda_recurrence.cu'} & files or {sorted(files)[0]}
+    q = read_numbers(save_numbers(p, tmp_path / 'x.json', lines_of=keep))
+    assert set(q.sources) == keep and set(q.pcs.file) == keep | {OTHER_FILES}
+    for k in p.launches.kernel:                          # every sample is kept, the others' as one row
+        assert q.pcs[q.pcs.kernel == k].samples.sum() == p.pcs[p.pcs.kernel == k].samples.sum()
+    for k in p.launches.kernel:
+        a, b = line_table(p, k), line_table(q, k)
+        a = a[a.index.get_level_values('file').isin(keep)]
+        if a.empty: continue
+        pd.testing.assert_series_equal(a.samples.sort_index(), b.samples.sort_index(), check_dtype=False)
+        assert list(a.code.sort_index()) == list(b.code.sort_index())
+        if len(p.counters): pd.testing.assert_series_equal(a.inst_share.sort_index(), b.inst_share.sort_index(), check_dtype=False)
+    other = files - keep                                 # a file not named stays out, code and samples
+    assert all(f not in q.sources and f not in set(q.pcs.file) for f in other)

@@ -15,10 +15,10 @@ from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, REPORT_NAMES, report_dir
 if TYPE_CHECKING: import pandas as pd
 
 # %% auto #0
-__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NUMBERS_FORMAT', 'metric',
-           'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile', 'parse_actions',
-           'read_report', 'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports',
-           'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
+__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NUMBERS_FORMAT', 'OTHER_FILES',
+           'metric', 'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile',
+           'parse_actions', 'read_report', 'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics',
+           'committed_reports', 'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
 
 # %% ../../nbs/08b_ncu_reports.ipynb #be418b21
 def _pandas():
@@ -361,22 +361,40 @@ def load_committed(folder=None) -> dict[str, Profile]:
 
 # %% ../../nbs/08b_ncu_reports.ipynb #a7c1e2d1
 NUMBERS_FORMAT = 'kda_nb.ncu numbers 1'     # the "format" field of save_numbers' files
+OTHER_FILES = '(other files)'               # save_numbers' one row for the samples of the lines it does not keep
 
-def save_numbers(p: Profile, path) -> Path:
-    "Write the launch and stall tables of `p` to the JSON file `path` (no sources, no per-line samples): a profile that can be committed."
+def save_numbers(p: Profile, path, lines_of=()) -> Path:
+    """Write the launch and stall tables of `p` to the JSON file `path`: a profile that can be committed. Without
+    `lines_of` it holds no sources and no per-line samples. With `lines_of` (file names, e.g. `SOURCE_FILES`,
+    kda_nb's own kernels) it also keeps, for those files only, the samples and counters summed per source line and
+    the files' text as the report holds it, so that `line_table`, `hot_lines` and `phase_table` work on it too."""
     import json, math
     def clean(rows):   # NaN (a metric the report lacks) as null, numpy scalars as Python numbers
         return [{k: (None if isinstance(v, float) and math.isnan(v) else v.item() if hasattr(v, 'item') else v)
                  for k, v in r.items()} for r in rows]
     doc = dict(format=NUMBERS_FORMAT, label=p.label, report=Path(p.path).name,
                launches=clean(p.launches.to_dict('records')), stalls=clean(p.stalls.to_dict('records')))
+    keep = set(lines_of)
+    if keep:
+        pd = _pandas()
+        def split(df, by, values):   # per line of a kept file; the rest summed as one row per launch (and reason)
+            mine = df.file.isin(keep) & df.line.notna()
+            lines = df[mine].assign(line=df[mine].line.astype(int)).groupby(['launch', 'kernel', 'file', 'line', *by],
+                                                                           as_index=False)[values].sum()
+            rest = df[~mine].groupby(['launch', 'kernel', *by], as_index=False)[values].sum().assign(file=OTHER_FILES, line=None)
+            return pd.concat([lines, rest], ignore_index=True)
+        S = split(p.pcs, ['reason'], ['samples'])
+        C = split(p.counters, [], list(PC_COUNTERS)) if len(p.counters) else p.counters
+        doc['lines'], doc['line_counters'] = clean(S.to_dict('records')), clean(C.to_dict('records'))
+        doc['sources'] = {f: t for f, t in p.sources.items() if f in keep and t and f in set(S.file) | set(C.file)}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=1) + '\n')
     return path
 
 def read_numbers(path, label: str = '') -> Profile:
-    "The `Profile` of a `save_numbers` file: its launches and stalls; no PC samples, counters or sources."
+    """The `Profile` of a `save_numbers` file: its launches and stalls, and the per-line samples, counters and
+    sources it kept (`lines_of`), one row per line instead of per program counter; empty where it kept none."""
     import json
     pd = _pandas()
     path = Path(path)
@@ -386,6 +404,9 @@ def read_numbers(path, label: str = '') -> Profile:
     L = pd.DataFrame(doc['launches'])
     for c in L:
         if c not in ('kernel', 'name', 'demangled', 'limited_by'): L[c] = pd.to_numeric(L[c], errors='coerce')
-    empty = lambda c: pd.DataFrame(columns=_COLUMNS[c])
+    def per_line(rows, c):   # the columns of a per-PC table, with no PC (and no SASS) behind each row
+        df = pd.DataFrame(rows, columns=[x for x in _COLUMNS[c] if x not in ('pc', 'path', 'sass')])
+        return df.assign(pc=None, path=df.file, **({'sass': ''} if c == 'pcs' else {}))[_COLUMNS[c]]
     return Profile(str(path), label or doc.get('label') or path.stem, L, pd.DataFrame(doc['stalls'], columns=_COLUMNS['stalls']),
-                   empty('pcs'), {}, {}, empty('counters'))
+                   per_line(doc.get('lines', []), 'pcs'), dict(doc.get('sources', {})), {},
+                   per_line(doc.get('line_counters', []), 'counters'))
