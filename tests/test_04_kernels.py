@@ -130,7 +130,7 @@ def test_binding_one_entry_point_per_path():
     src = {f: (csrc_dir() / f).read_text() for f in CSRC_FILES}
     assert binding_entry_points(src['kda_binding.cpp']) == ['kda_fwd_chunked', 'kda_fwd_fused', 'kda_decode', 'kda_decode_plan',
                                                             'kda_decode_run', 'kda_decode_free', 'kda_layout', 'kda_record_bytes',
-                                                            'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_prepare', 'kda_bwd_adjoint']
+                                                            'kda_bwd_factor_floats', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_prepare', 'kda_bwd_adjoint']
     code = {f: '\n'.join(l.split('//')[0] for l in s.splitlines()) for f, s in src.items()}   # without comments
     assert not [f for f, c in code.items() if re.search(r'getenv|std::atomic|kda_set_', c)]
     assert [f for f, c in code.items() if 'cudaDevAttrMultiProcessorCount' in c] == ['kda_launch.h']
