@@ -18,7 +18,10 @@
 # read back through FLA_CONFIG_DIR with FLA_CACHE_MODE, default strict, so that those shapes are not tuned again).
 #
 # Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
-# fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are.
+# fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are. Where the copy on the GPU
+# machine holds no history (seen on 2026-12-02), write BASE's sources here first, into a folder that travels:
+#   XDG_CACHE_HOME=$PWD/.kcache python -c "from kda_nb.kernels import version_sources as v; print(v('BASE'))"
+# then carry .kcache and export XDG_CACHE_HOME=$PWD/.kcache there (kda_nb.kernels reads a complete copy from it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BASE="${1:-v5-pre-house}"
