@@ -122,8 +122,9 @@ struct AdjointArgs : ChunkArgs {
     int states_bf16;
     const float *u, *r, *du, *dr;   // [M, H, 16, 128] from the passes
     const float* factors;     // [M, H, BWD_FACTOR_FLOATS] from kda_bwd_prepare
-    float *dq, *dk, *dv, *dg;       // [total_tokens, H, 128] fp32: tokens of the rows only are written
-    float* dbeta;             // [total_tokens, H]
+    void *dq, *dk, *dv, *dg;        // [total_tokens, H, 128] fp32, or bf16 (grads_bf16): tokens of the rows only are written
+    void* dbeta;              // [total_tokens, H], the same dtype
+    int grads_bf16;
     float *dA_part, *ddt_part;      // [M, H], [M, H, 128]: each row's share of dA_log and ddt_bias
 };
 

@@ -480,6 +480,12 @@ void check_steps(const torch::Tensor& step_off_host, const torch::Tensor& chunks
         TORCH_CHECK(off[i + 1] - off[i] == active, "step_off does not match chunks at step ", num(i).c_str());
     }
 }
+// a small host table on the device without waiting for the stream: staged in pinned memory (PyTorch's caching
+// host allocator keeps the staging buffer until the copy is done). Until a358908 of main a pageable .to(device),
+// which synchronizes the stream: eight times a backward call, the GPU idle while the host caught up.
+torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
+    return host.pin_memory().to(dev, /*non_blocking=*/true);
+}
 cudaStream_t stream_of(const torch::Tensor& t) {
     return static_cast<cudaStream_t>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle());
@@ -498,7 +504,7 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
     check_tensor(sc, "sc", sc.scalar_type(), kd);
     TORCH_CHECK(sc.is_contiguous() && sc.sizes() == c10::IntArrayRef({M, H, 128, 128}), "sc must be [M, H, 128, 128]");
     check_steps(step_off_host, chunks_host, M, N);
-    const torch::Tensor step_off = step_off_host.to(kd.device()), chunks = chunks_host.to(kd.device());
+    const torch::Tensor step_off = to_device_async(step_off_host, kd.device()), chunks = to_device_async(chunks_host, kd.device());
     TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
     const c10::DeviceGuard guard(kd.device());
     kda::StatesArgs a{kd.data_ptr<float>(), kr.data_ptr<float>(), invb.data_ptr<float>(), decay.data_ptr<float>(),
@@ -525,7 +531,7 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
     check_tensor(dso, "dso", dso.scalar_type(), kd);
     TORCH_CHECK(dso.is_contiguous() && dso.sizes() == c10::IntArrayRef({M, H, 128, 128}), "dso must be [M, H, 128, 128]");
     check_steps(step_off_host, chunks_host, M, N);
-    const torch::Tensor step_off = step_off_host.to(kd.device()), chunks = chunks_host.to(kd.device());
+    const torch::Tensor step_off = to_device_async(step_off_host, kd.device()), chunks = to_device_async(chunks_host, kd.device());
     TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
     const c10::DeviceGuard guard(kd.device());
     kda::DStatesArgs a{qd.data_ptr<float>(), kd.data_ptr<float>(), kr.data_ptr<float>(), invb.data_ptr<float>(),
@@ -574,7 +580,7 @@ ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, con
         TORCH_CHECK(len[r] >= 1 && len[r] <= 16 && tok[r] >= 0 && tok[r] + len[r] <= total,
                     "row ", num(r).c_str(), " must be 1 to 16 tokens inside the ", num(total).c_str(), " given");
     TORCH_CHECK(M < (int64_t(1) << 31) && H <= 65535, "too many rows or heads");
-    return {M, H, total, row_tok_host.to(q.device()), row_len_host.to(q.device())};
+    return {M, H, total, to_device_async(row_tok_host, q.device()), to_device_async(row_len_host, q.device())};
 }
 kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g, const torch::Tensor& beta,
                           const torch::Tensor& dout, const torch::Tensor& A_log, const torch::Tensor& dt_bias,
@@ -623,12 +629,14 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
         check_tensor(t, name, sc.scalar_type(), q);
         TORCH_CHECK(t.is_contiguous() && t.sizes() == c10::IntArrayRef({M, H, 128, 128}), name, " must be [M, H, 128, 128]");
     }
+    const auto grad_type = dq.scalar_type();
+    TORCH_CHECK(grad_type == at::kFloat || grad_type == at::kBFloat16, "dq must be float32 or bfloat16");
     for (auto [t, name] : {std::pair{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dg, "dg"}}) {
-        check_tensor(t, name, at::kFloat, q);
-        TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous float32 shaped like q");
+        check_tensor(t, name, grad_type, q);
+        TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous, shaped like q, of dq's dtype");
     }
-    check_tensor(dbeta, "dbeta", at::kFloat, q);
-    TORCH_CHECK(dbeta.is_contiguous() && dbeta.sizes() == beta.sizes(), "dbeta must be contiguous float32 shaped like beta");
+    check_tensor(dbeta, "dbeta", grad_type, q);
+    TORCH_CHECK(dbeta.is_contiguous() && dbeta.sizes() == beta.sizes(), "dbeta must be contiguous, shaped like beta, of dq's dtype");
     check_tile(dA_part, "dA_part", q, {M, H});
     check_tile(ddt_part, "ddt_part", q, {M, H, 128});
     const c10::DeviceGuard guard(q.device());
@@ -636,8 +644,8 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     a.sc = sc.data_ptr(); a.dso = dso.data_ptr(); a.states_bf16 = sc.scalar_type() == at::kBFloat16;
     a.u = u.data_ptr<float>(); a.r = r.data_ptr<float>(); a.du = du.data_ptr<float>(); a.dr = dr.data_ptr<float>();
     a.factors = factors.data_ptr<float>();
-    a.dq = dq.data_ptr<float>(); a.dk = dk.data_ptr<float>(); a.dv = dv.data_ptr<float>(); a.dg = dg.data_ptr<float>();
-    a.dbeta = dbeta.data_ptr<float>(); a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
+    a.dq = dq.data_ptr(); a.dk = dk.data_ptr(); a.dv = dv.data_ptr(); a.dg = dg.data_ptr();
+    a.dbeta = dbeta.data_ptr(); a.grads_bf16 = grad_type == at::kBFloat16; a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
     const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_adjoint launch failed: ", cudaGetErrorString(err));
 }

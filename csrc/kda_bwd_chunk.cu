@@ -9,8 +9,14 @@
 //                     made all the factors again from the inputs: 168 KB of code, a third of it that), and computes
 //                     everything else of
 //                     kda_nb.backward.chunk_adjoint and activate_backward: dq, dk, dv, dg and dbeta of the
-//                     chunk's tokens, and the chunk's shares of dA_log and ddt_bias (summed over the chunks
-//                     in Python, in a fixed order, so that the gradients are the same bits on every run)
+//                     chunk's tokens (fp32, or bf16 for kda_nb.kda's bf16 inputs), and the chunk's shares of
+//                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
+//                     gradients are the same bits on every run)
+//
+// Both copy the chunk's v and dO rows to shared memory with cp.async as their first step (stage_rows), so that
+// those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
+// waited for instructions a quarter of its time, and a version of this one at 143 KB, with its stores unrolled
+// in two dtypes, was 36% slower than a358908's 126 KB; it stays near that (store_grads keeps the stores short).
 //
 // Row r of the tiles is the chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 on the flat token axis
 // (1 <= row_len[r] <= 16); positions past row_len[r] are padding: zero q, k, v, dO and write strength, zero
@@ -43,11 +49,7 @@ using kda::AdjointArgs;
 __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
     return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
 }
-__device__ __forceinline__ float dout_at(const kda::ChunkArgs& p, int64_t i) {
-    return p.dout_fp32 ? static_cast<const float*>(p.dout)[i] : bf16_at(p.dout, i);
-}
 __device__ __forceinline__ float sigmoid_exact(float x) { return 1.f / (1.f + expf(-x)); }
-
 // each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats. Syncs the block.
 __device__ __forceinline__ void block_sum16(float (&x)[CHUNK], float* scratch) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -169,26 +171,56 @@ __device__ __forceinline__ void make_factors(const P& p, int64_t tok0, int len, 
 }
 
 // §prepare ------------------------------------------------------------------------------------
+// The chunk's raw rows of v and dO (16 tokens x 128 channels, bf16 or fp32) into shared memory while the factors are
+// made: 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are
+// zeros. (Until a358908 of main each token's v and dO were loaded after the tile stores of the token before, which
+// the compiler could not reorder: one memory latency per token, the kernel's hottest line.)
+__device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, int bytes, int64_t tok0, int len, int h, int H) {
+    const int row = D * bytes, parts = row / 16;   // bytes: 2 (bf16) or 4 (fp32) an element
+    const unsigned char* base = static_cast<const unsigned char*>(src);
+    if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+        for (int e = threadIdx.x; e < CHUNK * parts; e += THREADS) {
+            const int i = e / parts, part = e % parts;
+            const int64_t tok = tok0 + (i < len ? i : 0);            // a row of the chunk's own: never read past it
+            cp_async16(dst + i * row + 16 * part, base + (tok * H + h) * row + 16 * part, i < len ? 16 : 0);
+        }
+    } else {
+        const int64_t first = (tok0 * H + h) * D + threadIdx.x, step = static_cast<int64_t>(H) * D;
+#pragma unroll 1
+        for (int i = 0; i < CHUNK; ++i) {
+            if (bytes == 2) reinterpret_cast<uint16_t*>(dst)[i * D + threadIdx.x] = i < len ? static_cast<const uint16_t*>(src)[first + i * step] : 0;
+            else reinterpret_cast<uint32_t*>(dst)[i * D + threadIdx.x] = i < len ? static_cast<const uint32_t*>(src)[first + i * step] : 0u;
+        }
+    }
+}
+
 __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     __shared__ __align__(16) Factors s;
+    __shared__ __align__(16) unsigned char v_raw[CHUNK * D * 2], do_raw[CHUNK * D * 4];
     Channel x;
     const int64_t row = blockIdx.x;
     const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
+    stage_rows(v_raw, p.vin, 2, tok0, len, h, H);
+    if (p.dout) stage_rows(do_raw, p.dout, p.dout_fp32 ? 4 : 2, tok0, len, h, H);
+    cp_async_commit();
     make_factors(p, tok0, len, h, s, x);
+    cp_async_wait<0>();
+    __syncthreads();
     const int64_t rh = row * H + h, base = rh * TILE;
     const float last = x.G[CHUNK - 1];
     float (&dp)[CHUNK][LD] = s.ki;                // free now; thread c keeps its own column of dP there
+    const __nv_bfloat16* vr = reinterpret_cast<const __nv_bfloat16*>(v_raw);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        const int64_t off = ((tok0 + i) * H + h) * D + c;
-        const bool in = i < len;
+        const float d = !p.dout ? 0.f : p.dout_fp32 ? reinterpret_cast<const float*>(do_raw)[i * D + c]
+                                                    : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(do_raw)[i * D + c]);
         p.qd[base + i * D + c] = s.qd[i][c];
         p.kd[base + i * D + c] = s.kd[i][c];
         p.kr[base + i * D + c] = x.k[i] * expf(last - x.G[i]);
-        p.v[base + i * D + c] = in ? bf16_at(p.vin, off) : 0.f;
-        dp[i][c] = in && p.dout ? p.scale * dout_at(p, off) : 0.f;
+        p.v[base + i * D + c] = __bfloat162float(vr[i * D + c]);   // zero past len
+        dp[i][c] = p.scale * d;
         p.dp[base + i * D + c] = dp[i][c];
     }
 #pragma unroll
@@ -225,6 +257,7 @@ struct Adjoint {
     float dM[CHUNK][SLD], dA[CHUNK][SLD], dinv[CHUNK][SLD], t1[CHUNK][SLD];
     float db[CHUNK];
     float ddecay[D];
+    alignas(16) unsigned char do_raw[CHUNK * D * 4];   // the chunk's dO as the caller gave it (stage_rows)
 };
 
 // a fp32 tile [CHUNK][D] of global memory into a padded shared tile, 16 bytes a copy
@@ -327,6 +360,26 @@ __device__ __forceinline__ float row_dot(const float (*X)[LD], int i, const floa
     return acc;
 }
 
+// dq, dk (in f.qd, f.kd), dv (dr) and dg (u) of thread c's channel into the caller's tensors, the chunk's tokens only:
+// a short loop, apart from the unrolled arithmetic (the kernel is sensitive to its code's size: 6a1c949 of main,
+// 168 KB, spent a quarter of its time waiting for instructions)
+template <class T> __device__ __forceinline__ T as_out(float x);
+template <> __device__ __forceinline__ float as_out<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 as_out<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <class T>
+__device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint& s, int64_t tok0, int len, int h) {
+    const int c = threadIdx.x;
+    T *dq = static_cast<T*>(p.dq), *dk = static_cast<T*>(p.dk), *dv = static_cast<T*>(p.dv), *dg = static_cast<T*>(p.dg);
+#pragma unroll 2
+    for (int i = 0; i < len; ++i) {
+        const int64_t off = ((tok0 + i) * p.heads + h) * D + c;
+        dq[off] = as_out<T>(s.f.qd[i][c]);
+        dk[off] = as_out<T>(s.f.kd[i][c]);
+        dv[off] = as_out<T>(s.dr[i][c]);
+        dg[off] = as_out<T>(s.u[i][c]);
+    }
+}
+
 template <bool BF16>
 __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -342,6 +395,7 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
     load_tile(s.dr, p.dr + base);
     load_tile(R, p.r + base);
     load_tile(dU, p.du + base);
+    if (p.dout) stage_rows(s.do_raw, p.dout, p.dout_fp32 ? 4 : 2, tok0, len, h, H);   // and dO, in its own dtype
     cp_async_commit();
     {                                                   // the small factors kda_bwd_prepare kept
         const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
@@ -353,10 +407,12 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
         }
         if (c < CHUNK) { s.f.b[c] = fac[FAC_B + c]; s.f.rq[c] = fac[FAC_RQ + c]; s.f.rk[c] = fac[FAC_RK + c]; }
     }
-#pragma unroll
-    for (int i = 0; i < CHUNK; ++i)
-        dP[i][c] = i < len && p.dout ? p.scale * dout_at(p, ((tok0 + i) * H + h) * D + c) : 0.f;
     cp_async_wait<0>();
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i)                     // zeros past len (stage_rows)
+        dP[i][c] = !p.dout ? 0.f : p.scale * (p.dout_fp32 ? reinterpret_cast<const float*>(s.do_raw)[i * D + c]
+                                              : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(s.do_raw)[i * D + c]));
     __syncthreads();
     // §small: dM = tril(dP U^T), dINVb = dU R^T, then INVb's and L's shares of db and dA
 #pragma unroll
@@ -459,24 +515,27 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
     block_sum16(sk, s.f.red);
     const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
     float dA_log = 0.f, ddt = 0.f;
+    float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
 #pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
+    for (int i = 0; i < CHUNK; ++i) {                  // in place, each thread its own column; rows past len unused
+        s.f.qd[i][c] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);            // dq
+        s.f.kd[i][c] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);            // dk
+        const float z = i < len ? A * (bf16_at(p.g, ((tok0 + i) * H + h) * D + c) + bias) : 0.f;   // (no global
+        const float dz = da[i] * (p.lower_bound * sigmoid_exact(z) * sigmoid_exact(-z));           // store before)
+        dg[i][c] = dz * A;
         if (i < len) {
-            const int64_t off = ((tok0 + i) * H + h) * D + c;
-            p.dq[off] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);
-            p.dk[off] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);
-            p.dv[off] = s.dr[i][c];
-            const float z = A * (bf16_at(p.g, off) + bias);
-            const float dz = da[i] * (p.lower_bound * sigmoid_exact(z) * sigmoid_exact(-z));
-            p.dg[off] = dz * A;
             dA_log = fmaf(dz, z, dA_log);
             ddt = fmaf(dz, A, ddt);
         }
     }
+    if (p.grads_bf16) store_grads<__nv_bfloat16>(p, s, tok0, len, h);
+    else store_grads<float>(p, s, tok0, len, h);
     p.ddt_part[rh * D + c] = ddt;
     if (c < len) {
         const float beta = bf16_at(p.beta, (tok0 + c) * H + h);   // b (1 - b) as s(x) s(-x): exact where b ~ 1
-        p.dbeta[(tok0 + c) * H + h] = s.db[c] * sigmoid_exact(beta) * sigmoid_exact(-beta);
+        const float db = s.db[c] * sigmoid_exact(beta) * sigmoid_exact(-beta);
+        if (p.grads_bf16) static_cast<__nv_bfloat16*>(p.dbeta)[(tok0 + c) * H + h] = __float2bfloat16_rn(db);
+        else static_cast<float*>(p.dbeta)[(tok0 + c) * H + h] = db;
     }
     // the chunk's share of dA_log: a block sum of one value per thread
 #pragma unroll

@@ -286,7 +286,9 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
     gs = None if grad_state is None or grad_state.numel() == 0 else grad_state
     kw = dict(scale=scale, lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
               grad_out=grad_out, grad_state=gs)
-    if used == 'cuda': grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw)   # the forward ran on the kernels
+    if used == 'cuda':                              # the forward ran on the kernels; bf16 inputs get bf16 gradients
+        half = all(x.dtype == torch.bfloat16 for x in (q, k, v, g, beta))    # from the kernel itself (no fp32 copies)
+        grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, grads_dtype=torch.bfloat16 if half else torch.float32)
     else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype)
     out = [gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
     return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]

@@ -14,7 +14,8 @@ from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['step_rows_table', 'chunk_states_cuda', 'chunk_state_adjoint_cuda', 'chunk_rows_table', 'kda_backward_cuda']
+__all__ = ['STATES_DTYPE', 'step_rows_table', 'chunk_states_cuda', 'chunk_state_adjoint_cuda', 'chunk_rows_table',
+           'kda_backward_cuda']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,19 +66,23 @@ def chunk_rows_table(bounds: list[tuple[int, int]], order: torch.Tensor, seq: to
     tok, valid = _chunk_tokens(bounds, order, seq, step)            # the reference's gather: one rule for both
     return tok[:, 0].contiguous(), valid.sum(1).to(torch.int32)
 
+STATES_DTYPE = torch.bfloat16    # the chunks' states between the passes and the adjoint: bf16 (within fla's errors, the
+                                 # precision study below; 2.1 GB less at T = 8192, H = 64); fp32 until a358908 of main
+
 def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
-                      states_dtype: torch.dtype = torch.float32) -> tuple:
-    """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` in fp32, by four kernels:
-    the chunk factors, the two passes over the chunks, the rest of the gradient. Arguments as for
-    `kda_nb.backward.kda_chunked_backward` (bf16 inputs); `states_dtype` (fp32 or bf16) keeps the chunks' states."""
+                      states_dtype: torch.dtype = STATES_DTYPE, grads_dtype: torch.dtype = torch.float32) -> tuple:
+    """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
+    factors, the two passes over the chunks, the rest of the gradient. Arguments as for
+    `kda_nb.backward.kda_chunked_backward` (bf16 inputs); `states_dtype` (fp32 or bf16) keeps the chunks' states;
+    `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are fp32)."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
     if q.dtype != torch.bfloat16: raise ValueError(f"kda_backward_cuda takes bfloat16 inputs, got {q.dtype}")
-    if states_dtype not in (torch.float32, torch.bfloat16):
-        raise ValueError(f"states_dtype must be torch.float32 or torch.bfloat16, got {states_dtype}")
+    for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
+        if dt not in (torch.float32, torch.bfloat16): raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt}")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
                  check_seqlens=False, empty=True)
@@ -100,7 +105,7 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
     factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
     ext.kda_bwd_prepare(q, k, v, g, beta, do, *chunk_in, qd, kd, kr, vc, dp, du, invb, decay, factors)
-    order = order.to(dev)
+    order = order.pin_memory().to(dev, non_blocking=True)           # no wait for the stream (the binding's tables too)
     S0 = (initial_state.float()[order] if initial_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
     Sc = torch.empty(M, H, D, D, device=dev, dtype=states_dtype)
     R, U = torch.empty_like(vc), torch.empty_like(vc)
@@ -112,8 +117,8 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     del qd, kd, kr, invb, decay, dp, dS
     covered = int(row_len.sum()) == B * T                             # else tokens of no sequence get zero gradients
     new = torch.empty if covered else torch.zeros
-    dq, dk, dv, dg = (new(B, T, H, D, **f32) for _ in range(4))
-    dbeta = new(B, T, H, **f32)
+    dq, dk, dv, dg = (new(B, T, H, D, device=dev, dtype=grads_dtype) for _ in range(4))
+    dbeta = new(B, T, H, device=dev, dtype=grads_dtype)
     dA_part, ddt_part = torch.empty(M, H, **f32), torch.empty(M, H, D, **f32)
     ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part)
     dinit = torch.empty_like(dS0)

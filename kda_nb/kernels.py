@@ -18,10 +18,10 @@ import torch
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION', 'RECORD_BYTES', 'REPOSITORY',
-           'csrc_dir', 'show_source', 'workspace_bytes', 'KernelVersionUnavailable', 'version_sources',
-           'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles', 'kernels_unavailable_reason',
-           'load_kernels', 'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
+           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION',
+           'RECORD_BYTES', 'REPOSITORY', 'csrc_dir', 'show_source', 'workspace_bytes', 'KernelVersionUnavailable',
+           'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles',
+           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
@@ -36,6 +36,10 @@ DECODE_KERNEL = 'kda_decode'                               # K3, the token recur
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
 BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward, in order (04c_backward_kernels)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
+# what torch's extension builder adds to every nvcc command (torch.utils.cpp_extension.COMMON_NVCC_FLAGS): the kernels
+# must compile under them, e.g. no implicit float -> __nv_bfloat16 conversion, so a build without torch uses them too
+TORCH_NVCC_DEFINES = ['-D__CUDA_NO_HALF_OPERATORS__', '-D__CUDA_NO_HALF_CONVERSIONS__', '-D__CUDA_NO_BFLOAT16_CONVERSIONS__',
+                      '-D__CUDA_NO_HALF2_OPERATORS__', '--expt-relaxed-constexpr']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
                    'v5-pre-house': 'cea6f4afb40c0bc4024f08d3c5d531e81f16cbf9',  # v5 before its files were renamed (same kernels)
@@ -169,7 +173,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> 
     with tempfile.TemporaryDirectory() as tmp:
         unit = Path(tmp) / 'kda_nb_kernels.cu'
         unit.write_text(''.join(f'#include "{f}"\n' for f in files))
-        cmd = [str(nvcc), '-std=c++17', '-O3', '-lineinfo', f'-gencode=arch=compute_{arch[3:]},code={arch}',
+        cmd = [str(nvcc), *CUDA_FLAGS, *TORCH_NVCC_DEFINES, f'-gencode=arch=compute_{arch[3:]},code={arch}',
                f'-I{folder}', '-Xptxas', '-v', '-c', str(unit), '-o', os.devnull]
         res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0: raise RuntimeError(f"nvcc failed on {', '.join(files)}:\n{res.stderr}")

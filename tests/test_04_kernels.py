@@ -118,6 +118,11 @@ def test_kernels_compile_without_spills(version):
         allowed = SHIPPED_SPILLS.get(version, {}).get((r['kernel'], r['registers']), 0)
         assert r['spill_stores'] <= allowed and r['spill_loads'] <= allowed, r
 
+def test_nvcc_defines_are_torchs():
+    "The build without torch (nvcc_resource_usage) compiles under the defines torch's builder adds (a bf16 conversion it refuses)."
+    from torch.utils.cpp_extension import COMMON_NVCC_FLAGS
+    assert TORCH_NVCC_DEFINES == COMMON_NVCC_FLAGS
+
 
 @pytest.mark.skipif(not (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'include' / 'cuda_runtime.h').exists(),
                     reason="needs the CUDA headers (cuda_runtime.h)")

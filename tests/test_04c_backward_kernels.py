@@ -34,7 +34,7 @@ CASES = {'fixed 100': dict(B=2, T=100, H=2), 'fixed 16': dict(B=1, T=16, H=3), '
 @pytest.mark.parametrize('case', list(CASES))
 def test_backward_cuda_matches_fp64(case):
     inp, go, gs = backward_case(**CASES[case])
-    got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs)
+    got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.float32)
     want = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
     ref32 = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)   # the reference's loops, same GPU, fp32
     for name, x, w, r in zip(NAMES, got, want, ref32):
@@ -49,12 +49,19 @@ def test_backward_cuda_matches_fp64(case):
 @needs_kernels
 @pytest.mark.parametrize('case', ['varlen awkward', 'gates shut', 'fixed 100'])
 def test_backward_cuda_bf16_states(case):
-    "The chunks' states kept in bf16: half the memory and traffic, and the gradients still within fla's errors."
+    """The default: the chunks' states kept in bf16 (half the memory and traffic), the gradients still within fla's errors;
+    with `grads_dtype=torch.bfloat16` the kernel's own rounding is the bits of torch's."""
+    assert STATES_DTYPE == torch.bfloat16
     inp, go, gs = backward_case(**CASES[case])
-    got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.bfloat16)
+    got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs)
     want = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
     for name, x, w in zip(NAMES, got, want):
-        if w is not None: assert rel_rms(x, w) < 4e-3, (case, name, rel_rms(x, w))
+        if w is not None: assert x.dtype == torch.float32 and rel_rms(x, w) < 4e-3, (case, name, rel_rms(x, w))
+    half = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, grads_dtype=torch.bfloat16)
+    for name, x, y in zip(NAMES, got, half):
+        if x is None: continue
+        want_dtype = torch.bfloat16 if name in ('dq', 'dk', 'dv', 'dg', 'dbeta') else torch.float32
+        assert y.dtype == want_dtype and torch.equal(y, x.to(want_dtype)), name
 
 @needs_kernels
 def test_backward_cuda_upstream_dtypes():
@@ -65,12 +72,18 @@ def test_backward_cuda_upstream_dtypes():
     assert all(torch.equal(x, y) for x, y in zip(a, b) if x is not None)
     none, zero = kda_backward_cuda(**inp), kda_backward_cuda(**inp, grad_out=torch.zeros_like(go), grad_state=gs * 0)
     assert all(torch.equal(x, y) for x, y in zip(none, zero) if x is not None)
+    # v and dO two bytes past a 16-byte boundary: kda_bwd_prepare copies them element by element, to the same bits
+    shifted = lambda x: torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view(x.shape).copy_(x)
+    odd = kda_backward_cuda(**inp | dict(v=shifted(inp['v'])), grad_out=shifted(go16))
+    assert inp['v'].data_ptr() % 16 == 0 and odd is not None
+    assert all(torch.equal(x, y) for x, y in zip(a, odd) if x is not None)
 
 @needs_kernels
 def test_backward_cuda_many_short_sequences_and_determinism():
     seqlens = torch.randint(0, 40, (1000,), generator=torch.Generator().manual_seed(3)).tolist()
     inp, go, gs = backward_case(1, 0, 2, seqlens=seqlens)
-    a, b = kda_backward_cuda(**inp, grad_out=go, grad_state=gs), kda_backward_cuda(**inp, grad_out=go, grad_state=gs)
+    run = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.float32)
+    a, b = run(), run()
     assert all(torch.equal(x, y) for x, y in zip(a, b))                # the same bits, twice
     ref = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)
     for name, x, r in zip(NAMES, a, ref): assert rel_rms(x, r) < 1e-4, (name, rel_rms(x, r))

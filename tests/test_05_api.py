@@ -78,6 +78,7 @@ def test_inference_mode_gpu_cu_seqlens_checked_once():
         a = _args(device='cuda')
         fwd(**a, backend='reference')
         torch.cuda.set_sync_debug_mode('error')
+        from kda_nb.layout import check_inputs           # (not among kda_nb.api's names since fe79453 moved it)
         try: check_inputs(**a)
         finally: torch.cuda.set_sync_debug_mode(0)
         bad = dict(a, cu_seqlens=torch.tensor([0, 30, 10, 40], device='cuda'))
@@ -326,7 +327,8 @@ def test_kernel_path_backward_matches_the_reference():
     for n in names:
         g_k, g_r = grads['cuda'][n], grads['reference'][n]
         assert g_k is not None and g_k.dtype == inp[n].dtype and torch.isfinite(g_k.float()).all(), n
-        assert rel_rms(g_k.float(), g_r.float()) < 1e-3, (n, rel_rms(g_k.float(), g_r.float()))   # both recompute in fp32
+        # both recompute in fp32; the kernels keep the chunks' states in bf16 (STATES_DTYPE, within fla's errors: 04c)
+        assert rel_rms(g_k.float(), g_r.float()) < 4e-3, (n, rel_rms(g_k.float(), g_r.float()))
 
 POOL_CASES = [('fp32', torch.int64, False), ('bf16', torch.int32, True), ('fp32', torch.int32, True)]
 

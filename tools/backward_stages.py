@@ -7,10 +7,10 @@ Prints a table per states dtype and writes backward_stages.json to --out (defaul
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
 the gradients of the two builds are compared bit for bit. The earlier build runs with that commit's own
 kda_backward_cuda (its kda_nb/backward_kernels.py from git), so that a change of the kernels' arguments is timed
-as it was."""
+as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients."""
 from __future__ import annotations
 
-import argparse, json, subprocess, time, types
+import argparse, inspect, json, subprocess, time, types
 from collections import defaultdict
 from pathlib import Path
 
@@ -61,6 +61,16 @@ def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: in
                 kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
 
 
+def as_bf16(backward):
+    "`backward` returning the token gradients (dq, dk, dv, dg, dbeta) in bf16, as kda_nb.kda's autograd hands them over."
+    if 'grads_dtype' in inspect.signature(backward).parameters:
+        return lambda **kw: backward(**kw, grads_dtype=torch.bfloat16)
+    def rounded(**kw):
+        g = backward(**kw)
+        return tuple(x.to(torch.bfloat16) for x in g[:5]) + tuple(g[5:])
+    return rounded
+
+
 def same_bits(a, dt, before) -> str:
     "Whether this tree's gradients and the earlier build's are the same bits, on the --T/--H/--N problem (with varlen)."
     out = []
@@ -83,7 +93,7 @@ def main():
     ap.add_argument('--H', type=int, default=64)
     ap.add_argument('--N', type=int, default=1)
     ap.add_argument('--out', default='.')
-    ap.add_argument('--once', action='store_true', help='one call with fp32 states and nothing else (for a profiler)')
+    ap.add_argument('--once', action='store_true', help="one call with the default states and nothing else (for a profiler)")
     ap.add_argument('--before', default=None, help='a commit of main whose kernels are timed beside this tree\'s')
     ap.add_argument('--before-py', default=None, help="that commit's kda_nb/backward_kernels.py, where git has no history")
     a = ap.parse_args()
@@ -99,6 +109,9 @@ def main():
         return
     rows = []
     builds = [('this tree', kda_backward_cuda)] + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
+    # what kda_nb.kda's autograd gets for bf16 inputs: bf16 token gradients (written by the kernel, where this tree's
+    # kda_backward_cuda takes grads_dtype; else fp32 ones rounded by .to afterwards, as the op did until then)
+    builds += [(f'{label}, bf16 gradients', as_bf16(backward)) for label, backward in builds]
     for dt in (torch.float32, torch.bfloat16):
         for label, backward in builds:
             t = time.time()

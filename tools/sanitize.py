@@ -120,8 +120,12 @@ for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
     inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
     inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
     backward(inp)
-inp = random_inputs(1, 0, 2, 128, seqlens=[3, 40, 1], device='cuda', seed=10)   # bf16 states, no upstream gradient
-kda_backward_cuda(**{k: inp[k] for k in ARGS}, states_dtype=torch.bfloat16)
+inp = random_inputs(1, 0, 2, 128, seqlens=[3, 40, 1], device='cuda', seed=10)   # fp32 states, bf16 gradients, no upstream one
+kda_backward_cuda(**{k: inp[k] for k in ARGS}, states_dtype=torch.float32, grads_dtype=torch.bfloat16)
+def shifted(x):                                     # the same values 2 bytes past a 16-byte boundary: the element-wise copies
+    return torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view(x.shape).copy_(x)
+inp['v'] = shifted(inp['v'])
+kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=shifted(torch.randn_like(inp['v'])))
 torch.cuda.synchronize()
 print('sanitizer cases ran')
 '''
