@@ -34,7 +34,7 @@ KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's r
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
-BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward, in order (04c_backward_kernels)
+BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward's four (04c_backward_kernels; the two passes run dstates first)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 # what torch's extension builder adds to every nvcc command (torch.utils.cpp_extension.COMMON_NVCC_FLAGS): the kernels
 # must compile under them, e.g. no implicit float -> __nv_bfloat16 conversion, so a build without torch uses them too
