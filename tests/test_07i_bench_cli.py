@@ -20,6 +20,15 @@ def test_every_option_of_the_command():
     assert (a.cases, a.impls, a.deadline, a.states, a.T_step, a.warmup) == ('anchor,T,N,small', ','.join(IMPLS), 540, 'bf16,fp32', 2, 5)
     assert default_tag('cpu', True) == 'cpu_quick' and _ints('1,64,256') == [1, 64, 256] and _names(' a, b,') == ['a', 'b']
 
+def test_new_class_seconds(monkeypatch):
+    "The deadline's guess for a first case on a new shape class: fla tuning, fla only compiling (FLA_CONFIG_DIR), no fla."
+    from kda_nb.bench.cli import new_class_seconds
+    monkeypatch.delenv('FLA_CONFIG_DIR', raising=False)
+    assert new_class_seconds(None, True) == (100.0, 300.0) and new_class_seconds(None, False) == (0.0, 0.0)
+    assert new_class_seconds(7.0, True) == (7.0, 7.0)
+    monkeypatch.setenv('FLA_CONFIG_DIR', '/nowhere')
+    assert new_class_seconds(None, True) == (40.0, 60.0)
+
 
 import json
 from kda_nb.bench.cases import build_cases

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import os
 import re
 import sys
 import time
@@ -24,7 +25,7 @@ from .run import Run, _short, device_name, environment, not_run_records, run_ben
 from .report import load_records, markdown_report, phase_line, run_summary, summary_md, write_results
 
 # %% auto #0
-__all__ = ['default_tag', 'parser', 'main']
+__all__ = ['default_tag', 'parser', 'new_class_seconds', 'main']
 
 # %% ../../nbs/07i_bench_cli.ipynb #cd2fbdab
 def _ints(s: str) -> list[int]: return [int(x) for x in s.split(',') if x]
@@ -100,7 +101,8 @@ def _the_run(ap: argparse.ArgumentParser):
     ap.add_argument('--new-class-s', type=float, default=None,
                     help="seconds assumed for a first case on a new shape class (fla's compile and autotune), until "
                          "one is measured: such a case is not started when it would end past the deadline "
-                         "(default 100 on a GPU with fla, else 0; for a first training step, 300: fla's backward compiles too)")
+                         "(default 100 on a GPU with fla, else 0; for a first training step, 300: fla's backward compiles too; "
+                         "with FLA_CONFIG_DIR set, fla's tuning is read back and only compiles: 40 and 60)")
     ap.add_argument('--no-copy-probe', action='store_true', help='skip measuring the device-to-device copy rate')
     ap.add_argument('--out', default='.', help='folder for BENCHMARK_<TAG>.md and benchmarks/ (default: here)')
     ap.add_argument('--tag', default=None, help="file tag (default: 'h200' on an H200, else the device name)")
@@ -118,6 +120,14 @@ def parser() -> argparse.ArgumentParser:
                                  description='Time KDA forward implementations on the same inputs, each checked first.')
     for group in (_what_to_run, _how_to_time, _the_run): group(ap)
     return ap
+
+def new_class_seconds(given: float | None, fla_live: bool) -> tuple[float, float]:
+    """Seconds a first case on a new shape class is assumed to take, forward and training: `given` for both, else what
+    fla needs to compile and tune there (100 and 300 s on the H200), or only to compile when its tuning is read back
+    through `FLA_CONFIG_DIR` (13 to 30 s per class measured on the H200 with `benchmarks/fla_configs_h200.json`)."""
+    if given is not None: return given, given
+    if not fla_live: return 0.0, 0.0
+    return (40.0, 60.0) if os.environ.get('FLA_CONFIG_DIR') else (100.0, 300.0)
 
 # %% ../../nbs/07i_bench_cli.ipynb #f7970c86
 def _plan(a: argparse.Namespace, cpu: bool, tag: str):
@@ -223,8 +233,7 @@ def main(argv=None, t0: float | None = None) -> list[Record]:
     settings = _settings(a, cpu, env)
     run.deadline = None if math.isinf(a.deadline) else a.deadline
     env['settings'] = dict(settings, check_heads=a.check_heads, ref_max_tokens=ref_max, D=a.D, deadline=run.deadline)
-    run.new_class_s = a.new_class_s if a.new_class_s is not None else (100.0 if fla_live else 0.0)
-    run.new_train_class_s = a.new_class_s if a.new_class_s is not None else (300.0 if fla_live else 0.0)
+    run.new_class_s, run.new_train_class_s = new_class_seconds(a.new_class_s, fla_live)
     print(f"start-up done {run.elapsed():.1f} s into the run: {phase_line(run.phases)}", flush=True)
     def save(records, final=False):
         t = time.monotonic()

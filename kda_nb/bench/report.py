@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from .cases import DTYPE_BYTES
+from .cases import DTYPE_BYTES, TRAIN
 from .backends import LABELS
 from .records import ENV_KEYS, PENDING, Record, _impls, case_label, sort_records
 from .run import Run
@@ -228,14 +228,22 @@ def _method(records: list[Mapping], env: dict) -> str:
               "again in this run." if env.get('fla_cache_mode') not in (None, '', 'disabled') and env.get('fla_config_dir')
               else '')
            + (' The small calls are also timed end to end, host included (their table says how).'
-              if any(r['group'] == 'small' for r in records) else ''))
+              if any(r['group'] == 'small' for r in records) else '')
+           + (' A training step (the train group) is the forward with autograd and the backward from fixed random '
+              'gradients of the output and the final state; its time is the whole step\'s. Its extra memory is the '
+              'peak the step adds to what was allocated before it. Its gradients are checked once per run against the '
+              'vjp of the fp64 recurrence on one problem (varlen [300, 724], H = 2, the same inputs for every '
+              'implementation): the worst relative RMS error over the gradients. Its bandwidth columns count the '
+              "forward's bytes only." if any(r['group'] == TRAIN for r in records) else ''))
 
 # %% ../../nbs/07g_bench_report.ipynb #a86f81b5
 def markdown_report(records: list[Mapping], env: dict, meta: dict | None = None) -> str:
     "The whole `BENCHMARK_<GPU>.md`: what is missing (if any), environment, method, one table per group, every record."
     meta = meta if meta is not None else run_summary(records)
     e = lambda k: env.get(k) if env.get(k) is not None else 'unknown'
-    out = [f"# kda_nb forward benchmark: {e('gpu')}", '']
+    train = {r['group'] == TRAIN for r in records}
+    kind = {frozenset({True}): 'training', frozenset({True, False}): 'forward and training'}.get(frozenset(train), 'forward')
+    out = [f"# kda_nb {kind} benchmark: {e('gpu')}", '']
     if not meta['complete']:
         out += [f"> **Partial results: {meta['cases_measured']} of {meta['cases']} cases measured.** "
                 + (f"{meta['stopped'][0].upper()}{meta['stopped'][1:]}. " if meta['stopped'] else '')
