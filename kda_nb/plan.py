@@ -17,8 +17,8 @@ from .layout import max_chunks
 # %% auto #0
 __all__ = ['PATHS', 'BACKENDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
            'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'Plan',
-           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'plan', 'state_dtypes_of', 'plan_for',
-           'backward_backend', 'forced']
+           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'kernel_path', 'plan', 'state_dtypes_of',
+           'plan_for', 'backward_backend', 'forced']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -99,11 +99,16 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
     if force is not None:
         return Plan(force[0], f"forced by kda_nb.plan.forced({force[0]!r}, steps={force[1]})", force[1])
     if step: return Plan('decode', "a prepared decode step runs K3")
+    return kernel_path(B, T, H, N, varlen, max_len, lambda: _sm_count(device))
+
+def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms) -> Plan:
+    """Which kernels run a call the kernels can take (K3, the fused kernel, or K1 + K2 in how many steps): the shapes'
+    part of the plan, on a GPU of `sms` SMs (an int, or a function giving it, asked only when the choice needs it)."""
     if use_decode(T, N, varlen, max_len):
         L = T if not varlen else max_len if max_len is not None else f"{T / max(N, 1):.3g} on average"
         return Plan('decode', f"{L} tokens per sequence in {N} sequences: K3 (decode)")
     chunks = max_chunks(B, T, N, varlen)
-    sms = _sm_count(device)
+    sms = sms() if callable(sms) else sms
     if use_fused(N, chunks, H, sms):
         return Plan('fused', f"{N} sequences x {H} heads fill their waves on {sms} SMs, at most {chunks} chunks: "
                              "the fused kernel")

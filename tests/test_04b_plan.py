@@ -13,6 +13,15 @@ def test_use_decode_rule():
     assert not use_decode(3000, 256, True) and use_decode(0, 3, True, 0)
     assert use_decode(40, 5, True, 8) and not use_decode(40, 5, True, 9)
 
+def test_kernel_path_on_the_anchors_shapes():
+    "The shapes' part of the plan without a GPU: on the H200's 132 SMs, the anchors' batches and a decode step."
+    one = kernel_path(1, 8192, 96, 1, False, None, 132)
+    assert (one.path, one.steps) == ('chunked', 4)                       # one long sequence: K1 + K2, 4 steps
+    six = kernel_path(1, 8192, 96, 6, True, 2048, 132)
+    assert six.path == 'fused' and kernel_path(1, 256, 32, 256, True, 1, 132).path == 'decode'
+    asked = []
+    assert kernel_path(1, 256, 32, 256, True, 1, lambda: asked.append(1) or 132).path == 'decode' and not asked
+
 
 import pytest
 from kda_nb.kernels import kernels_unavailable_reason

@@ -61,6 +61,10 @@ def test_capture_plan_locates_then_profiles():
     loc, fixed = plan[1]['argv'], plan[2]['argv']
     assert '-k' not in loc and loc[loc.index('--iters') + 1] == str(LOCATE_ITERS)
     assert fixed[fixed.index('--launch-count') + 1] == '6' and plan[3]['report'] == '/r/kda_varlen.ncu-rep'
+    if not torch.cuda.is_available():                # planned on the H200's 132 SMs: the varlen batch runs the fused kernel
+        varlen = plan[3]['argv']
+        assert varlen[varlen.index('-k') + 1] == 'regex:kda_fwd_fused' and varlen[varlen.index('--launch-count') + 1] == '3'
+        assert fixed[fixed.index('-k') + 1] == KERNEL_REGEX
     assert [s['name'] for s in capture_plan(out_dir='/r', locate=False)] == ['build', 'kda_fixed', 'kda_varlen']
     basic = capture_plan(section_set='basic', out_dir='/r')
     assert [s['name'] for s in basic] == ['build', 'kda_fixed_basic', 'kda_varlen_basic']

@@ -8,6 +8,9 @@ def test_cli_dry_run(capsys):
     main(['capture', '--dry-run', '--modes', 'fixed', '--iters', '1', '--T', '1024', '--H', '8', '--out', '/r'])
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and '--launch-count 2' in out[2] and '--T 1024 --H 8' in out[2]
+    main(['capture', '--dry-run', '--modes', 'fixed', 'decode', '--with-flash-kda', '--out', '/r'])
+    out = capsys.readouterr().out.splitlines()          # kda_nb's build, locate, fixed, decode; then FlashKDA's locate, fixed
+    assert len(out) == 6 and '--impl flash_kda' in out[5] and '_flash_kda_fwd_' in out[5] and '--mode decode' in out[3]
 
 def test_cli_decode_and_defaults(capsys):
     main(['capture', '--dry-run', '--out', '/r'])

@@ -20,12 +20,13 @@ from ..kernels import (BACKWARD_KERNELS, CSRC_FILES, DECODE_KERNEL, FUSED_KERNEL
 from ..layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
-__all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'TRAIN_HEADS', 'ALL_MODES', 'MODE_KERNELS',
-           'ALL_KERNELS', 'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'FORMER_CSRC_FILES', 'SOURCE_FILES', 'KERNEL_REGEX',
-           'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape', 'workload_seqlens', 'impl_kernels', 'decode_inputs',
-           'workload_inputs', 'workload', 'mode_regex', 'regex_matches', 'workload_command', 'ncu_command',
-           'report_dir', 'report_name', 'capture_dir', 'capture_plan', 'ncu_unavailable_reason', 'profiled_names',
-           'Finding', 'check_kernels', 'capture_record', 'command_of', 'flash_kda_source_folder', 'capture']
+__all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'TRAIN_HEADS', 'ALL_MODES', 'PATH_KERNELS',
+           'MODE_KERNELS', 'ALL_KERNELS', 'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'PLAN_SMS', 'FORMER_CSRC_FILES',
+           'SOURCE_FILES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape', 'workload_seqlens', 'gpu_sms',
+           'mode_plan', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload', 'mode_regex', 'regex_matches',
+           'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir', 'capture_plan',
+           'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture_record', 'command_of',
+           'flash_kda_source_folder', 'capture']
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #67f76c69
 T_DEFAULT, H_DEFAULT, D = ANCHOR_T, ANCHOR_HEADS[0], 128     # the anchors' main problem (kda_nb.layout)
@@ -48,20 +49,38 @@ def workload_seqlens(mode: str, T: int | None = None) -> list[int] | None:
     return scaled_six(T)                             # the anchors' six lengths, scaled to T
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #dd6a2419
-MODE_KERNELS = {'fixed': KERNEL_NAMES, 'varlen': KERNEL_NAMES, 'decode': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,),
-                'train': BACKWARD_KERNELS}
-ALL_KERNELS = tuple(dict.fromkeys(k for ks in MODE_KERNELS.values() for k in ks))
+PATH_KERNELS = {'decode': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,), 'chunked': KERNEL_NAMES}   # a plan's path -> its kernels
+MODE_KERNELS = {'decode': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,), 'train': BACKWARD_KERNELS}   # the modes that name them
+ALL_KERNELS = tuple(dict.fromkeys((*KERNEL_NAMES, *(k for ks in MODE_KERNELS.values() for k in ks))))
 IMPLS = ('kda_nb', 'flash_kda')             # whose kernels a capture profiles: kda_nb's, or the peer's
 FLASH_KDA_KERNELS = ('_flash_kda_fwd_prepare', '_flash_kda_fwd_recurrence')     # FlashKDA's K1 and K2
 ROLES = {'kda_fwd_prepare': 'K1 prepare', 'kda_fwd_recurrence': 'K2 recurrence', DECODE_KERNEL: 'K3 decode',
          FUSED_KERNEL: 'fused K1 + K2', **{k: f"backward {k.split('_')[-1]}" for k in BACKWARD_KERNELS},
          '_flash_kda_fwd_prepare': 'FlashKDA K1 prepare', '_flash_kda_fwd_recurrence': 'FlashKDA K2 recurrence'}
+PLAN_SMS = 132                              # the H200's SMs: the plan of a capture planned where no GPU answers (a dry run)
 
-def impl_kernels(mode: str, impl: str = 'kda_nb') -> tuple:
-    "The kernels a capture of `mode` must find: kda_nb's for the mode, or FlashKDA's K1 and K2 (fixed and varlen only)."
+def gpu_sms() -> int:
+    "The SMs of this machine's GPU, or `PLAN_SMS` where there is none."
+    import torch
+    return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else PLAN_SMS
+
+def mode_plan(mode: str, T: int | None = None, H: int | None = None, sms: int | None = None):
+    """The `kda_nb.plan.Plan` of the profiled batch of `fixed` or `varlen`: what `fwd` runs for it (the plan's own rule,
+    `kernel_path`, as `fwd` asks it) on a GPU of `sms` SMs (default: this machine's, `gpu_sms`)."""
+    from kda_nb.plan import kernel_path
+    if mode not in MODES: raise ValueError(f"only {' and '.join(MODES)} are planned (the others name their kernels), got {mode!r}")
+    T, H = mode_shape(mode, T, H)
+    lens = workload_seqlens(mode, T)
+    sms = gpu_sms() if sms is None else sms
+    if lens is None: return kernel_path(1, T, H, 1, False, None, sms)
+    return kernel_path(1, sum(lens), H, len(lens), True, max(lens), sms)
+
+def impl_kernels(mode: str, impl: str = 'kda_nb', T: int | None = None, H: int | None = None, sms: int | None = None) -> tuple:
+    """The kernels a capture of `mode` must find: kda_nb's, those its plan runs for `fixed` and `varlen` (`mode_plan`) or
+    those the mode names; or FlashKDA's K1 and K2 (fixed and varlen only)."""
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
-    if mode not in MODE_KERNELS: raise ValueError(f"mode must be one of {tuple(MODE_KERNELS)}, got {mode!r}")
-    if impl == 'kda_nb': return MODE_KERNELS[mode]
+    if mode not in ALL_MODES: raise ValueError(f"mode must be one of {ALL_MODES}, got {mode!r}")
+    if impl == 'kda_nb': return PATH_KERNELS[mode_plan(mode, T, H, sms).path] if mode in MODES else MODE_KERNELS[mode]
     if mode not in MODES: raise ValueError(f"FlashKDA has no {mode} kernel: its captures are of {' and '.join(MODES)}")
     return FLASH_KDA_KERNELS
 
@@ -127,13 +146,12 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
             from kda_nb.backward_kernels import kda_backward_cuda
             def call(): kda_backward_cuda(**inp)
         else:
-            # One step per forward: ncu runs kernels one at a time, so the pipeline's overlap of K1 and K2
-            # (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
-            path = {'decode': 'decode', 'fused': 'fused'}.get(mode, 'chunked')
-            if mode == 'fused':
-                from kda_nb.plan import plan_for
-                pick = plan_for(inp['q'], inp['v'], inp['initial_state'], inp['final_state'], inp['cu_seqlens'])
-                if pick.path != 'fused': print(f"note: the plan gives this batch to {pick.path!r}, not the fused kernel", flush=True)
+            # The fixed and varlen batches run what the plan gives them (mode_plan, the rule fwd asks); decode and
+            # fused name their path. One step per forward: ncu runs kernels one at a time, so the pipeline's overlap
+            # of K1 and K2 (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
+            path = mode_plan(mode, T, H).path if mode in MODES else mode
+            print(f"kda_nb workload {mode}: the {path} path" + (f" ({mode_plan(mode, T, H).reason})" if mode in MODES else ''),
+                  flush=True)
             def call():
                 with forced(path, 1): fwd(**inp, backend='cuda')
     for _ in range(warmup): call()
@@ -163,9 +181,9 @@ def _kernel_regex(names=KERNEL_NAMES) -> str:
 
 KERNEL_REGEX = _kernel_regex()
 
-def mode_regex(mode: str, impl: str = 'kda_nb') -> str:
+def mode_regex(mode: str, impl: str = 'kda_nb', T: int | None = None, H: int | None = None) -> str:
     "The `-k` regex of a capture of `mode`: K1 and K2 for the forward batches, the decode kernel for decode; FlashKDA's K1 and K2 for `impl='flash_kda'`."
-    return _kernel_regex(impl_kernels(mode, impl))
+    return _kernel_regex(impl_kernels(mode, impl, T, H))
 
 def regex_matches(names, regex: str = KERNEL_REGEX) -> list[str]:
     "The kernel names (function or demangled) that ncu's `-k` filter would keep, as ncu matches: a search, not a full match."
@@ -226,7 +244,7 @@ def capture_plan(modes=MODES, section_set: str = 'full', locate: bool = True, ou
                  source_folder=None, impl: str = 'kda_nb') -> list[dict]:
     "The steps of a capture, in order: build the kernels (kda_nb's), locate with `--set basic`, profile with `--set full`."
     modes = (modes,) if isinstance(modes, str) else tuple(modes)
-    for m in modes: mode_shape(m); impl_kernels(m, impl)   # an unknown mode or impl fails here, before anything runs
+    for m in modes: mode_shape(m); impl_kernels(m, impl, T, H)   # an unknown mode or impl fails here, before anything runs
     out = Path(out_dir) if out_dir is not None else capture_dir(modes, impl)
     py = python or sys.executable
     steps = [dict(name='build', argv=[py, '-m', 'kda_nb.ncu', 'build'], report=None)] if impl == 'kda_nb' else []
@@ -238,10 +256,10 @@ def capture_plan(modes=MODES, section_set: str = 'full', locate: bool = True, ou
         return steps + [basic(m, f"{report_name(m, impl)}_basic", iters) for m in modes]
     if locate: steps.append(basic(_locate_mode(modes), report_name('locate', impl), LOCATE_ITERS))
     for m in modes:
-        rep, n_kernels = out / f'{report_name(m, impl)}.ncu-rep', len(impl_kernels(m, impl))
-        steps.append(dict(name=report_name(m, impl), mode=m, impl=impl, set='full', report=str(rep), iters=iters,
+        rep, n_kernels = out / f'{report_name(m, impl)}.ncu-rep', len(impl_kernels(m, impl, T, H))
+        steps.append(dict(name=report_name(m, impl), mode=m, impl=impl, set='full', report=str(rep), iters=iters, T=T, H=H,
                           argv=ncu_command(rep, workload_command(m, warmup, iters, T, H, py, impl), 'full',
-                                           mode_regex(m, impl), n_kernels * iters, source_folder, ncu)))
+                                           mode_regex(m, impl, T, H), n_kernels * iters, source_folder, ncu)))
     return steps
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #6569a08f
@@ -335,7 +353,7 @@ def _show_plan(steps: list[dict]):
 def _check_step(s: dict, text: str, names: list[str]):
     "Stop the capture when a step's output shows the regex would miss the mode's kernels."
     mode, impl = s.get('mode') or 'fixed', s.get('impl', 'kda_nb')
-    rx, expected = mode_regex(mode, impl), impl_kernels(mode, impl)
+    rx, expected = mode_regex(mode, impl, s.get('T'), s.get('H')), impl_kernels(mode, impl, s.get('T'), s.get('H'))
     locating = s['name'] == report_name('locate', impl) or s.get('set') == 'basic'
     if locating and not names:
         print("[warning] ncu's output names no profiled kernel: the regex cannot be checked here; going on")

@@ -101,7 +101,7 @@ def expected_kernels(p: Profile, mode: str | None = None) -> tuple:
     else those of the decode, fused or train workload whose kernels `p` has, else K1 and K2."""
     have = set(p.launches.kernel)
     if have & set(FLASH_KDA_KERNELS): return FLASH_KDA_KERNELS if mode is None else impl_kernels(mode, 'flash_kda')
-    if mode is not None: return MODE_KERNELS[mode]
+    if mode is not None: return impl_kernels(mode)          # (fixed, varlen: what the plan runs on this machine's GPU)
     return next((MODE_KERNELS[m] for m in ('decode', 'fused', 'train') if have & set(MODE_KERNELS[m])), KERNEL_NAMES)
 
 def check_profile(p: Profile, command: str | None = None, launched=None, mode: str | None = None) -> pd.DataFrame:

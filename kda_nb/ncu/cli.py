@@ -47,6 +47,8 @@ def _cli() -> argparse.ArgumentParser:
     c.add_argument('--out', default=None, help='folder for the reports (default: reports/ncu of the checkout)')
     c.add_argument('--ncu', default='ncu', help='the ncu binary (default: ncu on the PATH)')
     c.add_argument('--dry-run', action='store_true', help='print the commands, run nothing')
+    c.add_argument('--with-flash-kda', action='store_true',
+                   help="then FlashKDA's K1 and K2 on the same fixed and varlen batches, in the same run (into reports/ncu/flash_kda)")
     c.add_argument('--impl', choices=IMPLS, default='kda_nb',
                    help="whose kernels: kda_nb's, or FlashKDA's with the walk-through's own -k filter, into "
                         "reports/ncu/flash_kda (reports kept out of git: they hold FlashKDA's sources)")
@@ -78,6 +80,9 @@ def _main(a):
     elif a.cmd == 'workload': workload(a.mode, a.warmup, a.iters, a.T, a.H, impl=a.impl)
     elif a.cmd == 'capture':
         capture(a.modes, a.section_set, a.locate, a.out, a.T, a.H, a.warmup, a.iters, a.ncu, a.dry_run, impl=a.impl)
+        peer = [m for m in a.modes if m in MODES]
+        if a.with_flash_kda and a.impl == 'kda_nb' and peer:     # the peer's K1 and K2 on the same batches, same machine
+            capture(peer, a.section_set, a.locate, None, a.T, a.H, a.warmup, a.iters, a.ncu, a.dry_run, impl='flash_kda')
     elif a.cmd == 'summary':
         paths = a.reports or list(committed_reports().values())
         if not paths: raise SystemExit(f"no reports given and none in {report_dir()}")
