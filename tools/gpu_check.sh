@@ -13,9 +13,11 @@
 # default 64; TRAIN_DEADLINE the run's seconds, default 400), after tools/fla_warmup.py has compiled and tuned fla's
 # training path on the same shapes (minutes per shape class: more than one 10-minute device command holds; keep
 # the machine warm, whose Triton cache keeps what was tuned, and go on with the benchmark's --resume;
-# FLA_WARM_FIRST: how many of its shapes to warm, default 2; FLA_CACHE: a packed Triton cache to restore first;
+# FLA_WARM_FIRST: how many of its shapes to warm, default 2 (6 with FLA_CONFIGS); FLA_CACHE: a packed Triton cache to restore first;
 # FLA_CONFIGS: a file of fla's own autotuning winners, tools/fla_configs.py, e.g. benchmarks/fla_configs_h200.json,
-# read back through FLA_CONFIG_DIR with FLA_CACHE_MODE, default strict, so that those shapes are not tuned again).
+# read back through FLA_CONFIG_DIR with FLA_CACHE_MODE, default fuzzy (strict matches only the heads they were tuned
+# at), so that fla only compiles: all six shape classes then warm in about 90 s on the H200, and FLA_WARM_FIRST
+# defaults to all of them).
 #
 # Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are. Where the copy on the GPU
@@ -54,10 +56,10 @@ if [ "$BENCH" = --train ]; then
   python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
   if [ -n "${FLA_CONFIGS:-}" ]; then
     python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
-    export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-strict}"
+    export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
   fi
-  echo "== fla's training path compiled and tuned first (271 s for one shape on the H200: tools/fla_warmup.py)"
-  python3 tools/fla_warmup.py --H "${TRAIN_H:-64}" --first "${FLA_WARM_FIRST:-2}" ${FLA_CACHE:+--unpack "$FLA_CACHE"} \
+  echo "== fla's training path compiled and tuned first (271 s for one shape on the H200 when fla tunes: tools/fla_warmup.py)"
+  python3 tools/fla_warmup.py --H "${TRAIN_H:-64}" --first "${FLA_WARM_FIRST:-$([ -n "${FLA_CONFIGS:-}" ] && echo 6 || echo 2)}" ${FLA_CACHE:+--unpack "$FLA_CACHE"} \
     2>&1 | tee "$LOG/fla_warmup.txt" || status=1
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-64}" --deadline "${TRAIN_DEADLINE:-400}" \
