@@ -10,7 +10,7 @@ kda_backward_cuda (its kda_nb/backward_kernels.py from git), so that a change of
 as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients."""
 from __future__ import annotations
 
-import argparse, inspect, json, subprocess, time, types
+import argparse, inspect, json, statistics, subprocess, time, types
 from collections import defaultdict
 from pathlib import Path
 
@@ -46,10 +46,13 @@ def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: in
     call(); torch.cuda.synchronize()
     peak = (torch.cuda.max_memory_allocated() - base) / 1e9
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(reps): call()
-    end.record(); torch.cuda.synchronize()
-    total = start.elapsed_time(end) / reps
+    rounds = []                                  # the median of 7 rounds of `reps` calls: one round of 5 spread by
+    for _ in range(7):                           # about 0.6 ms between builds with the same kernels (2026-12-02)
+        start.record()
+        for _ in range(reps): call()
+        end.record(); torch.cuda.synchronize()
+        rounds.append(start.elapsed_time(end) / reps)
+    total = statistics.median(rounds)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(reps): call()
         torch.cuda.synchronize()
@@ -57,7 +60,7 @@ def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: in
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
             per[e.name[:60]] += e.device_time / 1e3 / reps          # ms per call
-    return dict(T=T, H=H, N=N, states=str(states_dtype).split('.')[-1], total_ms=total, extra_peak_gb=peak,
+    return dict(T=T, H=H, N=N, states=str(states_dtype).split('.')[-1], total_ms=total, total_ms_range=[min(rounds), max(rounds)], extra_peak_gb=peak,
                 kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
 
 
