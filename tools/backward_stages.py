@@ -7,7 +7,9 @@ Prints a table per states dtype and writes backward_stages.json to --out (defaul
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
 the gradients of the two builds are compared bit for bit. The earlier build runs with that commit's own
 kda_backward_cuda (its kda_nb/backward_kernels.py from git), so that a change of the kernels' arguments is timed
-as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients."""
+as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients.
+A call's time is the median of 7 rounds of 5 calls between CUDA events (the rounds' range is kept too); the
+kernels' times are torch's profiler's."""
 from __future__ import annotations
 
 import argparse, inspect, json, statistics, subprocess, time, types
