@@ -241,8 +241,8 @@ def markdown_report(records: list[Mapping], env: dict, meta: dict | None = None)
     "The whole `BENCHMARK_<GPU>.md`: what is missing (if any), environment, method, one table per group, every record."
     meta = meta if meta is not None else run_summary(records)
     e = lambda k: env.get(k) if env.get(k) is not None else 'unknown'
-    train = {r['group'] == TRAIN for r in records}
-    kind = {frozenset({True}): 'training', frozenset({True, False}): 'forward and training'}.get(frozenset(train), 'forward')
+    train = [r['group'] == TRAIN for r in records]
+    kind = 'training' if train and all(train) else 'forward and training' if any(train) else 'forward'
     out = [f"# kda_nb {kind} benchmark: {e('gpu')}", '']
     if not meta['complete']:
         out += [f"> **Partial results: {meta['cases_measured']} of {meta['cases']} cases measured.** "

@@ -149,9 +149,9 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
             # The fixed and varlen batches run what the plan gives them (mode_plan, the rule fwd asks); decode and
             # fused name their path. One step per forward: ncu runs kernels one at a time, so the pipeline's overlap
             # of K1 and K2 (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
-            path = mode_plan(mode, T, H).path if mode in MODES else mode
-            print(f"kda_nb workload {mode}: the {path} path" + (f" ({mode_plan(mode, T, H).reason})" if mode in MODES else ''),
-                  flush=True)
+            pick = mode_plan(mode, T, H) if mode in MODES else None
+            path = pick.path if pick else mode
+            print(f"kda_nb workload {mode}: the {path} path" + (f" ({pick.reason})" if pick else ''), flush=True)
             def call():
                 with forced(path, 1): fwd(**inp, backend='cuda')
     for _ in range(warmup): call()
