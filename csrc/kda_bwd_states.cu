@@ -5,305 +5,326 @@
 // Chunks sit in step-major rows, as kda_nb.backward lays them out: sequences sorted by chunk count (most
 // first), row step_off[i] + n holds chunk i of sorted sequence n, which has chunks[n] chunks. The state is
 // [V][K] (S^T of the math), fp32, with the head dimension K = V = 128. Rows of the state never mix (each row's
-// update reads only that row), so a block owns a slice of ROWS rows, blockIdx.z, and the grid is (sequence, head,
-// slice): eight blocks walk one sequence's chunks side by side. TPR = 8 threads share a pair of rows: thread t
-// owns rows ROWS z + t / TPR and ROWS z + t / TPR + PAIRS of the state and the same 16 channels of both, four
-// runs of four, 4 (t % TPR) + 32 m + e (m, e < 4), so that the eight threads of a pair read 128 contiguous bytes
-// of a tile at once: 32 fp32 registers, for the whole sequence. Every value a thread reads from a chunk's tiles
-// serves both of its rows, which halves the shared-memory reads that bound the first version with one row a
-// thread (1a3e19f). Per chunk:
+// update reads only that row), so a block owns a slice of VB = 64 rows, blockIdx.z, and each of its four warps
+// 16 rows, in registers as the C fragments of mma.sync (as K2 holds the forward's state, kda_recurrence.cuh).
+// Per chunk:
 //
 //   forward  (kda_bwd_states):   Sc = S;  R = V - kd S^T;  U = INVb R;  S <- S diag(decay) + U^T kr
 //   backward (kda_bwd_dstates):  dSo = dS;  dU += kr dS^T;  dR = INVb^T dU;
 //                                dS <- dS diag(decay) + dP^T qd - dR^T kd
 //
-// The products with the state are a row of S against a chunk's 16 x 128 tile: each thread forms its share
-// of the 16 sums and three shuffles add the row's eight shares. The next chunk's tiles arrive in shared memory
-// (cp.async, two buffers) while this chunk's arithmetic runs. Plain fp32 arithmetic, each row's sums in the
-// same order as with one row a thread, so the results are the same bits.
+// Every product runs on the tensor cores in tf32 (m16n8k8: fp32's range, an 11-bit significand, each operand
+// rounded to nearest), accumulating in fp32. The products' results become the next product's left operand
+// without leaving registers: a C fragment (rows g, g + 8; columns 2t, 2t + 1) is, permuted, an A fragment whose
+// k-slots t and t + 4 stand for columns 2t and 2t + 1, and the right operand is read from shared memory in the
+// same order (b0 = column 2t, b1 = column 2t + 1). The chunk tiles are the fp32 tiles kda_bwd_prepare wrote; they
+// arrive in shared memory through NSTAGE stages (cp.async), each tile's rows padded so that the warp's reads hit
+// 32 different banks. Until ca4c861 of main the passes ran on the CUDA cores in fp32, 16 rows a block and two a
+// thread: 2.5 and 3.1 ms at T = 8192, H = 64 on the H200.
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
 
 namespace kda {
 namespace bwd {
 
-constexpr int ROWS = 16;                    // state rows per block (the first version, 84f1080: all 128, one block
-                                            // per (sequence, head), too few blocks to fill the GPU)
-constexpr int SLICES = D / ROWS;            // blocks per (sequence, head)
-constexpr int RPT = 2;                      // state rows per thread (1a3e19f: one)
-constexpr int PAIRS = ROWS / RPT;           // a thread's rows are PAIRS apart
-constexpr int TPR = 8;                      // threads per pair of rows
-constexpr int THREADS = TPR * PAIRS;
-constexpr int HALF = D / TPR;               // channels per thread (four runs of four)
+constexpr int WARPS = 4;
+constexpr int THREADS = 32 * WARPS;
+constexpr int VB = 16 * WARPS;              // state rows per block
+constexpr int SLICES = D / VB;              // blocks per (sequence, head)
+constexpr int NSTAGE = 3;                   // chunks in flight: this one and the next two
 constexpr int TILE = CHUNK * D;             // floats in one [CHUNK][D] tile
 constexpr int SMALL = CHUNK * CHUNK;        // floats in INVb
+// Padded rows in shared memory. A tile read as pairs of neighbouring channels of one token a lane (float2, lanes g
+// apart a row apart) has rows of 8 mod 32 floats; one read as one channel of two tokens 2t and 2t + 1 (lanes t apart
+// two rows apart), 4 mod 32.
+constexpr int LD_PAIR = D + 8, LD_COL = D + 4;
+constexpr int LDS_PAIR = CHUNK + 8, LDS_COL = CHUNK + 4;   // INVb, read either way
+constexpr int LDV = VB + 4;                 // the block's slice of a tile read by state row (V, dP, dU)
+constexpr int OUT_LD = D + 8;               // a warp's 16 rows of a bf16 state on their way out (stmatrix)
 
 using kda::StatesArgs;
 using kda::DStatesArgs;
 
-// copy `floats` floats (a multiple of 4, 16-byte aligned) global -> shared, all threads taking part
-__device__ __forceinline__ void copy_tile(float* dst, const float* src, int floats) {
-    for (int i = 4 * threadIdx.x; i < floats; i += 4 * THREADS) cp_async16(dst + i, src + i);
-}
-
-__device__ __forceinline__ void store_row(void* base, bool bf16, int64_t off, const float (&x)[HALF]) {
-#pragma unroll
-    for (int m = 0; m < HALF / 4; ++m) {
-        if (bf16) {
-            uint2 w;
-            w.x = pack_bf16(x[4 * m], x[4 * m + 1]);
-            w.y = pack_bf16(x[4 * m + 2], x[4 * m + 3]);
-            *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(base) + off + 32 * m) = w;
-        } else {
-            *reinterpret_cast<float4*>(static_cast<float*>(base) + off + 32 * m) =
-                make_float4(x[4 * m], x[4 * m + 1], x[4 * m + 2], x[4 * m + 3]);
-        }
-    }
-}
-
-// sum over this thread's channels of tile[c][.] * x[r], for every row c and each of the thread's rows r; then
-// each row's other shares added
-__device__ __forceinline__ void row_products(const float* tile, int k0, const float (&x)[RPT][HALF],
-                                             float (&out)[RPT][CHUNK]) {
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) {
-        float acc[RPT];
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) acc[r] = 0.f;
-#pragma unroll
-        for (int m = 0; m < HALF / 4; ++m) {
-            const float4 w = *reinterpret_cast<const float4*>(tile + c * D + k0 + 32 * m);
-#pragma unroll
-            for (int r = 0; r < RPT; ++r) {
-                acc[r] = fmaf(w.x, x[r][4 * m], acc[r]); acc[r] = fmaf(w.y, x[r][4 * m + 1], acc[r]);
-                acc[r] = fmaf(w.z, x[r][4 * m + 2], acc[r]); acc[r] = fmaf(w.w, x[r][4 * m + 3], acc[r]);
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-#pragma unroll
-            for (int o = 1; o < TPR; o <<= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-            out[r][c] = acc[r];
-        }
-    }
-}
-
-// S[r][j] <- S[r][j] decay + sum_c a[r][c] tile_a[c][.] (+ sum_c b[r][c] tile_b[c][.]), over this thread's
-// channels, for each of its rows r
-template <bool TWO>
-__device__ __forceinline__ void update_rows(float (&S)[RPT][HALF], const float* decay, int k0, const float* ta,
-                                            const float (&a)[RPT][CHUNK], const float* tb, const float (&b)[RPT][CHUNK]) {
-#pragma unroll
-    for (int m = 0; m < HALF / 4; ++m) {
-        const float4 d = *reinterpret_cast<const float4*>(decay + k0 + 32 * m);
-        float4 acc[RPT];
-#pragma unroll
-        for (int r = 0; r < RPT; ++r)
-            acc[r] = make_float4(S[r][4 * m] * d.x, S[r][4 * m + 1] * d.y, S[r][4 * m + 2] * d.z, S[r][4 * m + 3] * d.w);
-#pragma unroll
-        for (int c = 0; c < CHUNK; ++c) {
-            const float4 w = *reinterpret_cast<const float4*>(ta + c * D + k0 + 32 * m);
-            float4 u;
-            if constexpr (TWO) u = *reinterpret_cast<const float4*>(tb + c * D + k0 + 32 * m);
-#pragma unroll
-            for (int r = 0; r < RPT; ++r) {
-                acc[r].x = fmaf(a[r][c], w.x, acc[r].x); acc[r].y = fmaf(a[r][c], w.y, acc[r].y);
-                acc[r].z = fmaf(a[r][c], w.z, acc[r].z); acc[r].w = fmaf(a[r][c], w.w, acc[r].w);
-                if constexpr (TWO) {
-                    acc[r].x = fmaf(b[r][c], u.x, acc[r].x); acc[r].y = fmaf(b[r][c], u.y, acc[r].y);
-                    acc[r].z = fmaf(b[r][c], u.z, acc[r].z); acc[r].w = fmaf(b[r][c], u.w, acc[r].w);
-                }
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-            S[r][4 * m] = acc[r].x; S[r][4 * m + 1] = acc[r].y; S[r][4 * m + 2] = acc[r].z; S[r][4 * m + 3] = acc[r].w;
-        }
-    }
-}
-
-// y = INVb x (or INVb^T x, TRANS) for the 16 values x every thread of a row holds: thread `part` of the row
-// makes y[2 part] and y[2 part + 1], and shuffles hand every thread all 16
-template <bool TRANS>
-__device__ __forceinline__ void small_product(const float* invb, const float (&x)[CHUNK], float (&y)[CHUNK], int part) {
-    float y0 = 0.f, y1 = 0.f;
-    if constexpr (TRANS) {
-#pragma unroll
-        for (int e = 0; e < CHUNK; ++e) {
-            const float2 w = *reinterpret_cast<const float2*>(invb + e * CHUNK + 2 * part);   // INVb[e][2 part ..]
-            y0 = fmaf(w.x, x[e], y0);
-            y1 = fmaf(w.y, x[e], y1);
-        }
-    } else {
-#pragma unroll
-        for (int e = 0; e < CHUNK; e += 4) {
-            const float4 w0 = *reinterpret_cast<const float4*>(invb + 2 * part * CHUNK + e);
-            const float4 w1 = *reinterpret_cast<const float4*>(invb + (2 * part + 1) * CHUNK + e);
-            y0 = fmaf(w0.x, x[e], fmaf(w0.y, x[e + 1], fmaf(w0.z, x[e + 2], fmaf(w0.w, x[e + 3], y0))));
-            y1 = fmaf(w1.x, x[e], fmaf(w1.y, x[e + 1], fmaf(w1.z, x[e + 2], fmaf(w1.w, x[e + 3], y1))));
-        }
-    }
-    const int row0 = (threadIdx.x & 31) & ~(TPR - 1);                  // lane of the row's part 0
-#pragma unroll
-    for (int c = 0; c < CHUNK; ++c) y[c] = __shfl_sync(0xffffffffu, c & 1 ? y1 : y0, row0 + c / 2);
-}
-
-// shared memory of one buffer: the chunk's tiles, in this order; X and Y hold the block's slice of the
-// tiles it reads by state row (V, or dP and dU), [CHUNK][ROWS]
-struct Buf {
-    static constexpr int A = 0, B = TILE, C = 2 * TILE, INVB = 3 * TILE, DECAY = 3 * TILE + SMALL;
-    static constexpr int X = DECAY + D, Y = X + CHUNK * ROWS;
-    static constexpr int FLOATS = Y + CHUNK * ROWS;
+// one stage of each pass, in floats
+struct StatesStage {
+    static constexpr int KD = 0, KR = KD + CHUNK * LD_PAIR, INVB = KR + CHUNK * LD_COL,
+                         DECAY = INVB + CHUNK * LDS_PAIR, V = DECAY + D, FLOATS = V + CHUNK * LDV;
 };
+struct DStatesStage {
+    static constexpr int KR = 0, QD = KR + CHUNK * LD_PAIR, KD = QD + CHUNK * LD_COL, INVB = KD + CHUNK * LD_COL,
+                         DECAY = INVB + CHUNK * LDS_COL, DP = DECAY + D, DU = DP + CHUNK * LDV, FLOATS = DU + CHUNK * LDV;
+};
+static_assert(StatesStage::FLOATS % 4 == 0 && DStatesStage::FLOATS % 4 == 0 && StatesStage::V % 4 == 0 &&
+              DStatesStage::DU % 4 == 0, "16-byte aligned tiles");
 
-// columns ROWS z .. ROWS z + ROWS - 1 of a [CHUNK][D] tile, global -> shared [CHUNK][ROWS]
-__device__ __forceinline__ void copy_slice(float* dst, const float* src) {
-    for (int e = threadIdx.x; e < CHUNK * ROWS / 4; e += THREADS) {
-        const int c = e / (ROWS / 4), q = e % (ROWS / 4);
-        cp_async16(dst + c * ROWS + 4 * q, src + c * D + ROWS * blockIdx.z + 4 * q);
+// §copies: `cols` columns from col0 of `rows` rows of src (row length src_ld floats) into dst (row length ld)
+__device__ __forceinline__ void copy_rows(float* dst, int ld, const float* src, int src_ld, int col0, int rows, int cols) {
+    const int per = cols / 4;
+    for (int e = threadIdx.x; e < rows * per; e += THREADS) {
+        const int r = e / per, q = e % per;
+        cp_async16(dst + r * ld + 4 * q, src + r * src_ld + col0 + 4 * q);
     }
 }
 
-// the first index of thread's rows into a block's [CHUNK][ROWS] slice, and their state rows
-__device__ __forceinline__ int slice_row(int r) { return threadIdx.x / TPR + PAIRS * r; }
-__device__ __forceinline__ int state_row(int r) { return ROWS * blockIdx.z + slice_row(r); }
+// §fragments: a C fragment as the A fragment of the next product, k-slot t <-> column 2t, t + 4 <-> 2t + 1
+__device__ __forceinline__ void a_from_c(const float (&c)[4], uint32_t (&a)[4], float sign = 1.f) {
+    a[0] = tf32_rn(sign * c[0]); a[1] = tf32_rn(sign * c[2]); a[2] = tf32_rn(sign * c[1]); a[3] = tf32_rn(sign * c[3]);
+}
+
+// out^T[v][token] = sum_k X[v][k] T[token][k] for the warp's 16 rows v (two C tiles, tokens 0-7 and 8-15), T a
+// [CHUNK][LD_PAIR] tile; two chains over k (even and odd k-steps) halve the dependent latency
+__device__ __forceinline__ void rows_times_tile(const float (&X)[16][4], const float* T, int lane, float (&out)[2][4]) {
+    const int g = lane >> 2, t = lane & 3;
+    float acc[2][2][4] = {};
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        uint32_t a[4];
+        a_from_c(X[j], a);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const float2 b = *reinterpret_cast<const float2*>(T + (8 * nt + g) * LD_PAIR + 8 * j + 2 * t);
+            mma_tf32(acc[j & 1][nt], a, tf32_rn(b.x), tf32_rn(b.y));
+        }
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[nt][e] = acc[0][nt][e] + acc[1][nt][e];
+}
+
+// out^T[v][token] = sum_e Y^T[v][e] INVb[token][e] (TRANS = false: U = INVb R), or sum_e Y^T[v][e] INVb[e][token]
+// (TRANS: dR = INVb^T dU); INVb padded to LDS_PAIR (false) or LDS_COL (TRANS)
+template <bool TRANS>
+__device__ __forceinline__ void times_invb(const float (&Y)[2][4], const float* invb, int lane, float (&out)[2][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[nt][e] = 0.f;
+#pragma unroll
+    for (int kb = 0; kb < 2; ++kb) {
+        uint32_t a[4];
+        a_from_c(Y[kb], a);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            float b0, b1;
+            if constexpr (TRANS) {
+                b0 = invb[(8 * kb + 2 * t) * LDS_COL + 8 * nt + g];
+                b1 = invb[(8 * kb + 2 * t + 1) * LDS_COL + 8 * nt + g];
+            } else {
+                const float2 b = *reinterpret_cast<const float2*>(invb + (8 * nt + g) * LDS_PAIR + 8 * kb + 2 * t);
+                b0 = b.x; b1 = b.y;
+            }
+            mma_tf32(out[nt], a, tf32_rn(b0), tf32_rn(b1));
+        }
+    }
+}
+
+// S[v][k] += sum_token A[v][token] T[token][k], A as two A fragments (tokens 0-7, 8-15) in a_from_c's order,
+// T a [CHUNK][LD_COL] tile
+__device__ __forceinline__ void add_rows_product(float (&S)[16][4], const uint32_t (&a)[2][4], const float* T, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int kb = 0; kb < 2; ++kb)
+            mma_tf32(S[j], a[kb], tf32_rn(T[(8 * kb + 2 * t) * LD_COL + 8 * j + g]),
+                     tf32_rn(T[(8 * kb + 2 * t + 1) * LD_COL + 8 * j + g]));
+}
+
+__device__ __forceinline__ void apply_decay(float (&S)[16][4], const float* decay, int lane) {
+    const int t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+        S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
+    }
+}
+
+// the warp's 16 rows of a state, [V][K] fp32, from or to global memory at `base` (the state's row vrow)
+__device__ __forceinline__ void load_rows(const float* base, int lane, float (&S)[16][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        const float2 lo = *reinterpret_cast<const float2*>(base + g * D + 8 * j + 2 * t);
+        const float2 hi = *reinterpret_cast<const float2*>(base + (g + 8) * D + 8 * j + 2 * t);
+        S[j][0] = lo.x; S[j][1] = lo.y; S[j][2] = hi.x; S[j][3] = hi.y;
+    }
+}
+__device__ __forceinline__ void store_rows_fp32(float* base, int lane, const float (&S)[16][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+        *reinterpret_cast<float2*>(base + g * D + 8 * j + 2 * t) = make_float2(S[j][0], S[j][1]);
+        *reinterpret_cast<float2*>(base + (g + 8) * D + 8 * j + 2 * t) = make_float2(S[j][2], S[j][3]);
+    }
+}
+// the state leaving or entering a chunk, as the adjoint reads it: bf16 through the warp's staging tile (stmatrix,
+// then 16-byte stores, two rows of 256 bytes an instruction), or fp32 straight from the fragments
+__device__ __forceinline__ void store_state(void* out, bool bf16, int64_t off, const float (&S)[16][4],
+                                            __nv_bfloat16* stage, int lane) {
+    if (!bf16) { store_rows_fp32(static_cast<float*>(out) + off, lane, S); return; }
+    __syncwarp();                                             // the warp is done with the last chunk's copy
+    const int m = lane >> 3, r = (lane & 7) + 8 * (m & 1);
+#pragma unroll
+    for (int j = 0; j < 16; j += 2)
+        stmatrix_x4(stage + r * OUT_LD + 8 * j + 8 * (m >> 1), pack_bf16(S[j][0], S[j][1]), pack_bf16(S[j][2], S[j][3]),
+                    pack_bf16(S[j + 1][0], S[j + 1][1]), pack_bf16(S[j + 1][2], S[j + 1][3]));
+    __syncwarp();
+    __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(out) + off;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int e = lane + 32 * i, row = e >> 4, piece = e & 15;
+        *reinterpret_cast<uint4*>(dst + row * D + 8 * piece) = *reinterpret_cast<const uint4*>(stage + row * OUT_LD + 8 * piece);
+    }
+}
+
+// X^T[v][token] (two C tiles) into a [CHUNK][D] fp32 tile at `tile`, column vrow + v
+__device__ __forceinline__ void store_tile_t(float* tile, int vrow, int lane, const float (&X)[2][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) tile[(8 * nt + 2 * t + (e & 1)) * D + vrow + g + 8 * (e >> 1)] = X[nt][e];
+}
+// element (nt, e) of a C fragment pair from the block's slice of a tile, [CHUNK][LDV], the warp's columns from vl
+__device__ __forceinline__ float slice_at(const float* s, int vl, int lane, int nt, int e) {
+    const int g = lane >> 2, t = lane & 3;
+    return s[(8 * nt + 2 * t + (e & 1)) * LDV + vl + g + 8 * (e >> 1)];
+}
 
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
 __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
     extern __shared__ __align__(16) float smem[];
+    using St = StatesStage;
     const int n = blockIdx.x, h = blockIdx.y;
-    const int part = threadIdx.x % TPR, k0 = 4 * part;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int H = p.heads, nch = p.chunks[n];
-    float S[RPT][HALF];
-    const int64_t s_base = (static_cast<int64_t>(n) * H + h) * D * D + k0;
-#pragma unroll
-    for (int r = 0; r < RPT; ++r)
-#pragma unroll
-        for (int j = 0; j < HALF; ++j) S[r][j] = p.s0[s_base + state_row(r) * D + 32 * (j / 4) + j % 4];
-    auto load = [&](int i, float* buf) {
-        const int64_t rh = (p.step_off[i] + n) * H + h;                // (row, head)
-        copy_tile(buf + Buf::A, p.kd + rh * TILE, TILE);
-        copy_tile(buf + Buf::B, p.kr + rh * TILE, TILE);
-        copy_slice(buf + Buf::X, p.v + rh * TILE);
-        copy_tile(buf + Buf::INVB, p.invb + rh * SMALL, SMALL);
-        copy_tile(buf + Buf::DECAY, p.decay + rh * D, D);
+    const int vl = 16 * warp, vrow = VB * blockIdx.z + vl;       // the warp's rows: in the block's slice, in the state
+    __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::FLOATS) + warp * 16 * OUT_LD;
+    float S[16][4];
+    load_rows(p.s0 + (static_cast<int64_t>(n) * H + h) * D * D + vrow * D, lane, S);
+    auto load = [&](int i) {                                     // chunk i into its stage; one commit group a call
+        if (i < nch) {
+            float* st = smem + (i % NSTAGE) * St::FLOATS;
+            const int64_t rh = (p.step_off[i] + n) * H + h;      // (row, head)
+            copy_rows(st + St::KD, LD_PAIR, p.kd + rh * TILE, D, 0, CHUNK, D);
+            copy_rows(st + St::KR, LD_COL, p.kr + rh * TILE, D, 0, CHUNK, D);
+            copy_rows(st + St::INVB, LDS_PAIR, p.invb + rh * SMALL, CHUNK, 0, CHUNK, CHUNK);
+            copy_rows(st + St::DECAY, D, p.decay + rh * D, D, 0, 1, D);
+            copy_rows(st + St::V, LDV, p.v + rh * TILE, D, VB * blockIdx.z, CHUNK, VB);
+        }
         cp_async_commit();
     };
-    if (nch > 0) load(0, smem);
+#pragma unroll
+    for (int s = 0; s < NSTAGE - 1; ++s) load(s);
     for (int i = 0; i < nch; ++i) {
-        float* buf = smem + (i & 1) * Buf::FLOATS;
-        if (i + 1 < nch) { load(i + 1, smem + ((i + 1) & 1) * Buf::FLOATS); cp_async_wait<1>(); }
-        else cp_async_wait<0>();
-        __syncthreads();
+        cp_async_wait<NSTAGE - 2>();                            // chunk i has landed (this thread's copies)
+        __syncthreads();                                         // everyone's; and chunk i - 1's stage is free
+        load(i + NSTAGE - 1);
+        const float* st = smem + (i % NSTAGE) * St::FLOATS;
         const int64_t rh = (p.step_off[i] + n) * H + h;
+        store_state(p.sc, p.sc_bf16, (rh * D + vrow) * D, S, stage_out, lane);   // the state entering chunk i
+        float W[2][4], R[2][4], U[2][4];
+        rows_times_tile(S, st + St::KD, lane, W);                // (S kd^T)[v][token]
 #pragma unroll
-        for (int r = 0; r < RPT; ++r)                                  // the state entering chunk i
-            store_row(p.sc, p.sc_bf16, (rh * D + state_row(r)) * D + k0, S[r]);
-        float R[RPT][CHUNK], U[RPT][CHUNK];
-        row_products(buf + Buf::A, k0, S, R);                          // (kd S^T)[c][v]
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
-#pragma unroll
-            for (int c = 0; c < CHUNK; ++c) R[r][c] = buf[Buf::X + c * ROWS + slice_row(r)] - R[r][c];
-            small_product<false>(buf + Buf::INVB, R[r], U[r], part);    // U = INVb R
-        }
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) {                                // part 2r writes row r's R, part 2r + 1 its U
-            if (part == 2 * r || part == 2 * r + 1) {
-                float* out = part & 1 ? p.u : p.r;
-#pragma unroll
-                for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + state_row(r)] = part & 1 ? U[r][c] : R[r][c];
-            }
-        }
-        update_rows<false>(S, buf + Buf::DECAY, k0, buf + Buf::B, U, nullptr, U);
-        __syncthreads();                                               // buf is refilled two chunks on
+            for (int e = 0; e < 4; ++e) R[nt][e] = slice_at(st + St::V, vl, lane, nt, e) - W[nt][e];
+        times_invb<false>(R, st + St::INVB, lane, U);            // U = INVb R
+        store_tile_t(p.r + rh * TILE, vrow, lane, R);
+        store_tile_t(p.u + rh * TILE, vrow, lane, U);
+        uint32_t a[2][4];
+        a_from_c(U[0], a[0]);
+        a_from_c(U[1], a[1]);
+        apply_decay(S, st + St::DECAY, lane);
+        add_rows_product(S, a, st + St::KR, lane);               // S <- S diag(decay) + U^T kr
     }
+    cp_async_wait<0>();
 }
 
 // §dstates: the loop backwards, dS from the last chunk to the first
 __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
     extern __shared__ __align__(16) float smem[];
+    using St = DStatesStage;
     const int n = blockIdx.x, h = blockIdx.y;
-    const int part = threadIdx.x % TPR, k0 = 4 * part;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int H = p.heads, nch = p.chunks[n];
-    float dS[RPT][HALF];
-    const int64_t s_base = (static_cast<int64_t>(n) * H + h) * D * D + k0;
-#pragma unroll
-    for (int r = 0; r < RPT; ++r)
-#pragma unroll
-        for (int j = 0; j < HALF; ++j) dS[r][j] = p.ds_final[s_base + state_row(r) * D + 32 * (j / 4) + j % 4];
-    // buffer: A = qd, B = kd, C = kr, then INVb and decay, X = dP and Y = dU (the outputs' share) of the slice
-    auto load = [&](int i, float* buf) {
-        const int64_t rh = (p.step_off[i] + n) * H + h;
-        copy_tile(buf + Buf::A, p.qd + rh * TILE, TILE);
-        copy_tile(buf + Buf::B, p.kd + rh * TILE, TILE);
-        copy_tile(buf + Buf::C, p.kr + rh * TILE, TILE);
-        copy_tile(buf + Buf::INVB, p.invb + rh * SMALL, SMALL);
-        copy_tile(buf + Buf::DECAY, p.decay + rh * D, D);
-        copy_slice(buf + Buf::X, p.dp + rh * TILE);
-        copy_slice(buf + Buf::Y, p.du + rh * TILE);
+    const int vl = 16 * warp, vrow = VB * blockIdx.z + vl;
+    __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::FLOATS) + warp * 16 * OUT_LD;
+    const int64_t s_off = (static_cast<int64_t>(n) * H + h) * D * D + vrow * D;
+    float dS[16][4];
+    load_rows(p.ds_final + s_off, lane, dS);
+    auto load = [&](int it) {                                    // the it-th chunk from the last
+        if (it < nch) {
+            const int i = nch - 1 - it;
+            float* st = smem + (it % NSTAGE) * St::FLOATS;
+            const int64_t rh = (p.step_off[i] + n) * H + h;
+            copy_rows(st + St::KR, LD_PAIR, p.kr + rh * TILE, D, 0, CHUNK, D);
+            copy_rows(st + St::QD, LD_COL, p.qd + rh * TILE, D, 0, CHUNK, D);
+            copy_rows(st + St::KD, LD_COL, p.kd + rh * TILE, D, 0, CHUNK, D);
+            copy_rows(st + St::INVB, LDS_COL, p.invb + rh * SMALL, CHUNK, 0, CHUNK, CHUNK);
+            copy_rows(st + St::DECAY, D, p.decay + rh * D, D, 0, 1, D);
+            copy_rows(st + St::DP, LDV, p.dp + rh * TILE, D, VB * blockIdx.z, CHUNK, VB);
+            copy_rows(st + St::DU, LDV, p.du + rh * TILE, D, VB * blockIdx.z, CHUNK, VB);
+        }
         cp_async_commit();
     };
-    if (nch > 0) load(nch - 1, smem + ((nch - 1) & 1) * Buf::FLOATS);
-    for (int i = nch - 1; i >= 0; --i) {
-        float* buf = smem + (i & 1) * Buf::FLOATS;
-        if (i > 0) { load(i - 1, smem + ((i - 1) & 1) * Buf::FLOATS); cp_async_wait<1>(); }
-        else cp_async_wait<0>();
+#pragma unroll
+    for (int s = 0; s < NSTAGE - 1; ++s) load(s);
+    const int g = lane >> 2, t = lane & 3;
+    for (int it = 0; it < nch; ++it) {
+        cp_async_wait<NSTAGE - 2>();
         __syncthreads();
+        load(it + NSTAGE - 1);
+        const int i = nch - 1 - it;
+        const float* st = smem + (it % NSTAGE) * St::FLOATS;
         const int64_t rh = (p.step_off[i] + n) * H + h;
+        store_state(p.dso, p.sc_bf16, (rh * D + vrow) * D, dS, stage_out, lane);   // dS leaving chunk i
+        float dU[2][4], dR[2][4];
+        rows_times_tile(dS, st + St::KR, lane, dU);               // (dS kr^T)[v][token]
 #pragma unroll
-        for (int r = 0; r < RPT; ++r)                                  // dS leaving chunk i
-            store_row(p.dso, p.sc_bf16, (rh * D + state_row(r)) * D + k0, dS[r]);
-        float dU[RPT][CHUNK], dR[RPT][CHUNK], dP[RPT][CHUNK];
-        row_products(buf + Buf::C, k0, dS, dU);                        // (kr dS^T)[c][v]
+        for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-        for (int r = 0; r < RPT; ++r) {
+            for (int e = 0; e < 4; ++e) dU[nt][e] += slice_at(st + St::DU, vl, lane, nt, e);   // + the outputs' share
+        times_invb<true>(dU, st + St::INVB, lane, dR);           // dR = INVb^T dU
+        store_tile_t(p.du + rh * TILE, vrow, lane, dU);
+        store_tile_t(p.dr + rh * TILE, vrow, lane, dR);
+        uint32_t ap[2][4], ar[2][4];
+        const float* dp = st + St::DP;
 #pragma unroll
-            for (int c = 0; c < CHUNK; ++c) {
-                dU[r][c] += buf[Buf::Y + c * ROWS + slice_row(r)];
-                dP[r][c] = buf[Buf::X + c * ROWS + slice_row(r)];
-            }
-            small_product<true>(buf + Buf::INVB, dU[r], dR[r], part);   // dR = INVb^T dU
+        for (int kb = 0; kb < 2; ++kb) {                          // dP^T as A fragments, in a_from_c's token order
+            ap[kb][0] = tf32_rn(dp[(8 * kb + 2 * t) * LDV + vl + g]);
+            ap[kb][1] = tf32_rn(dp[(8 * kb + 2 * t) * LDV + vl + g + 8]);
+            ap[kb][2] = tf32_rn(dp[(8 * kb + 2 * t + 1) * LDV + vl + g]);
+            ap[kb][3] = tf32_rn(dp[(8 * kb + 2 * t + 1) * LDV + vl + g + 8]);
+            a_from_c(dR[kb], ar[kb], -1.f);
         }
-#pragma unroll
-        for (int r = 0; r < RPT; ++r) {                                // part 2r writes row r's dU, part 2r + 1 its dR
-            if (part == 2 * r || part == 2 * r + 1) {
-                float* out = part & 1 ? p.dr : p.du;
-#pragma unroll
-                for (int c = 0; c < CHUNK; ++c) out[rh * TILE + c * D + state_row(r)] = part & 1 ? dR[r][c] : dU[r][c];
-            }
-#pragma unroll
-            for (int c = 0; c < CHUNK; ++c) dR[r][c] = -dR[r][c];
-        }
-        update_rows<true>(dS, buf + Buf::DECAY, k0, buf + Buf::A, dP, buf + Buf::B, dR);   // + dP^T qd - dR^T kd
-        __syncthreads();
+        apply_decay(dS, st + St::DECAY, lane);
+        add_rows_product(dS, ap, st + St::QD, lane);             // + dP^T qd
+        add_rows_product(dS, ar, st + St::KD, lane);             // - dR^T kd
     }
-#pragma unroll
-    for (int r = 0; r < RPT; ++r) {
-        float* out = p.ds0 + s_base + state_row(r) * D;
-#pragma unroll
-        for (int m = 0; m < HALF / 4; ++m)
-            *reinterpret_cast<float4*>(out + 32 * m) =
-                make_float4(dS[r][4 * m], dS[r][4 * m + 1], dS[r][4 * m + 2], dS[r][4 * m + 3]);
-    }
+    cp_async_wait<0>();
+    store_rows_fp32(p.ds0 + s_off, lane, dS);
 }
 
 }  // namespace bwd
 
-constexpr size_t BWD_SMEM = 2 * bwd::Buf::FLOATS * sizeof(float);
+constexpr size_t STATES_SMEM = (bwd::NSTAGE * bwd::StatesStage::FLOATS) * sizeof(float) + bwd::WARPS * 16 * bwd::OUT_LD * 2;
+constexpr size_t DSTATES_SMEM = (bwd::NSTAGE * bwd::DStatesStage::FLOATS) * sizeof(float) + bwd::WARPS * 16 * bwd::OUT_LD * 2;
 
 cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_SMEM);
+    cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, STATES_SMEM);
     if (err != cudaSuccess) return err;
-    bwd::kda_bwd_states<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, BWD_SMEM, stream>>>(a);
+    bwd::kda_bwd_states<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, STATES_SMEM, stream>>>(a);
     return cudaGetLastError();
 }
 cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_dstates, cudaFuncAttributeMaxDynamicSharedMemorySize, BWD_SMEM);
+    cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_dstates, cudaFuncAttributeMaxDynamicSharedMemorySize, DSTATES_SMEM);
     if (err != cudaSuccess) return err;
-    bwd::kda_bwd_dstates<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, BWD_SMEM, stream>>>(a);
+    bwd::kda_bwd_dstates<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, DSTATES_SMEM, stream>>>(a);
     return cudaGetLastError();
 }
 

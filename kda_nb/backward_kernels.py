@@ -15,7 +15,7 @@ from .recurrence import step_rows, step_schedule
 
 # %% auto #0
 __all__ = ['STATES_DTYPE', 'step_rows_table', 'chunk_states_cuda', 'chunk_state_adjoint_cuda', 'chunk_rows_table',
-           'kda_backward_cuda']
+           'kda_backward_cuda', 'tf32', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -127,3 +127,45 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     dinit[order] = dS0                                                # back to the original sequence order
     return (dq, dk, dv, dg, dbeta, dA_part.sum(0).reshape(A_log.shape), ddt_part.sum(0).reshape(dt_bias.shape),
             dinit if initial_state is not None else None)
+
+# %% ../nbs/04c_backward_kernels.ipynb #c8c440a6
+def tf32(x: torch.Tensor) -> torch.Tensor:
+    "fp32 `x` rounded to the nearest tf32 (10 mantissa bits), ties away from zero: an operand as the passes' mma reads it."
+    bits = x.float().contiguous().view(torch.int32)
+    return ((bits + 0x1000) & -0x2000).view(torch.float32)   # sign and magnitude: + half an ulp, then cut
+
+def chunk_states_tf32(f: dict, v: torch.Tensor, S: torch.Tensor, active: list[int]):
+    "`chunk_states` as `kda_bwd_states` computes it: each product's operands rounded to tf32, the sums in fp32."
+    kd, kr, invb = (tf32(f[name]) for name in ('kd', 'kr', 'INVb'))
+    Sc, R, U, r = S.new_empty(len(v), *S.shape[1:]), torch.empty_like(v), torch.empty_like(v), 0
+    for n in active:
+        c = slice(r, r + n); r += n
+        S = S[:n]
+        Sc[c] = S
+        torch.sub(v[c], kd[c] @ tf32(S).transpose(-1, -2), out=R[c])
+        torch.matmul(invb[c], tf32(R[c]), out=U[c])
+        S = torch.addcmul(tf32(U[c]).transpose(-1, -2) @ kr[c], S, f['decay'][c, :, None, :])
+    return Sc, R, U
+
+def chunk_state_adjoint_tf32(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: torch.Tensor, dS: torch.Tensor,
+                             active: list[int], kept: torch.dtype | None = None):
+    """`chunk_state_adjoint` as `kda_bwd_dstates` computes its loop: the loop's products on tf32 operands, the rest in fp32;
+    with `kept` (a dtype), the gradient leaving each chunk as the adjoint reads it back when it is kept in `kept`."""
+    C = dP.shape[-2]
+    dU = f['Mqk'].transpose(-1, -2) @ dP                          # the outputs' share (kda_bwd_prepare, fp32)
+    dPR = torch.cat([dP, torch.empty_like(dP)], -2)
+    qdkd, kr, invb_t = tf32(torch.cat([f['qd'], -f['kd']], -2)), tf32(f['kr']), tf32(f['INVb']).transpose(-1, -2)
+    dP_op = tf32(dP)
+    dkr, ddecay = torch.empty_like(f['kr']), torch.empty_like(f['decay'])
+    seeds, dS, r = dS, dS[:0], len(dP)
+    for n in reversed(active):
+        if n > len(dS): dS = torch.cat([dS, seeds[len(dS):n]])
+        c = slice(r - n, r); r -= n
+        dSo = dS if kept is None else dS.to(kept).to(dS.dtype)
+        torch.matmul(U[c], dSo, out=dkr[c])                       # the adjoint's products with dSo (3xTF32 there)
+        torch.linalg.vecdot(dSo, Sc[c], dim=-2, out=ddecay[c])
+        dU[c] += kr[c] @ tf32(dS).transpose(-1, -2)
+        dPR[c, :, C:] = invb_t[c] @ tf32(dU[c])
+        ops = torch.cat([dP_op[c], tf32(dPR[c, :, C:])], -2)
+        dS = torch.addcmul(ops.transpose(-1, -2) @ qdkd[c], dS, f['decay'][c, :, None, :])
+    return dU, dPR, dkr, ddecay, torch.cat([dS, seeds[len(dS):]])

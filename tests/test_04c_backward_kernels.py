@@ -6,7 +6,7 @@ from kda_nb.backward_kernels import *
 
 import pytest
 from kda_nb.layout import random_inputs, rel_rms
-from kda_nb.backward import recurrent_vjp, kda_chunked_backward
+from kda_nb.backward import recurrent_vjp, chunked_backward
 from kda_nb.kernels import kernels_unavailable_reason, load_kernels
 
 REASON = kernels_unavailable_reason()
@@ -23,6 +23,10 @@ def backward_case(B, T, H, seqlens=None, state='fp32', gate='g~N(0,8)', seed=0):
     gs = torch.randn(N, H, 128, 128, device='cuda')
     return inp, go, gs
 
+def kernels_reference(inp, go, gs):
+    "The reference in fp32 with the passes' loops rounded as the kernels round them (chunk_states_tf32, ..._adjoint_tf32)."
+    return chunked_backward(*(inp[a] for a in ARGS), go, gs, torch.float32, chunk_states_tf32, chunk_state_adjoint_tf32)
+
 CASES = {'fixed 100': dict(B=2, T=100, H=2), 'fixed 16': dict(B=1, T=16, H=3), 'one token': dict(B=3, T=1, H=2),
          'varlen awkward': dict(B=1, T=0, H=2, seqlens=[300, 1, 0, 17, 64, 33]),
          'gates open': dict(B=1, T=0, H=2, seqlens=[50, 130], gate='g=8'),
@@ -36,7 +40,7 @@ def test_backward_cuda_matches_fp64(case):
     inp, go, gs = backward_case(**CASES[case])
     got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.float32)
     want = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
-    ref32 = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)   # the reference's loops, same GPU, fp32
+    ref32 = kernels_reference(inp, go, gs)                              # the same operands, on the same GPU
     for name, x, w, r in zip(NAMES, got, want, ref32):
         if w is None:
             assert x is None, name
@@ -44,7 +48,7 @@ def test_backward_cuda_matches_fp64(case):
         assert x.dtype == torch.float32 and x.shape == w.shape, name
         assert torch.isfinite(x).all(), (case, name)
         assert rel_rms(x, w) < 2e-3, (case, name, rel_rms(x, w))      # bf16 inputs: rounding of fp32 sums only
-        assert rel_rms(x, r) < 3e-4, (case, name, rel_rms(x, r))      # other sums in another order, same fp32
+        assert rel_rms(x, r) < 3e-4, (case, name, rel_rms(x, r))      # the same roundings, sums in another order
 
 @needs_kernels
 @pytest.mark.parametrize('case', ['varlen awkward', 'gates shut', 'fixed 100'])
@@ -85,7 +89,7 @@ def test_backward_cuda_many_short_sequences_and_determinism():
     run = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.float32)
     a, b = run(), run()
     assert all(torch.equal(x, y) for x, y in zip(a, b))                # the same bits, twice
-    ref = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)
+    ref = kernels_reference(inp, go, gs)
     for name, x, r in zip(NAMES, a, ref): assert rel_rms(x, r) < 1e-4, (name, rel_rms(x, r))
 
 @needs_kernels
