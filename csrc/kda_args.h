@@ -73,7 +73,9 @@ struct DecodeArgs : Args {
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:
 // sequences sorted by chunk count, most first; row step_off[i] + n is chunk i of sorted sequence n, which has
 // chunks[n] chunks. Tiles are fp32 and contiguous: [M, H, 16, 128] (C = 16 tokens by 128 channels), INVb
-// [M, H, 16, 16], decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted order.
+// [M, H, 16, 16], decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted order. The passes read qd,
+// kd, kr, dp and invb as tf32 mma operands as they are: values already rounded to tf32 (kda_bwd_prepare writes
+// them so) are read exactly, other fp32 values are cut to tf32.
 struct StatesArgs {
     const float *kd, *kr, *invb, *decay, *v, *s0;
     const int64_t* step_off;  // [steps + 1]

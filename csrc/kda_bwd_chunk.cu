@@ -3,7 +3,8 @@
 //
 //   kda_bwd_prepare   reads the caller's bf16 q, k, v, g, beta and dO, applies the activations and makes the
 //                     chunk's factors (kda_nb.backward.chunk_factors), the fp32 tiles the passes read:
-//                     qd, kd, kr, V, dP = scale dO, dU0 = Mqk^T dP, INVb and decay
+//                     qd, kd, kr, V, dP = scale dO, dU0 = Mqk^T dP, INVb and decay (qd, kd, kr, dP and INVb,
+//                     the passes' tf32 mma operands, already rounded to tf32 here, once)
 //                     and keeps the chunk's small factors (A, INV, b and the inverse norms, 2.2 KB) for
 //   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (until 638a2cd of main it
 //                     made all the factors again from the inputs: 168 KB of code, a third of it that), and computes
@@ -216,12 +217,12 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     for (int i = 0; i < CHUNK; ++i) {
         const float d = !p.dout ? 0.f : p.dout_fp32 ? reinterpret_cast<const float*>(do_raw)[i * D + c]
                                                     : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(do_raw)[i * D + c]);
-        p.qd[base + i * D + c] = s.qd[i][c];
-        p.kd[base + i * D + c] = s.kd[i][c];
-        p.kr[base + i * D + c] = x.k[i] * expf(last - x.G[i]);
+        p.qd[base + i * D + c] = tf32_rounded(s.qd[i][c]);        // the passes' mma operands: rounded once, here
+        p.kd[base + i * D + c] = tf32_rounded(s.kd[i][c]);
+        p.kr[base + i * D + c] = tf32_rounded(x.k[i] * expf(last - x.G[i]));
         p.v[base + i * D + c] = __bfloat162float(vr[i * D + c]);   // zero past len
         dp[i][c] = p.scale * d;
-        p.dp[base + i * D + c] = dp[i][c];
+        p.dp[base + i * D + c] = tf32_rounded(dp[i][c]);
     }
 #pragma unroll
     for (int j = 0; j < CHUNK; ++j) {             // dU0 = Mqk^T dP: row j sums M[i][j] dP_i over i >= j
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
 #pragma unroll
     for (int rep = 0; rep < 2; ++rep) {
         const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
-        p.invb[rh * SMALL + e] = s.inv[i][j] * s.b[j];
+        p.invb[rh * SMALL + e] = tf32_rounded(s.inv[i][j] * s.b[j]);
         p.factors[rh * kda::BWD_FACTOR_FLOATS + FAC_A + e] = s.A[i][j];
         p.factors[rh * kda::BWD_FACTOR_FLOATS + FAC_INV + e] = s.inv[i][j];
     }
@@ -390,6 +391,13 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
     const int64_t rh = row * H + h, base = rh * TILE;
+    if (threadIdx.x == 0 && ((reinterpret_cast<uintptr_t>(p.sc) | reinterpret_cast<uintptr_t>(p.dso)) & 15) == 0) {
+        constexpr uint32_t bytes = D * D * (BF16 ? 2 : 4);   // the chunk's two states (64 KB in bf16) on their way to
+                                                             // L2 while everything before state_products runs (a hint:
+                                                             // the bulk engine needs 16-byte aligned addresses)
+        prefetch_l2(static_cast<const unsigned char*>(p.sc) + rh * bytes, bytes);
+        prefetch_l2(static_cast<const unsigned char*>(p.dso) + rh * bytes, bytes);
+    }
     float (&R)[CHUNK][LD] = s.f.kd, (&dU)[CHUNK][LD] = s.f.qd, (&dP)[CHUNK][LD] = s.f.ki;
     load_tile(s.u, p.u + base);                         // the passes' four tiles arrive while dP is made
     load_tile(s.dr, p.dr + base);

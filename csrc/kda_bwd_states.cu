@@ -14,7 +14,8 @@
 //                                dS <- dS diag(decay) + dP^T qd - dR^T kd
 //
 // Every product runs on the tensor cores in tf32 (m16n8k8: fp32's range, an 11-bit significand, each operand
-// rounded to nearest), accumulating in fp32. The products' results become the next product's left operand
+// rounded to nearest), accumulating in fp32. The tiles' operands (kd, kr, qd, dP, INVb) come rounded from
+// kda_bwd_prepare; the fragments made here (the state, R, U, dU, dR) are rounded as they become operands. The products' results become the next product's left operand
 // without leaving registers: a C fragment (rows g, g + 8; columns 2t, 2t + 1) is, permuted, an A fragment whose
 // k-slots t and t + 4 stand for columns 2t and 2t + 1, and the right operand is read from shared memory in the
 // same order (b0 = column 2t, b1 = column 2t + 1). The chunk tiles are the fp32 tiles kda_bwd_prepare wrote; they
@@ -83,7 +84,7 @@ __device__ __forceinline__ void rows_times_tile(const float (&X)[16][4], const f
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
             const float2 b = *reinterpret_cast<const float2*>(T + (8 * nt + g) * LD_PAIR + 8 * j + 2 * t);
-            mma_tf32(acc[j & 1][nt], a, tf32_rn(b.x), tf32_rn(b.y));
+            mma_tf32(acc[j & 1][nt], a, __float_as_uint(b.x), __float_as_uint(b.y));
         }
     }
 #pragma unroll
@@ -115,7 +116,7 @@ __device__ __forceinline__ void times_invb(const float (&Y)[2][4], const float* 
                 const float2 b = *reinterpret_cast<const float2*>(invb + (8 * nt + g) * LDS_PAIR + 8 * kb + 2 * t);
                 b0 = b.x; b1 = b.y;
             }
-            mma_tf32(out[nt], a, tf32_rn(b0), tf32_rn(b1));
+            mma_tf32(out[nt], a, __float_as_uint(b0), __float_as_uint(b1));
         }
     }
 }
@@ -128,8 +129,8 @@ __device__ __forceinline__ void add_rows_product(float (&S)[16][4], const uint32
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int kb = 0; kb < 2; ++kb)
-            mma_tf32(S[j], a[kb], tf32_rn(T[(8 * kb + 2 * t) * LD_COL + 8 * j + g]),
-                     tf32_rn(T[(8 * kb + 2 * t + 1) * LD_COL + 8 * j + g]));
+            mma_tf32(S[j], a[kb], __float_as_uint(T[(8 * kb + 2 * t) * LD_COL + 8 * j + g]),
+                     __float_as_uint(T[(8 * kb + 2 * t + 1) * LD_COL + 8 * j + g]));
 }
 
 __device__ __forceinline__ void apply_decay(float (&S)[16][4], const float* decay, int lane) {
@@ -294,10 +295,10 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
         const float* dp = st + St::DP;
 #pragma unroll
         for (int kb = 0; kb < 2; ++kb) {                          // dP^T as A fragments, in a_from_c's token order
-            ap[kb][0] = tf32_rn(dp[(8 * kb + 2 * t) * LDV + vl + g]);
-            ap[kb][1] = tf32_rn(dp[(8 * kb + 2 * t) * LDV + vl + g + 8]);
-            ap[kb][2] = tf32_rn(dp[(8 * kb + 2 * t + 1) * LDV + vl + g]);
-            ap[kb][3] = tf32_rn(dp[(8 * kb + 2 * t + 1) * LDV + vl + g + 8]);
+            ap[kb][0] = __float_as_uint(dp[(8 * kb + 2 * t) * LDV + vl + g]);
+            ap[kb][1] = __float_as_uint(dp[(8 * kb + 2 * t) * LDV + vl + g + 8]);
+            ap[kb][2] = __float_as_uint(dp[(8 * kb + 2 * t + 1) * LDV + vl + g]);
+            ap[kb][3] = __float_as_uint(dp[(8 * kb + 2 * t + 1) * LDV + vl + g + 8]);
             a_from_c(dR[kb], ar[kb], -1.f);
         }
         apply_decay(dS, st + St::DECAY, lane);

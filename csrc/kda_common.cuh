@@ -102,6 +102,7 @@ __device__ __forceinline__ uint32_t tf32_rn(float x) {
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
     return r;
 }
+__device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(tf32_rn(x)); }
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -126,6 +127,12 @@ __device__ __forceinline__ void stmatrix_x4_trans(void* p, uint32_t r0, uint32_t
 __device__ __forceinline__ void stmatrix_x4(void* p, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
     asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};"
                  :: "r"(smem_addr(p)), "r"(r0), "r"(r1), "r"(r2), "r"(r3) : "memory");
+}
+
+// §prefetch: ask the bulk copy engine to bring `bytes` (a multiple of 16) from 16-byte aligned global memory into
+// L2, without waiting and without registers: for data a block reads later from global memory itself
+__device__ __forceinline__ void prefetch_l2(const void* gmem, uint32_t bytes) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(gmem), "r"(bytes) : "memory");
 }
 
 // §copies -------------------------------------------------------------------------------------

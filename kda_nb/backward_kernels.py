@@ -33,7 +33,8 @@ def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tens
 
 # %% ../nbs/04c_backward_kernels.ipynb #48f6915d
 def _tiles(f: dict) -> tuple:
-    return tuple(f[name].contiguous() for name in ('qd', 'kd', 'kr', 'INVb', 'decay'))
+    "qd, kd, kr, INVb and decay of factors `f` as the passes read them: the four mma operands rounded to tf32 (`tf32`, below), as kda_bwd_prepare writes them."
+    return (*(tf32(f[name]) for name in ('qd', 'kd', 'kr', 'INVb')), f['decay'].contiguous())
 
 def chunk_states_cuda(f: dict, v: torch.Tensor, S: torch.Tensor, active: list[int]):
     "`chunk_states` by the CUDA kernel `kda_bwd_states`: `(Sc [M,H,V,K], R, U)` of fp32 chunk factors `f`."
@@ -53,7 +54,7 @@ def chunk_state_adjoint_cuda(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: tor
     dP, dS = dP.contiguous(), dS.contiguous()
     dU = (f['Mqk'].transpose(-1, -2) @ dP).contiguous()        # the outputs' share; the kernel adds the states'
     dSo, dR, dS0 = torch.empty_like(Sc), torch.empty_like(dP), torch.empty_like(dS)
-    load_kernels().kda_bwd_dstates(qd, kd, kr, invb, decay, dP, dS, step_off, chunks, dU, dSo, dR, dS0)
+    load_kernels().kda_bwd_dstates(qd, kd, kr, invb, decay, tf32(dP), dS, step_off, chunks, dU, dSo, dR, dS0)
     dkr = U @ dSo                                              # S' = S decay + U^T kr
     ddecay = torch.linalg.vecdot(dSo, Sc, dim=-2)
     return dU, torch.cat([dP, dR], -2), dkr, ddecay, dS0
