@@ -24,7 +24,8 @@
 // log-decay, as in kda_nb.chunked. Thread c of the block's 128 owns channel c of the chunk's 16 tokens, so the
 // scans over tokens (cumulated gates, the gate's gradient) run in registers; sums over channels go through
 // shuffles and shared memory. The four products with a state (dP Sc, dR Sc, U dSo and the channel sums of
-// Sc * dSo) run on the tensor cores in 3xTF32 (about fp32's accuracy): warp w owns channels 32w .. 32w + 31
+// Sc * dSo) run on the tensor cores in 3xTF32 (about fp32's accuracy; two products where the states are bf16, whose
+// values are tf32 already): warp w owns channels 32w .. 32w + 31
 // and reads its columns of Sc and dSo from global memory straight into mma fragments.
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
@@ -290,12 +291,20 @@ __device__ __forceinline__ void a_frag(const float (*X)[LD], int s, int g, int t
     split_tf32(X[g][8 * s + t + 4], hi[2], lo[2]);
     split_tf32(X[g + 8][8 * s + t + 4], hi[3], lo[3]);
 }
-// d += a b in 3xTF32
+// d += a b in 3xTF32; where b is a bf16 state's value (EXACT_B), b is a tf32 already (its lo part is zero) and the
+// lo x hi product that adds nothing is left out: 2xTF32, the same bits (until ee1abe6 of main three products always)
+template <bool EXACT_B>
 __device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
                                      uint32_t bh0, uint32_t bl0, uint32_t bh1, uint32_t bl1) {
     mma_tf32(d, al, bh0, bh1);
-    mma_tf32(d, ah, bl0, bl1);
+    if constexpr (!EXACT_B) mma_tf32(d, ah, bl0, bl1);
     mma_tf32(d, ah, bh0, bh1);
+}
+// b as the hi and lo parts of 3xTF32 (a bf16 state's value is its own hi part: no split)
+template <bool EXACT_B>
+__device__ __forceinline__ void split_b(float x, uint32_t& hi, uint32_t& lo) {
+    if constexpr (EXACT_B) { hi = __float_as_uint(x); lo = 0u; }
+    else split_tf32(x, hi, lo);
 }
 
 // X_q = dP Sc, X_k = dR Sc, dkr = U dSo ([CHUNK][D] each, into f.qd, f.kd, f.ki) and ddecay = sum_v Sc * dSo.
@@ -321,11 +330,11 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
             const float s0 = at4(sc0, e), s1 = at4(sc1, e), d0 = at4(ds0, e), d1 = at4(ds1, e);
             dd[e] = fmaf(s0, d0, fmaf(s1, d1, dd[e]));
             uint32_t sh0, sl0, sh1, sl1, dh0, dl0, dh1, dl1;
-            split_tf32(s0, sh0, sl0); split_tf32(s1, sh1, sl1);
-            split_tf32(d0, dh0, dl0); split_tf32(d1, dh1, dl1);
-            mma3(xq[e], ph, pl, sh0, sl0, sh1, sl1);
-            mma3(xk[e], rh, rl, sh0, sl0, sh1, sl1);
-            mma3(dkr[e], uh, ul, dh0, dl0, dh1, dl1);
+            split_b<BF16>(s0, sh0, sl0); split_b<BF16>(s1, sh1, sl1);
+            split_b<BF16>(d0, dh0, dl0); split_b<BF16>(d1, dh1, dl1);
+            mma3<BF16>(xq[e], ph, pl, sh0, sl0, sh1, sl1);
+            mma3<BF16>(xk[e], rh, rl, sh0, sl0, sh1, sl1);
+            mma3<BF16>(dkr[e], uh, ul, dh0, dl0, dh1, dl1);
         }
     }
     __syncthreads();                                   // every warp is done reading dP: its tile takes dkr

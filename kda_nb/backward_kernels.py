@@ -5,6 +5,8 @@
 # %% ../nbs/04c_backward_kernels.ipynb #f5ff1119
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 from .backward import chunked_backward
@@ -15,7 +17,7 @@ from .recurrence import step_rows, step_schedule
 
 # %% auto #0
 __all__ = ['STATES_DTYPE', 'step_rows_table', 'chunk_states_cuda', 'chunk_state_adjoint_cuda', 'chunk_rows_table',
-           'kda_backward_cuda', 'tf32', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
+           'passes_beside', 'kda_backward_cuda', 'tf32', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,6 +69,18 @@ def chunk_rows_table(bounds: list[tuple[int, int]], order: torch.Tensor, seq: to
     tok, valid = _chunk_tokens(bounds, order, seq, step)            # the reference's gather: one rule for both
     return tok[:, 0].contiguous(), valid.sum(1).to(torch.int32)
 
+_SIDE: dict = {}                 # device index -> the second stream the backward pass runs on
+
+@contextmanager
+def passes_beside(main: torch.cuda.Stream):
+    """A second stream of `main`'s device that starts after `main`'s work so far; on leaving, `main` waits for it. Work
+    given to it runs beside `main`'s (the two passes)."""
+    side = _SIDE.get(main.device_index)
+    if side is None: side = _SIDE[main.device_index] = torch.cuda.Stream(main.device)
+    side.wait_stream(main)
+    try: yield side
+    finally: main.wait_stream(side)
+
 STATES_DTYPE = torch.bfloat16    # the chunks' states between the passes and the adjoint: bf16 (within fla's errors, the
                                  # precision study below; 2.1 GB less at T = 8192, H = 64); fp32 until a358908 of main
 
@@ -107,17 +121,20 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
     ext.kda_bwd_prepare(q, k, v, g, beta, do, *chunk_in, qd, kd, kr, vc, dp, du, invb, decay, factors)
     order = order.pin_memory().to(dev, non_blocking=True)           # no wait for the stream (the binding's tables too)
-    # The backward pass first: it reads none of the forward pass's outputs, and qd and dP are free after it, before
-    # the forward pass allocates the states (0.27 GB less at the peak at T = 8192, H = 64; states then dstates until ca4c861)
     dS = (grad_state.float()[order] if grad_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
     dSo, dR, dS0 = torch.empty(M, H, D, D, device=dev, dtype=states_dtype), torch.empty_like(dp), torch.empty_like(dS)
-    ext.kda_bwd_dstates(qd, kd, kr, invb, decay, dp, dS, step_off, chunks, du, dSo, dR, dS0)
-    del qd, dp, dS
     S0 = (initial_state.float()[order] if initial_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
     Sc = torch.empty_like(dSo)
     R, U = torch.empty_like(vc), torch.empty_like(vc)
-    ext.kda_bwd_states(kd, kr, invb, decay, vc, S0, step_off, chunks, Sc, R, U)
-    del S0, vc, kd, kr, invb, decay
+    # The two passes at once: neither reads the other's outputs, and each alone leaves most of the GPU's issue slots
+    # empty (one block of four warps per SM at T = 8192, H = 64). The backward pass goes on a second stream that
+    # starts after everything before it and that the caller's stream waits for (one after the other, dstates first,
+    # until ee1abe6 of main)
+    main = torch.cuda.current_stream(dev)
+    with passes_beside(main) as side:
+        with torch.cuda.stream(side): ext.kda_bwd_dstates(qd, kd, kr, invb, decay, dp, dS, step_off, chunks, du, dSo, dR, dS0)
+        ext.kda_bwd_states(kd, kr, invb, decay, vc, S0, step_off, chunks, Sc, R, U)
+    del qd, dp, dS, S0, vc, kd, kr, invb, decay
     covered = int(row_len.sum()) == B * T                             # else tokens of no sequence get zero gradients
     new = torch.empty if covered else torch.zeros
     dq, dk, dv, dg = (new(B, T, H, D, device=dev, dtype=grads_dtype) for _ in range(4))
