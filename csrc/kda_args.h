@@ -1,8 +1,8 @@
 // kda_args.h: what the binding (kda_binding.cpp) hands each kernel launcher, plain pointers and sizes only,
 // so that the kernels compile with nvcc alone. kda::Args holds the fields every path shares (the tensors and
 // the state formats); FwdArgs (the layout kernel, K1, K2, the fused kernel) and DecodeArgs (K3) add their own.
-// The backward's two sequential passes (kda_bwd_states.cu) take fp32 chunk tiles that kda_nb's Python side
-// prepared: StatesArgs and DStatesArgs; the token-parallel kernels on either side of them (kda_bwd_chunk.cu)
+// The backward's two sequential passes (kda_bwd_states.cu) take the chunk tiles kda_bwd_prepare made and the caller's
+// v and dO: StatesArgs and DStatesArgs; the token-parallel kernels on either side of them (kda_bwd_chunk.cu)
 // take ChunkArgs' PrepArgs and AdjointArgs.
 #pragma once
 #include <cstddef>
@@ -72,12 +72,17 @@ struct DecodeArgs : Args {
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:
 // sequences sorted by chunk count, most first; row step_off[i] + n is chunk i of sorted sequence n, which has
-// chunks[n] chunks. Tiles are fp32 and contiguous: [M, H, 16, 128] (C = 16 tokens by 128 channels), INVb
-// [M, H, 16, 16], decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted order. The passes read qd,
-// kd, kr, dp and invb as tf32 mma operands as they are: values already rounded to tf32 (kda_bwd_prepare writes
-// them so) are read exactly, other fp32 values are cut to tf32.
+// chunks[n] chunks, and holds the tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 of the caller's tensors. Tiles are
+// contiguous [M, H, 16, 128] (C = 16 tokens by 128 channels): qd, kd and kr fp16, as kda_bwd_prepare writes them
+// (their values are exact tf32 operands), dU fp32; INVb [M, H, 16, 16] fp32 (read as tf32 operands: values already
+// rounded to tf32 are read exactly, others cut); decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted
+// order. v and dO are the caller's own [tokens, H, 128] tensors, 16-byte aligned.
 struct StatesArgs {
-    const float *kd, *kr, *invb, *decay, *v, *s0;
+    const void *kd, *kr;      // fp16 tiles
+    const float *invb, *decay, *s0;
+    const void* v;            // the caller's v, bf16
+    const int64_t* row_tok;   // [M]
+    const int* row_len;       // [M]
     const int64_t* step_off;  // [steps + 1]
     const int* chunks;        // [N]
     void* sc;                 // [M, H, 128, 128]: the state entering each chunk, fp32 or bf16 (sc_bf16)
@@ -85,7 +90,13 @@ struct StatesArgs {
     int n_seq, heads, sc_bf16;
 };
 struct DStatesArgs {
-    const float *qd, *kd, *kr, *invb, *decay, *dp, *ds_final;   // dp = scale dO; ds_final [N, H, 128, 128]
+    const void *qd, *kd, *kr; // fp16 tiles
+    const float *invb, *decay, *ds_final;   // ds_final [N, H, 128, 128]
+    const void* dout;         // the caller's dO, bf16 or fp32 (dout_fp32), or null (zero); dP = scale dO
+    int dout_fp32;
+    float scale;
+    const int64_t* row_tok;
+    const int* row_len;
     const int64_t* step_off;
     const int* chunks;
     float* du;                // [M, H, 16, 128] in: the outputs' share of dU (Mqk^T dP); out: all of dU
@@ -111,10 +122,10 @@ struct ChunkArgs {
 // A = kd ki^T (strictly lower, [16][16]), INV = (I + diag(b) A)^-1 ([16][16]), then b, 1 / ||q|| and 1 / ||k||
 // of the chunk's 16 tokens
 constexpr int BWD_FACTOR_FLOATS = 2 * 16 * 16 + 3 * 16;
-// kda_bwd_prepare: the activations and the chunk factors, the fp32 tiles StatesArgs and DStatesArgs read
+// kda_bwd_prepare: the activations and the chunk factors, the tiles StatesArgs and DStatesArgs read
 struct PrepArgs : ChunkArgs {
-    const void* vin;          // the caller's v
-    float *qd, *kd, *kr, *v, *dp, *du;   // [M, H, 16, 128]: dp = scale dO, du = Mqk^T dP
+    void *qd, *kd, *kr;       // [M, H, 16, 128] fp16
+    float* du;                // [M, H, 16, 128]: Mqk^T dP, dP = scale dO
     float *invb, *decay;      // [M, H, 16, 16], [M, H, 128]
     float* factors;           // [M, H, BWD_FACTOR_FLOATS]
 };

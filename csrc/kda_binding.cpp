@@ -6,9 +6,9 @@
 //   kda_fwd_chunked(<14>, steps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline steps
 //   kda_fwd_fused(<14>)           the layout kernel (variable lengths) and the fused kernel
 //   kda_decode(<14>)              K3; kda_decode_plan(<14>) / kda_decode_run(id) / kda_decode_free(id)
-//   kda_bwd_prepare(...)          the backward's chunk factors, fp32 tiles for the passes (kda_bwd_chunk.cu)
+//   kda_bwd_prepare(...)          the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
-//                                 tiles (kda_bwd_states.cu)
+//                                 tiles and the caller's v and dO (kda_bwd_states.cu)
 //   kda_bwd_adjoint(...)          the rest of the backward, into the gradients (kda_bwd_chunk.cu)
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
 // torch (CI does). kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it
@@ -453,13 +453,15 @@ int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
 // floats of the small factors kda_bwd_prepare keeps for kda_bwd_adjoint, per (chunk row, head)
 int64_t kda_bwd_factor_floats() { return kda::BWD_FACTOR_FLOATS; }
 
-// The backward's passes (kda_bwd_states.cu). Tiles [M, H, 16, 128] fp32, INVb [M, H, 16, 16], decay [M, H, 128],
-// states [N, H, 128, 128] fp32; step_off [steps + 1] int64 and chunks [N] int32 on the host, with M rows: the
-// caller (kda_nb.backward_kernels) builds them from the sequences' chunk counts; they are checked here against
-// M and N before they are copied to the device, so no row outside the tiles can be named.
+// The backward's kernels. Their tables are made on the host by the caller (kda_nb.backward_kernels) and checked here
+// before they are copied to the device, so that no kernel can be sent outside its tensors, whatever cu_seqlens held:
+// row_tok [M] int64 and row_len [M] int32 (row r: the tokens row_tok[r] .. row_tok[r] + row_len[r] - 1, 1 to 16 of
+// them, inside the caller's tokens), and for the passes step_off [steps + 1] int64 and chunks [N] int32 (row
+// step_off[i] + n is chunk i of sorted sequence n, which has chunks[n] chunks), against M and N.
 namespace {
-void check_tile(const torch::Tensor& t, const char* name, const torch::Tensor& like, std::vector<int64_t> shape) {
-    check_tensor(t, name, at::kFloat, like);
+void check_tile(const torch::Tensor& t, const char* name, const torch::Tensor& like, std::vector<int64_t> shape,
+                at::ScalarType dtype = at::kFloat) {
+    check_tensor(t, name, dtype, like);
     TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
     TORCH_CHECK(t.sizes() == c10::IntArrayRef(shape), name, " has shape ", shape_of(t).c_str());
 }
@@ -480,6 +482,26 @@ void check_steps(const torch::Tensor& step_off_host, const torch::Tensor& chunks
         TORCH_CHECK(off[i + 1] - off[i] == active, "step_off does not match chunks at step ", num(i).c_str());
     }
 }
+void check_rows(const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host, int64_t total) {
+    TORCH_CHECK(row_tok_host.device().is_cpu() && row_tok_host.scalar_type() == at::kLong && row_tok_host.dim() == 1 &&
+                row_tok_host.is_contiguous(), "row_tok must be a contiguous CPU int64 tensor [M]");
+    const int64_t M = row_tok_host.numel();
+    TORCH_CHECK(row_len_host.device().is_cpu() && row_len_host.scalar_type() == at::kInt && row_len_host.numel() == M &&
+                row_len_host.is_contiguous(), "row_len must be a contiguous CPU int32 tensor [M]");
+    const int64_t* tok = row_tok_host.data_ptr<int64_t>();
+    const int* len = row_len_host.data_ptr<int>();
+    for (int64_t r = 0; r < M; ++r)
+        TORCH_CHECK(len[r] >= 1 && len[r] <= 16 && tok[r] >= 0 && tok[r] + len[r] <= total,
+                    "row ", num(r).c_str(), " must be 1 to 16 tokens inside the ", num(total).c_str(), " given");
+}
+// a caller's [..., H, 128] tensor of tokens that a pass copies with cp.async: contiguous, 16-byte aligned; its tokens
+int64_t check_tokens(const torch::Tensor& t, const char* name, int64_t H, const torch::Tensor& like) {
+    TORCH_CHECK(t.dim() >= 2 && t.size(-1) == 128 && t.size(-2) == H, name, " must be [..., H, 128] with H = ", num(H).c_str(),
+                ", got ", shape_of(t).c_str());
+    TORCH_CHECK(t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be contiguous and 16-byte aligned");
+    check_tensor(t, name, t.scalar_type(), like);
+    return t.numel() / (H * 128);
+}
 // a small host table on the device without waiting for the stream: staged in pinned memory (PyTorch's caching
 // host allocator keeps the staging buffer until the copy is done). Until a358908 of main a pageable .to(device),
 // which synchronizes the stream: eight times a backward call, the GPU idle while the host caught up.
@@ -493,49 +515,66 @@ cudaStream_t stream_of(const torch::Tensor& t) {
 }  // namespace
 
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
-                    torch::Tensor s0, torch::Tensor step_off_host, torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u) {
+                    torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
+                    torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     const int64_t M = kd.size(0), H = kd.size(1), N = s0.size(0);
-    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}, {v, "v"}, {r, "r"}, {u, "u"}}) check_tile(t, name, kd, {M, H, 16, 128});
+    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
+    for (auto [t, name] : {std::pair{r, "r"}, {u, "u"}}) check_tile(t, name, kd, {M, H, 16, 128});
     check_tile(invb, "invb", kd, {M, H, 16, 16});
     check_tile(decay, "decay", kd, {M, H, 128});
     check_tile(s0, "s0", kd, {N, H, 128, 128});
+    TORCH_CHECK(v.scalar_type() == at::kBFloat16, "v must be bfloat16");
+    check_rows(row_tok_host, row_len_host, check_tokens(v, "v", H, kd));
+    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
     TORCH_CHECK(sc.scalar_type() == at::kFloat || sc.scalar_type() == at::kBFloat16, "sc must be float32 or bfloat16");
     check_tensor(sc, "sc", sc.scalar_type(), kd);
     TORCH_CHECK(sc.is_contiguous() && sc.sizes() == c10::IntArrayRef({M, H, 128, 128}), "sc must be [M, H, 128, 128]");
     check_steps(step_off_host, chunks_host, M, N);
-    const torch::Tensor step_off = to_device_async(step_off_host, kd.device()), chunks = to_device_async(chunks_host, kd.device());
     TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
     const c10::DeviceGuard guard(kd.device());
-    kda::StatesArgs a{kd.data_ptr<float>(), kr.data_ptr<float>(), invb.data_ptr<float>(), decay.data_ptr<float>(),
-                      v.data_ptr<float>(), s0.data_ptr<float>(), step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(),
-                      sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
-                      sc.scalar_type() == at::kBFloat16};
+    const torch::Device dev = kd.device();
+    const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
+    const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
+    kda::StatesArgs a{kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(), s0.data_ptr<float>(),
+                      v.data_ptr(), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(), step_off.data_ptr<int64_t>(),
+                      chunks.data_ptr<int>(), sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N),
+                      static_cast<int>(H), sc.scalar_type() == at::kBFloat16};
     const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
 }
 
 void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
-                     torch::Tensor dp, torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
-                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr,
-                     torch::Tensor ds0) {
+                     torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
+                     torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
+                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     const int64_t M = kd.size(0), H = kd.size(1), N = ds_final.size(0);
-    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}, {dp, "dp"}, {du, "du"}, {dr, "dr"}})
-        check_tile(t, name, kd, {M, H, 16, 128});
+    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
+    for (auto [t, name] : {std::pair{du, "du"}, {dr, "dr"}}) check_tile(t, name, kd, {M, H, 16, 128});
     check_tile(invb, "invb", kd, {M, H, 16, 16});
     check_tile(decay, "decay", kd, {M, H, 128});
     check_tile(ds_final, "ds_final", kd, {N, H, 128, 128});
     check_tile(ds0, "ds0", kd, {N, H, 128, 128});
+    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
+    if (dout.numel()) {
+        TORCH_CHECK(dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat, "dout must be bfloat16 or float32");
+        check_rows(row_tok_host, row_len_host, check_tokens(dout, "dout", H, kd));
+    } else {
+        check_rows(row_tok_host, row_len_host, INT64_MAX);  // (no tokens are read)
+    }
     TORCH_CHECK(dso.scalar_type() == at::kFloat || dso.scalar_type() == at::kBFloat16, "dso must be float32 or bfloat16");
     check_tensor(dso, "dso", dso.scalar_type(), kd);
     TORCH_CHECK(dso.is_contiguous() && dso.sizes() == c10::IntArrayRef({M, H, 128, 128}), "dso must be [M, H, 128, 128]");
     check_steps(step_off_host, chunks_host, M, N);
-    const torch::Tensor step_off = to_device_async(step_off_host, kd.device()), chunks = to_device_async(chunks_host, kd.device());
     TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
     const c10::DeviceGuard guard(kd.device());
-    kda::DStatesArgs a{qd.data_ptr<float>(), kd.data_ptr<float>(), kr.data_ptr<float>(), invb.data_ptr<float>(),
-                       decay.data_ptr<float>(), dp.data_ptr<float>(), ds_final.data_ptr<float>(),
+    const torch::Device dev = kd.device();
+    const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
+    const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
+    kda::DStatesArgs a{qd.data_ptr(), kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(),
+                       ds_final.data_ptr<float>(), dout.numel() ? dout.data_ptr() : nullptr, dout.scalar_type() == at::kFloat,
+                       static_cast<float>(scale), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(),
                        step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(), du.data_ptr<float>(), dso.data_ptr(),
                        dr.data_ptr<float>(), ds0.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
                        dso.scalar_type() == at::kBFloat16};
@@ -545,16 +584,15 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
 
 // The backward's token-parallel kernels (kda_bwd_chunk.cu). q, k, v, g: bf16 [..., H, 128] contiguous (any
 // leading shape; `total` tokens), beta bf16 with H last, dout shaped like v (bf16 or fp32) or empty (zero), A_log fp32 [H], dt_bias
-// fp32 [H, 128]; row_tok [M] int64 and row_len [M] int32 on the host, each row a run of 1 to 16 tokens inside
-// [0, total): checked here, so that no kernel can be sent outside its tensors.
+// fp32 [H, 128]; the row tables as above.
 namespace {
 struct ChunkRows { int64_t M, H, total; torch::Tensor tok, len; };
-ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g,
                              const torch::Tensor& beta, const torch::Tensor& dout, const torch::Tensor& A_log,
                              const torch::Tensor& dt_bias, const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host) {
     TORCH_CHECK(q.dim() >= 2 && q.size(-1) == 128, "q must be [..., H, 128]");
     const int64_t H = q.size(-2), total = q.numel() / (H * 128);
-    for (auto [t, name] : {std::pair{q, "q"}, {k, "k"}, {v, "v"}, {g, "g"}}) {
+    for (auto [t, name] : {std::pair{q, "q"}, {k, "k"}, {g, "g"}}) {
         check_tensor(t, name, at::kBFloat16, q);
         TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous and shaped like q");
     }
@@ -563,22 +601,14 @@ ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, con
     if (dout.numel()) {
         TORCH_CHECK(dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat, "dout must be bfloat16 or float32");
         check_tensor(dout, "dout", dout.scalar_type(), q);
-        TORCH_CHECK(dout.is_contiguous() && dout.sizes() == q.sizes(), "dout must be contiguous and shaped like v");
+        TORCH_CHECK(dout.is_contiguous() && dout.sizes() == q.sizes(), "dout must be contiguous and shaped like q");
     }
     check_tensor(A_log, "A_log", at::kFloat, q);
     check_tensor(dt_bias, "dt_bias", at::kFloat, q);
     TORCH_CHECK(A_log.is_contiguous() && A_log.numel() == H, "A_log must be contiguous [H]");
     TORCH_CHECK(dt_bias.is_contiguous() && dt_bias.numel() == H * 128, "dt_bias must be contiguous [H, 128]");
-    TORCH_CHECK(row_tok_host.device().is_cpu() && row_tok_host.scalar_type() == at::kLong && row_tok_host.dim() == 1 &&
-                row_tok_host.is_contiguous(), "row_tok must be a contiguous CPU int64 tensor [M]");
+    check_rows(row_tok_host, row_len_host, total);
     const int64_t M = row_tok_host.numel();
-    TORCH_CHECK(row_len_host.device().is_cpu() && row_len_host.scalar_type() == at::kInt && row_len_host.numel() == M &&
-                row_len_host.is_contiguous(), "row_len must be a contiguous CPU int32 tensor [M]");
-    const int64_t* tok = row_tok_host.data_ptr<int64_t>();
-    const int* len = row_len_host.data_ptr<int>();
-    for (int64_t r = 0; r < M; ++r)
-        TORCH_CHECK(len[r] >= 1 && len[r] <= 16 && tok[r] >= 0 && tok[r] + len[r] <= total,
-                    "row ", num(r).c_str(), " must be 1 to 16 tokens inside the ", num(total).c_str(), " given");
     TORCH_CHECK(M < (int64_t(1) << 31) && H <= 65535, "too many rows or heads");
     return {M, H, total, to_device_async(row_tok_host, q.device()), to_device_async(row_len_host, q.device())};
 }
@@ -592,24 +622,21 @@ kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const 
 }
 }  // namespace
 
-void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta,
-                     torch::Tensor dout, torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host,
-                     torch::Tensor row_len_host, double scale, double lower_bound, torch::Tensor qd, torch::Tensor kd,
-                     torch::Tensor kr, torch::Tensor vc, torch::Tensor dp, torch::Tensor du, torch::Tensor invb,
-                     torch::Tensor decay, torch::Tensor factors) {
-    const ChunkRows rows = check_chunk_inputs(q, k, v, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
+void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::Tensor beta, torch::Tensor dout,
+                     torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host, torch::Tensor row_len_host,
+                     double scale, double lower_bound, torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor du,
+                     torch::Tensor invb, torch::Tensor decay, torch::Tensor factors) {
+    const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
-    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}, {vc, "vc"}, {dp, "dp"}, {du, "du"}})
-        check_tile(t, name, q, {M, H, 16, 128});
+    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, q, {M, H, 16, 128}, at::kHalf);
+    check_tile(du, "du", q, {M, H, 16, 128});
     check_tile(invb, "invb", q, {M, H, 16, 16});
     check_tile(decay, "decay", q, {M, H, 128});
     check_tile(factors, "factors", q, {M, H, kda::BWD_FACTOR_FLOATS});
     const c10::DeviceGuard guard(q.device());
     kda::PrepArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
-    a.vin = v.data_ptr();
-    a.qd = qd.data_ptr<float>(); a.kd = kd.data_ptr<float>(); a.kr = kr.data_ptr<float>(); a.v = vc.data_ptr<float>();
-    a.dp = dp.data_ptr<float>(); a.du = du.data_ptr<float>(); a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>();
-    a.factors = factors.data_ptr<float>();
+    a.qd = qd.data_ptr(); a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.du = du.data_ptr<float>();
+    a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>(); a.factors = factors.data_ptr<float>();
     const cudaError_t err = kda::launch_bwd_prepare(a, stream_of(q));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_prepare launch failed: ", cudaGetErrorString(err));
 }
@@ -619,7 +646,7 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
                      double scale, double lower_bound, torch::Tensor sc, torch::Tensor dso, torch::Tensor u,
                      torch::Tensor r, torch::Tensor du, torch::Tensor dr, torch::Tensor factors, torch::Tensor dq, torch::Tensor dk,
                      torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part) {
-    const ChunkRows rows = check_chunk_inputs(q, k, q, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
+    const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{u, "u"}, {r, "r"}, {du, "du"}, {dr, "dr"}}) check_tile(t, name, q, {M, H, 16, 128});
     check_tile(factors, "factors", q, {M, H, kda::BWD_FACTOR_FLOATS});

@@ -1,10 +1,11 @@
 // kda_bwd_chunk.cu: the token-parallel kernels of the backward, one block per (chunk row, head), on either
 // side of the two sequential passes of kda_bwd_states.cu:
 //
-//   kda_bwd_prepare   reads the caller's bf16 q, k, v, g, beta and dO, applies the activations and makes the
-//                     chunk's factors (kda_nb.backward.chunk_factors), the fp32 tiles the passes read:
-//                     qd, kd, kr, V, dP = scale dO, dU0 = Mqk^T dP, INVb and decay (qd, kd, kr, dP and INVb,
-//                     the passes' tf32 mma operands, already rounded to tf32 here, once)
+//   kda_bwd_prepare   reads the caller's bf16 q, k, g, beta and dO, applies the activations and makes the
+//                     chunk's factors (kda_nb.backward.chunk_factors), the tiles the passes read: qd, kd and kr
+//                     in fp16 (the passes' tf32 mma operands: fp16 holds tf32's significand, and these are at most
+//                     1 in size), dU0 = Mqk^T dP (dP = scale dO) in fp32, INVb rounded to tf32, and decay (until
+//                     bc78446 of main all in fp32, with V and dP too, which the passes now read from v and dO)
 //                     and keeps the chunk's small factors (A, INV, b and the inverse norms, 2.2 KB) for
 //   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (until 638a2cd of main it
 //                     made all the factors again from the inputs: 168 KB of code, a third of it that), and computes
@@ -14,8 +15,8 @@
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
-// Both copy the chunk's v and dO rows to shared memory with cp.async as their first step (stage_rows), so that
-// those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
+// Both copy the chunk's dO rows to shared memory with cp.async as their first step (stage_rows), so that those loads
+// wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
 // waited for instructions a quarter of its time, and a version of this one at 143 KB, with its stores unrolled
 // in two dtypes, was 36% slower than a358908's 126 KB; it stays near that (store_grads keeps the stores short).
 //
@@ -51,7 +52,12 @@ using kda::AdjointArgs;
 __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
     return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
 }
+// The gate's and beta's sigmoids from the fast exponential (ex2.approx: a relative error of a few 1e-7 for the
+// arguments here) and a fast reciprocal; sigmoid_fast(x) is 0 or 1 where e^-x leaves fp32's range, as it should be.
+// Until bc78446 of main every sigmoid was sigmoid_exact (expf and an IEEE divide: 9% of the adjoint's instructions);
+// the slopes s(x) s(-x) of the activations' backward keep it (the fast one there put the adjoint past 168 registers).
 __device__ __forceinline__ float sigmoid_exact(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
 // each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats. Syncs the block.
 __device__ __forceinline__ void block_sum16(float (&x)[CHUNK], float* scratch) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
@@ -105,7 +111,7 @@ __device__ __forceinline__ void load_channel(const P& p, int64_t tok0, int len, 
             const int64_t off = ((tok0 + i) * H + h) * D + c;
             q = bf16_at(p.q, off);
             k = bf16_at(p.k, off);
-            a = p.lower_bound * sigmoid_exact(A * (bf16_at(p.g, off) + bias));
+            a = p.lower_bound * sigmoid_fast(A * (bf16_at(p.g, off) + bias));
         }
         G += a;
         x.q[i] = q; x.k[i] = k; x.G[i] = G;
@@ -119,7 +125,7 @@ __device__ __forceinline__ void make_factors(const P& p, int64_t tok0, int len, 
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
-    if (c < CHUNK) s.b[c] = c < len ? sigmoid_exact(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
+    if (c < CHUNK) s.b[c] = c < len ? sigmoid_fast(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
     block_sum16(sq, s.red);
     block_sum16(sk, s.red);
 #pragma unroll
@@ -129,10 +135,10 @@ __device__ __forceinline__ void make_factors(const P& p, int64_t tok0, int len, 
         if (c == i) { s.rq[i] = sq[i]; s.rk[i] = sk[i]; }
         x.q[i] *= sq[i];
         x.k[i] *= sk[i];
-        const float e = expf(x.G[i]);
+        const float e = __expf(x.G[i]);
         s.kd[i][c] = x.k[i] * e;
         s.qd[i][c] = x.q[i] * e;
-        s.ki[i][c] = x.k[i] * expf(-x.G[i]);
+        s.ki[i][c] = x.k[i] * __expf(-x.G[i]);
     }
     __syncthreads();
     // A and M: 256 pairs (i, j), two per thread; a warp's lanes share i and read 16 rows of ki
@@ -173,9 +179,8 @@ __device__ __forceinline__ void make_factors(const P& p, int64_t tok0, int len, 
 }
 
 // §prepare ------------------------------------------------------------------------------------
-// The chunk's raw rows of v and dO (16 tokens x 128 channels, bf16 or fp32) into shared memory while the factors are
-// made: 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are
-// zeros. (Until a358908 of main each token's v and dO were loaded after the tile stores of the token before, which
+// The chunk's raw rows of dO (16 tokens x 128 channels, bf16 or fp32) into shared memory while the factors are made:
+// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros. (Until a358908 of main each token's v and dO were loaded after the tile stores of the token before, which
 // the compiler could not reorder: one memory latency per token, the kernel's hottest line.)
 __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, int bytes, int64_t tok0, int len, int h, int H) {
     const int row = D * bytes, parts = row / 16;   // bytes: 2 (bf16) or 4 (fp32) an element
@@ -198,13 +203,12 @@ __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, 
 
 __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     __shared__ __align__(16) Factors s;
-    __shared__ __align__(16) unsigned char v_raw[CHUNK * D * 2], do_raw[CHUNK * D * 4];
+    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
     Channel x;
     const int64_t row = blockIdx.x;
     const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
-    stage_rows(v_raw, p.vin, 2, tok0, len, h, H);
     if (p.dout) stage_rows(do_raw, p.dout, p.dout_fp32 ? 4 : 2, tok0, len, h, H);
     cp_async_commit();
     make_factors(p, tok0, len, h, s, x);
@@ -213,17 +217,15 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     const int64_t rh = row * H + h, base = rh * TILE;
     const float last = x.G[CHUNK - 1];
     float (&dp)[CHUNK][LD] = s.ki;                // free now; thread c keeps its own column of dP there
-    const __nv_bfloat16* vr = reinterpret_cast<const __nv_bfloat16*>(v_raw);
+    __half *qd = static_cast<__half*>(p.qd), *kd = static_cast<__half*>(p.kd), *kr = static_cast<__half*>(p.kr);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
         const float d = !p.dout ? 0.f : p.dout_fp32 ? reinterpret_cast<const float*>(do_raw)[i * D + c]
                                                     : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(do_raw)[i * D + c]);
-        p.qd[base + i * D + c] = tf32_rounded(s.qd[i][c]);        // the passes' mma operands: rounded once, here
-        p.kd[base + i * D + c] = tf32_rounded(s.kd[i][c]);
-        p.kr[base + i * D + c] = tf32_rounded(x.k[i] * expf(last - x.G[i]));
-        p.v[base + i * D + c] = __bfloat162float(vr[i * D + c]);   // zero past len
+        qd[base + i * D + c] = __float2half_rn(s.qd[i][c]);      // the passes' mma operands, in fp16 (|x| <= 1)
+        kd[base + i * D + c] = __float2half_rn(s.kd[i][c]);
+        kr[base + i * D + c] = __float2half_rn(x.k[i] * __expf(last - x.G[i]));
         dp[i][c] = p.scale * d;
-        p.dp[base + i * D + c] = tf32_rounded(dp[i][c]);
     }
 #pragma unroll
     for (int j = 0; j < CHUNK; ++j) {             // dU0 = Mqk^T dP: row j sums M[i][j] dP_i over i >= j
@@ -391,7 +393,7 @@ __device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint&
 }
 
 template <bool BF16>
-__global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
+__global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {   // three blocks an SM: at most 168 registers
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
     Channel x;
@@ -491,17 +493,17 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
     float (&kdiv)[CHUNK][LD] = s.u;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        em[i] = expf(x.G[i] - mid);
-        kdiv[i][c] = x.k[i] / em[i];
+        em[i] = __expf(x.G[i] - mid);
+        kdiv[i][c] = __fdividef(x.k[i], em[i]);
     }
     // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below
     float da[CHUNK];
     float prefix = s.ddecay[c] * decay;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        const float eg = expf(x.G[i]);
+        const float eg = __expf(x.G[i]);
         const float xq = s.f.qd[i][c] * eg, xk = -s.f.kd[i][c] * eg;
-        const float xr = s.f.ki[i][c] * expf(last - x.G[i]);
+        const float xr = s.f.ki[i][c] * __expf(last - x.G[i]);
         float rowM = 0.f, rowA = 0.f, col = 0.f;
 #pragma unroll
         for (int j = 0; j < CHUNK; ++j) {
@@ -511,7 +513,7 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_adjoint(AdjointArgs p) {
             }
             if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
         }
-        rowM *= em[i]; rowA *= em[i]; col /= em[i];
+        rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]);
         const float dMd = s.dM[i][i];
         s.f.qd[i][c] = xq + rowM + dMd * x.k[i];                        // dq (of q_hat)
         s.f.kd[i][c] = xk + xr + rowA + col + dMd * x.q[i];             // dk (of k_hat)

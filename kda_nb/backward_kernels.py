@@ -16,8 +16,8 @@ from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['STATES_DTYPE', 'step_rows_table', 'chunk_states_cuda', 'chunk_state_adjoint_cuda', 'chunk_rows_table',
-           'passes_beside', 'kda_backward_cuda', 'tf32', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
+__all__ = ['STATES_DTYPE', 'step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside', 'kda_backward_cuda', 'tf32',
+           'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -34,32 +34,9 @@ def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tens
     return step_off, chunks
 
 # %% ../nbs/04c_backward_kernels.ipynb #48f6915d
-def _tiles(f: dict) -> tuple:
-    "qd, kd, kr, INVb and decay of factors `f` as the passes read them: the four mma operands rounded to tf32 (`tf32`, below), as kda_bwd_prepare writes them."
-    return (*(tf32(f[name]) for name in ('qd', 'kd', 'kr', 'INVb')), f['decay'].contiguous())
-
-def chunk_states_cuda(f: dict, v: torch.Tensor, S: torch.Tensor, active: list[int]):
-    "`chunk_states` by the CUDA kernel `kda_bwd_states`: `(Sc [M,H,V,K], R, U)` of fp32 chunk factors `f`."
-    step_off, chunks = step_rows_table(active, S.shape[0])
-    _, kd, kr, invb, decay = _tiles(f)
-    v = v.contiguous()
-    Sc = v.new_empty(*v.shape[:2], v.shape[-1], kd.shape[-1])
-    R, U = torch.empty_like(v), torch.empty_like(v)                    # (contiguous, as v now is)
-    load_kernels().kda_bwd_states(kd, kr, invb, decay, v, S.contiguous(), step_off, chunks, Sc, R, U)
-    return Sc, R, U
-
-def chunk_state_adjoint_cuda(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: torch.Tensor, dS: torch.Tensor,
-                             active: list[int]):
-    "`chunk_state_adjoint` by the CUDA kernel `kda_bwd_dstates`: `(dU, [dP; dR], dkr, ddecay, dS0)`."
-    step_off, chunks = step_rows_table(active, dS.shape[0])
-    qd, kd, kr, invb, decay = _tiles(f)
-    dP, dS = dP.contiguous(), dS.contiguous()
-    dU = (f['Mqk'].transpose(-1, -2) @ dP).contiguous()        # the outputs' share; the kernel adds the states'
-    dSo, dR, dS0 = torch.empty_like(Sc), torch.empty_like(dP), torch.empty_like(dS)
-    load_kernels().kda_bwd_dstates(qd, kd, kr, invb, decay, tf32(dP), dS, step_off, chunks, dU, dSo, dR, dS0)
-    dkr = U @ dSo                                              # S' = S decay + U^T kr
-    ddecay = torch.linalg.vecdot(dSo, Sc, dim=-2)
-    return dU, torch.cat([dP, dR], -2), dkr, ddecay, dS0
+def aligned16(x: torch.Tensor) -> torch.Tensor:
+    "`x` itself if its data starts on a 16-byte boundary (the passes copy the caller's v and dO 16 bytes at a time), else an aligned copy."
+    return x if x.numel() == 0 or x.data_ptr() % 16 == 0 else x.clone()
 
 # %% ../nbs/04c_backward_kernels.ipynb #f67c7445
 def chunk_rows_table(bounds: list[tuple[int, int]], order: torch.Tensor, seq: torch.Tensor,
@@ -116,25 +93,29 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     A_log, dt_bias = A_log.float().contiguous(), dt_bias.float().contiguous()
     chunk_in = (A_log, dt_bias, row_tok, row_len, float(scale), float(lower_bound))
     ext = load_kernels()
-    qd, kd, kr, vc, dp, du = (torch.empty(M, H, CHUNK, D, **f32) for _ in range(6))
+    qd, kd, kr = (torch.empty(M, H, CHUNK, D, device=dev, dtype=torch.float16) for _ in range(3))   # the passes' operands
+    du = torch.empty(M, H, CHUNK, D, **f32)
     invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
     factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
-    ext.kda_bwd_prepare(q, k, v, g, beta, do, *chunk_in, qd, kd, kr, vc, dp, du, invb, decay, factors)
+    ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors)
     order = order.pin_memory().to(dev, non_blocking=True)           # no wait for the stream (the binding's tables too)
     dS = (grad_state.float()[order] if grad_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
-    dSo, dR, dS0 = torch.empty(M, H, D, D, device=dev, dtype=states_dtype), torch.empty_like(dp), torch.empty_like(dS)
+    dSo, dR, dS0 = torch.empty(M, H, D, D, device=dev, dtype=states_dtype), torch.empty_like(du), torch.empty_like(dS)
     S0 = (initial_state.float()[order] if initial_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
     Sc = torch.empty_like(dSo)
-    R, U = torch.empty_like(vc), torch.empty_like(vc)
+    R, U = torch.empty_like(du), torch.empty_like(du)
+    v16, do16 = aligned16(v), aligned16(do)
     # The two passes at once: neither reads the other's outputs, and each alone leaves most of the GPU's issue slots
     # empty (one block of four warps per SM at T = 8192, H = 64). The backward pass goes on a second stream that
     # starts after everything before it and that the caller's stream waits for (one after the other, dstates first,
     # until ee1abe6 of main)
     main = torch.cuda.current_stream(dev)
     with passes_beside(main) as side:
-        with torch.cuda.stream(side): ext.kda_bwd_dstates(qd, kd, kr, invb, decay, dp, dS, step_off, chunks, du, dSo, dR, dS0)
-        ext.kda_bwd_states(kd, kr, invb, decay, vc, S0, step_off, chunks, Sc, R, U)
-    del qd, dp, dS, S0, vc, kd, kr, invb, decay
+        with torch.cuda.stream(side):
+            ext.kda_bwd_dstates(qd, kd, kr, invb, decay, do16, float(scale), row_tok, row_len, dS, step_off, chunks, du,
+                                dSo, dR, dS0)
+        ext.kda_bwd_states(kd, kr, invb, decay, v16, row_tok, row_len, S0, step_off, chunks, Sc, R, U)
+    del qd, kd, kr, dS, S0, invb, decay, v16, do16
     covered = int(row_len.sum()) == B * T                             # else tokens of no sequence get zero gradients
     new = torch.empty if covered else torch.zeros
     dq, dk, dv, dg = (new(B, T, H, D, device=dev, dtype=grads_dtype) for _ in range(4))
@@ -152,9 +133,13 @@ def tf32(x: torch.Tensor) -> torch.Tensor:
     bits = x.float().contiguous().view(torch.int32)
     return ((bits + 0x1000) & -0x2000).view(torch.float32)   # sign and magnitude: + half an ulp, then cut
 
+def fp16(x: torch.Tensor) -> torch.Tensor:
+    "fp32 `x` through fp16 and back (to nearest, ties to even): qd, kd and kr as kda_bwd_prepare keeps them for the passes."
+    return x.half().float()
+
 def chunk_states_tf32(f: dict, v: torch.Tensor, S: torch.Tensor, active: list[int]):
-    "`chunk_states` as `kda_bwd_states` computes it: each product's operands rounded to tf32, the sums in fp32."
-    kd, kr, invb = (tf32(f[name]) for name in ('kd', 'kr', 'INVb'))
+    "`chunk_states` as `kda_bwd_states` computes it: each product's operands rounded to tf32 (kd, kr through fp16), the sums in fp32."
+    kd, kr, invb = fp16(f['kd']), fp16(f['kr']), tf32(f['INVb'])
     Sc, R, U, r = S.new_empty(len(v), *S.shape[1:]), torch.empty_like(v), torch.empty_like(v), 0
     for n in active:
         c = slice(r, r + n); r += n
@@ -167,12 +152,13 @@ def chunk_states_tf32(f: dict, v: torch.Tensor, S: torch.Tensor, active: list[in
 
 def chunk_state_adjoint_tf32(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: torch.Tensor, dS: torch.Tensor,
                              active: list[int], kept: torch.dtype | None = None):
-    """`chunk_state_adjoint` as `kda_bwd_dstates` computes its loop: the loop's products on tf32 operands, the rest in fp32;
+    """`chunk_state_adjoint` as `kda_bwd_dstates` computes its loop: the loop's products on tf32 operands (qd, kd, kr through
+    fp16), the rest in fp32;
     with `kept` (a dtype), the gradient leaving each chunk as the adjoint reads it back when it is kept in `kept`."""
     C = dP.shape[-2]
     dU = f['Mqk'].transpose(-1, -2) @ dP                          # the outputs' share (kda_bwd_prepare, fp32)
     dPR = torch.cat([dP, torch.empty_like(dP)], -2)
-    qdkd, kr, invb_t = tf32(torch.cat([f['qd'], -f['kd']], -2)), tf32(f['kr']), tf32(f['INVb']).transpose(-1, -2)
+    qdkd, kr, invb_t = fp16(torch.cat([f['qd'], -f['kd']], -2)), fp16(f['kr']), tf32(f['INVb']).transpose(-1, -2)
     dP_op = tf32(dP)
     dkr, ddecay = torch.empty_like(f['kr']), torch.empty_like(f['decay'])
     seeds, dS, r = dS, dS[:0], len(dP)

@@ -76,7 +76,8 @@ def test_backward_cuda_upstream_dtypes():
     assert all(torch.equal(x, y) for x, y in zip(a, b) if x is not None)
     none, zero = kda_backward_cuda(**inp), kda_backward_cuda(**inp, grad_out=torch.zeros_like(go), grad_state=gs * 0)
     assert all(torch.equal(x, y) for x, y in zip(none, zero) if x is not None)
-    # v and dO two bytes past a 16-byte boundary: kda_bwd_prepare copies them element by element, to the same bits
+    # v and dO two bytes past a 16-byte boundary: the token-parallel kernels copy dO element by element, the passes get
+    # aligned copies of both (aligned16), to the same bits
     shifted = lambda x: torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)[1:].view(x.shape).copy_(x)
     odd = kda_backward_cuda(**inp | dict(v=shifted(inp['v'])), grad_out=shifted(go16))
     assert inp['v'].data_ptr() % 16 == 0 and odd is not None
@@ -98,16 +99,24 @@ def test_backward_cuda_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match='CUDA tensors'):
         kda_backward_cuda(**{k: (x.cpu() if torch.is_tensor(x) else x) for k, x in inp.items()})
     ext = load_kernels()
-    with pytest.raises(RuntimeError, match='step_off'):                 # rows past the tiles are refused
-        z = torch.zeros(2, 1, 16, 128, device='cuda')
-        ext.kda_bwd_states(z, z, torch.zeros(2, 1, 16, 16, device='cuda'), torch.zeros(2, 1, 128, device='cuda'), z,
-                           torch.zeros(1, 1, 128, 128, device='cuda'), torch.tensor([0, 1, 3]),
+    z16, z = torch.zeros(2, 1, 16, 128, device='cuda', dtype=torch.float16), torch.zeros(2, 1, 16, 128, device='cuda')
+    v40 = torch.zeros(40, 1, 128, device='cuda', dtype=torch.bfloat16)       # 40 tokens of one head
+    def states(steps, tok=(0, 16), v=v40):
+        ext.kda_bwd_states(z16, z16, torch.zeros(2, 1, 16, 16, device='cuda'), torch.zeros(2, 1, 128, device='cuda'), v,
+                           torch.tensor(tok), torch.tensor([16, 16], dtype=torch.int32),
+                           torch.zeros(1, 1, 128, 128, device='cuda'), torch.tensor(steps),
                            torch.tensor([2], dtype=torch.int32), torch.zeros(2, 1, 128, 128, device='cuda'),
                            torch.empty_like(z), torch.empty_like(z))
+    states([0, 1, 2])                                                  # two chunks of one sequence, in v: accepted
+    with pytest.raises(RuntimeError, match='step_off'): states([0, 1, 3])          # rows past the tiles are refused
+    with pytest.raises(RuntimeError, match='row'): states([0, 1, 2], tok=(0, 30))  # tokens past v's end too
+    odd = torch.zeros(v40.numel() + 1, device='cuda', dtype=torch.bfloat16)[1:].view(v40.shape)
+    with pytest.raises(RuntimeError, match='aligned'): states([0, 1, 2], v=odd)     # and a v the copies cannot read
     q = inp['q'].reshape(-1, 1, 128)                                  # 20 tokens, one head
-    args = lambda tok, ln: (q, q, q, q, inp['beta'].reshape(-1, 1), q.new_empty(0), inp['A_log'].float(),
+    args = lambda tok, ln: (q, q, q, inp['beta'].reshape(-1, 1), q.new_empty(0), inp['A_log'].float(),
                             inp['dt_bias'].float(), torch.tensor(tok), torch.tensor(ln, dtype=torch.int32), 1.0, -5.0,
-                            *(torch.empty(len(tok), 1, 16, 128, device='cuda') for _ in range(6)),
+                            *(torch.empty(len(tok), 1, 16, 128, device='cuda', dtype=torch.float16) for _ in range(3)),
+                            torch.empty(len(tok), 1, 16, 128, device='cuda'),
                             torch.empty(len(tok), 1, 16, 16, device='cuda'), torch.empty(len(tok), 1, 128, device='cuda'),
                             torch.empty(len(tok), 1, ext.kda_bwd_factor_floats(), device='cuda'))
     for tok, ln in (([0, 16], [16, 5]), ([-1], [4]), ([0], [0]), ([0], [17])):   # past the end, before it, empty, too long

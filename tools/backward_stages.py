@@ -1,24 +1,27 @@
 """Where the GPU backward's time goes: each kernel's time (torch.profiler, CUDA activity) in one call of
 `kda_nb.backward_kernels.kda_backward_cuda`, its total and peak memory, for the chunks' states in fp32 and bf16.
 
-    python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once] [--before COMMIT]
+    python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once] [--before COMMIT] [--sequential]
 
 Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder). With
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
 the gradients of the two builds are compared bit for bit. The earlier build runs with that commit's own
 kda_backward_cuda (its kda_nb/backward_kernels.py from git), so that a change of the kernels' arguments is timed
-as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients.
+as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients. With
+--sequential, this tree is timed a second time with its two passes one after the other on the caller's stream (they
+run side by side on two streams since bc78446).
 A call's time is the median of 7 rounds of 5 calls between CUDA events (the rounds' range is kept too); the
 kernels' times are torch's profiler's."""
 from __future__ import annotations
 
-import argparse, inspect, json, statistics, subprocess, time, types
+import argparse, functools, inspect, json, statistics, subprocess, time, types
 from collections import defaultdict
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from kda_nb import kernels
+from kda_nb import backward_kernels, kernels
 from kda_nb.backward_kernels import kda_backward_cuda
 from kda_nb.layout import random_inputs
 
@@ -66,6 +69,18 @@ def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: in
                 kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
 
 
+def sequential(backward):
+    "`backward` (this tree's) with the two passes one after the other on the caller's stream instead of side by side."
+    @contextmanager
+    def same_stream(main): yield main
+    @functools.wraps(backward)                   # (its signature, for as_bf16)
+    def call(**kw):
+        saved, backward_kernels.passes_beside = backward_kernels.passes_beside, same_stream
+        try: return backward(**kw)
+        finally: backward_kernels.passes_beside = saved
+    return call
+
+
 def as_bf16(backward):
     "`backward` returning the token gradients (dq, dk, dv, dg, dbeta) in bf16, as kda_nb.kda's autograd hands them over."
     if 'grads_dtype' in inspect.signature(backward).parameters:
@@ -101,6 +116,7 @@ def main():
     ap.add_argument('--once', action='store_true', help="one call with the default states and nothing else (for a profiler)")
     ap.add_argument('--before', default=None, help='a commit of main whose kernels are timed beside this tree\'s')
     ap.add_argument('--before-py', default=None, help="that commit's kda_nb/backward_kernels.py, where git has no history")
+    ap.add_argument('--sequential', action='store_true', help="also this tree with its two passes one after the other")
     a = ap.parse_args()
     before = None
     if a.before:
@@ -114,6 +130,7 @@ def main():
         return
     rows = []
     builds = [('this tree', kda_backward_cuda)] + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
+    if a.sequential: builds.insert(1, ('this tree, passes one after the other', sequential(kda_backward_cuda)))
     # what kda_nb.kda's autograd gets for bf16 inputs: bf16 token gradients (written by the kernel, where this tree's
     # kda_backward_cuda takes grads_dtype; else fp32 ones rounded by .to afterwards, as the op did until then)
     builds += [(f'{label}, bf16 gradients', as_bf16(backward)) for label, backward in builds]
