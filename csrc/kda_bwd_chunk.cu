@@ -58,28 +58,44 @@ __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
 // the slopes s(x) s(-x) of the activations' backward keep it (the fast one there put the adjoint past 168 registers).
 __device__ __forceinline__ float sigmoid_exact(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
-// each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats. Syncs the block.
+// each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats, 16-byte aligned. Syncs the block.
+// Within a warp, a butterfly that halves the values a lane holds at each of its steps (16 shuffles, where one warp
+// sum per value took 80 until 590d807 of main): lane l ends with the warp's sum of value l / 2.
 __device__ __forceinline__ void block_sum16(float (&x)[CHUNK], float* scratch) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    float y8[8], y4[4], y2[2], y1;
+    {
+        const bool hi = lane & 16;
 #pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-        float s = x[i];
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        x[i] = s;
+        for (int j = 0; j < 8; ++j) y8[j] = (hi ? x[j + 8] : x[j]) + __shfl_xor_sync(0xffffffffu, hi ? x[j] : x[j + 8], 16);
     }
+    {
+        const bool hi = lane & 8;
+#pragma unroll
+        for (int j = 0; j < 4; ++j) y4[j] = (hi ? y8[j + 4] : y8[j]) + __shfl_xor_sync(0xffffffffu, hi ? y8[j] : y8[j + 4], 8);
+    }
+    {
+        const bool hi = lane & 4;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) y2[j] = (hi ? y4[j + 2] : y4[j]) + __shfl_xor_sync(0xffffffffu, hi ? y4[j] : y4[j + 2], 4);
+    }
+    {
+        const bool hi = lane & 2;
+        y1 = (hi ? y2[1] : y2[0]) + __shfl_xor_sync(0xffffffffu, hi ? y2[0] : y2[1], 2);
+    }
+    y1 += __shfl_xor_sync(0xffffffffu, y1, 1);
     __syncthreads();                                   // scratch may still be read from an earlier sum
-    if (lane == 0) {
-#pragma unroll
-        for (int i = 0; i < CHUNK; ++i) scratch[w * CHUNK + i] = x[i];
-    }
+    if ((lane & 1) == 0) scratch[w * CHUNK + (lane >> 1)] = y1;
     __syncthreads();
 #pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-        float s = 0.f;
+    for (int i = 0; i < CHUNK; i += 4) {
+        float4 t = reinterpret_cast<const float4*>(scratch)[i / 4];
 #pragma unroll
-        for (int ww = 0; ww < WARPS; ++ww) s += scratch[ww * CHUNK + i];
-        x[i] = s;
+        for (int ww = 1; ww < WARPS; ++ww) {
+            const float4 u = reinterpret_cast<const float4*>(scratch + ww * CHUNK)[i / 4];
+            t.x += u.x; t.y += u.y; t.z += u.z; t.w += u.w;
+        }
+        x[i] = t.x; x[i + 1] = t.y; x[i + 2] = t.z; x[i + 3] = t.w;
     }
 }
 
@@ -91,37 +107,36 @@ struct Factors {
     float inv[CHUNK][SLD];                                // (I + diag(b) A)^-1
     float b[CHUNK];                                       // write strength
     float rq[CHUNK], rk[CHUNK];                           // 1 / ||q||, 1 / ||k|| of each token
-    float red[WARPS * CHUNK];                             // block sums
+    alignas(16) float red[WARPS * CHUNK];                 // block sums
 };
+// the chunk's raw q, k and g rows, bf16 [CHUNK][D] each (rows past len zero), staged by cp.async (stage_rows)
+struct Rows { alignas(16) __nv_bfloat16 q[CHUNK * D], k[CHUNK * D], g[CHUNK * D]; };
 struct Channel {
     float q[CHUNK], k[CHUNK];   // q_hat, k_hat of channel c
     float G[CHUNK];             // cumulated log-decay of channel c
 };
 
-// thread c's channel of the chunk's raw q and k, and the cumulated log-decay G (zero past len)
+// thread c's channel of the chunk's raw q and k (from the staged rows: zero past len), and the cumulated log-decay G
+// (no decay past len). Until 590d807 of main each value was a load from global memory here, waited for in turn.
 template <class P>
-__device__ __forceinline__ void load_channel(const P& p, int64_t tok0, int len, int h, Channel& x) {
-    const int c = threadIdx.x, H = p.heads;
+__device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int len, int h, Channel& x) {
+    const int c = threadIdx.x;
     const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
     float G = 0.f;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        float q = 0.f, k = 0.f, a = 0.f;
-        if (i < len) {
-            const int64_t off = ((tok0 + i) * H + h) * D + c;
-            q = bf16_at(p.q, off);
-            k = bf16_at(p.k, off);
-            a = p.lower_bound * sigmoid_fast(A * (bf16_at(p.g, off) + bias));
-        }
-        G += a;
-        x.q[i] = q; x.k[i] = k; x.G[i] = G;
+        x.q[i] = __bfloat162float(rows.q[i * D + c]);
+        x.k[i] = __bfloat162float(rows.k[i * D + c]);
+        if (i < len) G += p.lower_bound * sigmoid_fast(A * (__bfloat162float(rows.g[i * D + c]) + bias));
+        x.G[i] = G;
     }
 }
 
+// (rows may share memory with s.kd and s.qd: they are read before the first block sum, and those written after it)
 template <class P>
-__device__ __forceinline__ void make_factors(const P& p, int64_t tok0, int len, int h, Factors& s, Channel& x) {
+__device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64_t tok0, int len, int h, Factors& s, Channel& x) {
     const int c = threadIdx.x, H = p.heads;
-    load_channel(p, tok0, len, h, x);
+    load_channel(p, rows, len, h, x);
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
@@ -209,9 +224,17 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
+    Rows& rows = *reinterpret_cast<Rows*>(&s.kd[0][0]);        // (in s.kd and s.qd until make_factors writes them)
+    static_assert(sizeof(Rows) <= sizeof(s.kd) + sizeof(s.qd), "the staged rows fit in kd and qd");
+    stage_rows(reinterpret_cast<unsigned char*>(rows.q), p.q, 2, tok0, len, h, H);
+    stage_rows(reinterpret_cast<unsigned char*>(rows.k), p.k, 2, tok0, len, h, H);
+    stage_rows(reinterpret_cast<unsigned char*>(rows.g), p.g, 2, tok0, len, h, H);
+    cp_async_commit();
     if (p.dout) stage_rows(do_raw, p.dout, p.dout_fp32 ? 4 : 2, tok0, len, h, H);
     cp_async_commit();
-    make_factors(p, tok0, len, h, s, x);
+    cp_async_wait<1>();                           // q, k and g have landed (this thread's copies)
+    __syncthreads();
+    make_factors(p, rows, tok0, len, h, s, x);
     cp_async_wait<0>();
     __syncthreads();
     const int64_t rh = row * H + h, base = rh * TILE;
@@ -262,6 +285,7 @@ struct Adjoint {
     float db[CHUNK];
     float ddecay[D];
     alignas(16) unsigned char do_raw[CHUNK * D * 4];   // the chunk's dO as the caller gave it (stage_rows)
+    Rows rows;                                         // and its q, k and g
 };
 
 // a fp32 tile [CHUNK][D] of global memory into a padded shared tile, 16 bytes a copy
@@ -359,17 +383,31 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
     }
 }
 
-// dot of rows i of X and j of Y, [CHUNK][LD] tiles in shared memory
-__device__ __forceinline__ float row_dot(const float (*X)[LD], int i, const float (*Y)[LD], int j) {
-    const float4* x4 = reinterpret_cast<const float4*>(X[i]);
-    const float4* y4 = reinterpret_cast<const float4*>(Y[j]);
-    float acc = 0.f;
-#pragma unroll 8
-    for (int e = 0; e < D / 4; ++e) {
-        const float4 a = x4[e], b = y4[e];
-        acc = fmaf(a.x, b.x, fmaf(a.y, b.y, fmaf(a.z, b.z, fmaf(a.w, b.w, acc))));
+// X Y^T of two [CHUNK][LD] tiles in shared memory (16 x 16: sums over the 128 channels), warp w's part of the sum:
+// channels 32w .. 32w + 31, four k-steps of m16n8k8 in 3xTF32 (fp32's accuracy), its two C tiles into part [16][16].
+// (Until 590d807 of main each thread made two of the 256 sums in fp32 on the CUDA cores, 9% of the adjoint's
+// instructions.)
+__device__ __forceinline__ void tile_products_part(const float (*X)[LD], const float (*Y)[LD], float* part, int lane, int w) {
+    const int g = lane >> 2, t = lane & 3;
+    float acc[2][4] = {};
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+        const int st = 4 * w + ks, col = 8 * st + t;              // k-step st: channels 8st .. 8st + 7
+        uint32_t ah[4], al[4];
+        a_frag(X, st, g, t, ah, al);
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            uint32_t bh0, bl0, bh1, bl1;
+            split_tf32(Y[8 * nt + g][col], bh0, bl0);
+            split_tf32(Y[8 * nt + g][col + 4], bh1, bl1);
+            mma3<false>(acc[nt], ah, al, bh0, bl0, bh1, bl1);
+        }
     }
-    return acc;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+        *reinterpret_cast<float2*>(part + g * CHUNK + 8 * nt + 2 * t) = make_float2(acc[nt][0], acc[nt][1]);
+        *reinterpret_cast<float2*>(part + (g + 8) * CHUNK + 8 * nt + 2 * t) = make_float2(acc[nt][2], acc[nt][3]);
+    }
 }
 
 // dq, dk (in f.qd, f.kd), dv (dr) and dg (u) of thread c's channel into the caller's tensors, the chunk's tokens only:
@@ -415,6 +453,9 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     load_tile(R, p.r + base);
     load_tile(dU, p.du + base);
     if (p.dout) stage_rows(s.do_raw, p.dout, p.dout_fp32 ? 4 : 2, tok0, len, h, H);   // and dO, in its own dtype
+    stage_rows(reinterpret_cast<unsigned char*>(s.rows.q), p.q, 2, tok0, len, h, H);   // and q, k, g for the tokens' part
+    stage_rows(reinterpret_cast<unsigned char*>(s.rows.k), p.k, 2, tok0, len, h, H);
+    stage_rows(reinterpret_cast<unsigned char*>(s.rows.g), p.g, 2, tok0, len, h, H);
     cp_async_commit();
     {                                                   // the small factors kda_bwd_prepare kept
         const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
@@ -433,14 +474,25 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         dP[i][c] = !p.dout ? 0.f : p.scale * (p.dout_fp32 ? reinterpret_cast<const float*>(s.do_raw)[i * D + c]
                                               : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(s.do_raw)[i * D + c]));
     __syncthreads();
-    // §small: dM = tril(dP U^T), dINVb = dU R^T, then INVb's and L's shares of db and dA
+    // §small: dM = tril(dP U^T), dINVb = dU R^T (each warp a quarter of the channels, into do_raw, free now; then the four
+    // parts summed in a fixed order), then INVb's and L's shares of db and dA
+    {
+        float* parts = reinterpret_cast<float*>(s.do_raw);          // [2][WARPS][CHUNK * CHUNK]
+        static_assert(sizeof(s.do_raw) >= 2 * WARPS * SMALL * sizeof(float), "the parts fit in do_raw");
+        const int w = c >> 5;
+        tile_products_part(dP, s.u, parts + w * SMALL, c & 31, w);
+        tile_products_part(dU, R, parts + (WARPS + w) * SMALL, c & 31, w);
+        __syncthreads();
 #pragma unroll
-    for (int rep = 0; rep < 2; ++rep) {
-        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
-        s.dM[i][j] = j <= i ? row_dot(dP, i, s.u, j) : 0.f;
-        const float dinvb = row_dot(dU, i, R, j);
-        s.dinv[i][j] = dinvb * s.f.b[j];                            // dINV = dINVb diag(b)
-        s.t1[i][j] = dinvb * s.f.inv[i][j];                         // db's INVb share, summed below
+        for (int rep = 0; rep < 2; ++rep) {
+            const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+            float dm = 0.f, dinvb = 0.f;
+#pragma unroll
+            for (int ww = 0; ww < WARPS; ++ww) { dm += parts[ww * SMALL + e]; dinvb += parts[(WARPS + ww) * SMALL + e]; }
+            s.dM[i][j] = j <= i ? dm : 0.f;
+            s.dinv[i][j] = dinvb * s.f.b[j];                        // dINV = dINVb diag(b)
+            s.t1[i][j] = dinvb * s.f.inv[i][j];                     // db's INVb share, summed below
+        }
     }
     __syncthreads();
     if (c < CHUNK) {                                                // column sums: INVb = INV diag(b)
@@ -485,7 +537,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     __syncthreads();
     // §tokens: thread c's channel, all 16 tokens; its inputs made again (cheaper than keeping them through the
     // products), dq and dk left in the X_q and X_k tiles (each thread its own column: no sync needed)
-    load_channel(p, tok0, len, h, x);
+    load_channel(p, s.rows, len, h, x);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { x.q[i] *= s.f.rq[i]; x.k[i] *= s.f.rk[i]; }
     const float last = x.G[CHUNK - 1], decay = expf(last), mid = x.G[MID];
@@ -539,8 +591,8 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     for (int i = 0; i < CHUNK; ++i) {                  // in place, each thread its own column; rows past len unused
         s.f.qd[i][c] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);            // dq
         s.f.kd[i][c] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);            // dk
-        const float z = i < len ? A * (bf16_at(p.g, ((tok0 + i) * H + h) * D + c) + bias) : 0.f;   // (no global
-        const float dz = da[i] * (p.lower_bound * sigmoid_exact(z) * sigmoid_exact(-z));           // store before)
+        const float z = i < len ? A * (__bfloat162float(s.rows.g[i * D + c]) + bias) : 0.f;
+        const float dz = da[i] * (p.lower_bound * sigmoid_exact(z) * sigmoid_exact(-z));
         dg[i][c] = dz * A;
         if (i < len) {
             dA_log = fmaf(dz, z, dA_log);

@@ -93,7 +93,7 @@ __device__ __forceinline__ uint32_t f16_bits(__half x) { return __float_as_uint(
 
 // §fragments: a C fragment as the A fragment of the next product, k-slot t <-> column 2t, t + 4 <-> 2t + 1
 __device__ __forceinline__ void a_from_c(const float (&c)[4], uint32_t (&a)[4], float sign = 1.f) {
-    a[0] = tf32_rn(sign * c[0]); a[1] = tf32_rn(sign * c[2]); a[2] = tf32_rn(sign * c[1]); a[3] = tf32_rn(sign * c[3]);
+    a[0] = tf32_op(sign * c[0]); a[1] = tf32_op(sign * c[2]); a[2] = tf32_op(sign * c[1]); a[3] = tf32_op(sign * c[3]);
 }
 
 // out^T[v][token] = sum_k X[v][k] T[token][k] for the warp's 16 rows v (two C tiles, tokens 0-7 and 8-15), T an fp16
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
             const int at = slice_index(do_ld, vl, lane, nt, e);
             const float d = p.dout_fp32 ? reinterpret_cast<const float*>(st + St::DO)[at]
                                         : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(st + St::DO)[at]);
-            return tf32_rn(p.scale * d);
+            return tf32_op(p.scale * d);
         };
         uint32_t ap[2][4], ar[2][4];
 #pragma unroll
