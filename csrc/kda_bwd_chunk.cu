@@ -54,10 +54,15 @@ __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
 }
 // The gate's and beta's sigmoids from the fast exponential (ex2.approx: a relative error of a few 1e-7 for the
 // arguments here) and a fast reciprocal; sigmoid_fast(x) is 0 or 1 where e^-x leaves fp32's range, as it should be.
-// Until bc78446 of main every sigmoid was sigmoid_exact (expf and an IEEE divide: 9% of the adjoint's instructions);
-// the slopes s(x) s(-x) of the activations' backward keep it (the fast one there put the adjoint past 168 registers).
-__device__ __forceinline__ float sigmoid_exact(float x) { return 1.f / (1.f + expf(-x)); }
+// Until bc78446 of main every sigmoid was an exact one (expf and an IEEE divide: 9% of the adjoint's instructions),
+// and until c05c33a the slopes s(x) s(-x) of the activations' backward were two of them; sigmoid_slope needs one of
+// each. (Its fast form put the adjoint, held to 168 registers for three blocks an SM, 32 bytes past them.)
 __device__ __forceinline__ float sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
+// sigmoid(x) sigmoid(-x) = e / (1 + e)^2 with e = exp(-|x|) <= 1: exact, and no cancellation where sigmoid(x) is near 1
+__device__ __forceinline__ float sigmoid_slope(float x) {
+    const float e = expf(-fabsf(x)), d = 1.f + e;
+    return e / (d * d);
+}
 // each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats, 16-byte aligned. Syncs the block.
 // Within a warp, a butterfly that halves the values a lane holds at each of its steps (16 shuffles, where one warp
 // sum per value took 80 until 590d807 of main): lane l ends with the warp's sum of value l / 2.
@@ -592,7 +597,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         s.f.qd[i][c] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);            // dq
         s.f.kd[i][c] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);            // dk
         const float z = i < len ? A * (__bfloat162float(s.rows.g[i * D + c]) + bias) : 0.f;
-        const float dz = da[i] * (p.lower_bound * sigmoid_exact(z) * sigmoid_exact(-z));
+        const float dz = da[i] * (p.lower_bound * sigmoid_slope(z));
         dg[i][c] = dz * A;
         if (i < len) {
             dA_log = fmaf(dz, z, dA_log);
@@ -604,7 +609,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     p.ddt_part[rh * D + c] = ddt;
     if (c < len) {
         const float beta = bf16_at(p.beta, (tok0 + c) * H + h);   // b (1 - b) as s(x) s(-x): exact where b ~ 1
-        const float db = s.db[c] * sigmoid_exact(beta) * sigmoid_exact(-beta);
+        const float db = s.db[c] * sigmoid_slope(beta);
         if (p.grads_bf16) static_cast<__nv_bfloat16*>(p.dbeta)[(tok0 + c) * H + h] = __float2bfloat16_rn(db);
         else static_cast<float*>(p.dbeta)[(tok0 + c) * H + h] = db;
     }
