@@ -15,8 +15,8 @@
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
-// Both copy the chunk's dO rows to shared memory with cp.async as their first step (stage_rows), so that those loads
-// wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
+// Both copy the chunk's q, k, g and dO rows to shared memory with cp.async as their first step (stage_rows), so that
+// those loads wait behind nothing (q, k and g were loaded value by value until 590d807 of main). The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
 // waited for instructions a quarter of its time, and a version of this one at 143 KB, with its stores unrolled
 // in two dtypes, was 36% slower than a358908's 126 KB; it stays near that (store_grads keeps the stores short).
 //
