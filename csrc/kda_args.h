@@ -88,6 +88,7 @@ struct StatesArgs {
     void* sc;                 // [M, H, 128, 128]: the state entering each chunk, fp32 or bf16 (sc_bf16)
     float *r, *u;             // [M, H, 16, 128]: R = V - kd S^T and U = INVb R
     int n_seq, heads, sc_bf16;
+    int ksplit;               // warps sharing a group of 16 state rows: 1 or 2 (kda_nb.backward_kernels.PASS_KSPLIT)
 };
 struct DStatesArgs {
     const void *qd, *kd, *kr; // fp16 tiles
@@ -103,6 +104,7 @@ struct DStatesArgs {
     void* dso;                // [M, H, 128, 128]: dS leaving each chunk, fp32 or bf16 (sc_bf16)
     float *dr, *ds0;          // [M, H, 16, 128] dR = INVb^T dU; [N, H, 128, 128] the entering states' gradient
     int n_seq, heads, sc_bf16;
+    int ksplit;               // as in StatesArgs
 };
 
 // The backward's token-parallel kernels (kda_bwd_chunk.cu), one block per (row, head). Row r of the tiles is the

@@ -508,6 +508,11 @@ int64_t check_tokens(const torch::Tensor& t, const char* name, int64_t H, const 
 torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
     return host.pin_memory().to(dev, /*non_blocking=*/true);
 }
+// the passes' k-split: 1 or 2 warps to a group of 16 state rows
+int check_ksplit(int64_t ksplit) {
+    TORCH_CHECK(ksplit == 1 || ksplit == 2, "ksplit must be 1 or 2, got ", num(ksplit).c_str());
+    return static_cast<int>(ksplit);
+}
 cudaStream_t stream_of(const torch::Tensor& t) {
     return static_cast<cudaStream_t>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle());
@@ -516,7 +521,7 @@ cudaStream_t stream_of(const torch::Tensor& t) {
 
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
                     torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
-                    torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u) {
+                    torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     const int64_t M = kd.size(0), H = kd.size(1), N = s0.size(0);
     for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
@@ -539,7 +544,7 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
     kda::StatesArgs a{kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(), s0.data_ptr<float>(),
                       v.data_ptr(), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(), step_off.data_ptr<int64_t>(),
                       chunks.data_ptr<int>(), sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N),
-                      static_cast<int>(H), sc.scalar_type() == at::kBFloat16};
+                      static_cast<int>(H), sc.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
     const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
 }
@@ -547,7 +552,7 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
 void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
                      torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
-                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0) {
+                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     const int64_t M = kd.size(0), H = kd.size(1), N = ds_final.size(0);
     for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
@@ -577,7 +582,7 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
                        static_cast<float>(scale), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(),
                        step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(), du.data_ptr<float>(), dso.data_ptr(),
                        dr.data_ptr<float>(), ds0.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
-                       dso.scalar_type() == at::kBFloat16};
+                       dso.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
     const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
 }

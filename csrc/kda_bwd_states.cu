@@ -32,13 +32,27 @@
 namespace kda {
 namespace bwd {
 
-constexpr int WARPS = 4;
-constexpr int THREADS = 32 * WARPS;
-constexpr int VB = 16 * WARPS;              // state rows per block
+constexpr int ROW_WARPS = 4;                // warps along the block's state rows, 16 rows each
+constexpr int VB = 16 * ROW_WARPS;          // state rows per block
 constexpr int SLICES = D / VB;              // blocks per (sequence, head)
 constexpr int NSTAGE = 3;                   // chunks in flight: this one and the next two
 constexpr int TILE = CHUNK * D;             // elements in one [CHUNK][D] tile
 constexpr int SMALL = CHUNK * CHUNK;        // floats in INVb
+// KS warps share each group of 16 state rows, each owning D / KS of its columns (the k-split): a chunk's products
+// over k (S kd^T, dS kr^T) add KS partial sums through shared memory, and each warp updates its own columns. KS = 1 is
+// the layout until the k-split's commit; the library runs KS = 2 (kda_nb.backward_kernels.PASS_KSPLIT), eight warps a
+// block. Measured on the H200 (backward alone, bf16 states and gradients): T = 8192, H = 64 5.46 -> 5.32 ms, one
+// sequence of 32768 at H = 32 13.70 -> 12.45 ms (dstates 6.67 -> 5.43); KS = 4 (16 warps) was slower everywhere
+// (6.33 and 13.42 ms): the exchange and the barriers of 16 warps cost more than their latency hid.
+template <int KS> struct Split {
+    static constexpr int WARPS = ROW_WARPS * KS, THREADS = 32 * WARPS;
+    static constexpr int NJ = 16 / KS;       // 8-column blocks of the state a warp holds
+    static constexpr int KW = D / KS;        // state columns a warp holds
+    static constexpr int OUT_LD = KW + 8;    // a warp's 16 rows of a bf16 state on their way out (stmatrix)
+    static constexpr int OUT_BYTES = WARPS * 16 * OUT_LD * 2;
+    static constexpr int XCH_BYTES = KS > 1 ? WARPS * 32 * 8 * 4 : 0;   // each lane's 8 partial sums, per warp
+    static constexpr int MIN_BLOCKS = 2;     // registers for a block of each pass side by side on an SM
+};
 // Padded rows in shared memory, in elements. An fp16 tile, read either as pairs of neighbouring channels of one token a
 // lane (lanes g apart a row apart) or as one channel of two tokens 2t and 2t + 1 (lanes t apart two rows apart), has
 // rows of 136 halves: 272 bytes, whole 16-byte pieces for cp.async, and 4g + t (pairs) or 8t + g / 2 (single halves, two
@@ -47,7 +61,6 @@ constexpr int LDH = D + 8;
 constexpr int LDS_PAIR = CHUNK + 8, LDS_COL = CHUNK + 4;   // INVb, read either way
 constexpr int LDV = VB + 4;                 // the block's slice of an fp32 tile read by state row (dU; fp32 dO)
 constexpr int LDVH = VB + 8;                // the same of a 16-bit one (v, bf16 dO): 144-byte rows
-constexpr int OUT_LD = D + 8;               // a warp's 16 rows of a bf16 state on their way out (stmatrix)
 
 using kda::StatesArgs;
 using kda::DStatesArgs;
@@ -67,7 +80,8 @@ static_assert(StatesStage::BYTES % 16 == 0 && DStatesStage::BYTES % 16 == 0 && S
               (LDV * 4) % 16 == 0, "16-byte aligned tiles and rows");
 
 // §copies: `cols` columns of `rows` rows of src (row length src_ld elements of `eb` bytes), starting at element col0, into
-// dst (row length ld elements); whole 16-byte pieces
+// dst (row length ld elements); whole 16-byte pieces, spread over the block's THREADS threads
+template <int THREADS>
 __device__ __forceinline__ void copy_rows(void* dst, int ld, const void* src, int src_ld, int64_t col0, int rows, int cols, int eb) {
     const int per = cols * eb / 16;
     for (int e = threadIdx.x; e < rows * per; e += THREADS) {
@@ -79,6 +93,7 @@ __device__ __forceinline__ void copy_rows(void* dst, int ld, const void* src, in
 // the block's VB columns from col0 of the chunk's token rows of a caller's [tokens, H, 128] tensor (elements of `eb`
 // bytes, the base 16-byte aligned) into dst [CHUNK][ld]: tokens tok0 .. tok0 + len - 1, rows past len zero (a copy of
 // none of the chunk's own first row's bytes: nothing outside the chunk is read)
+template <int THREADS>
 __device__ __forceinline__ void copy_token_rows(void* dst, int ld, const void* src, int eb, int64_t tok0, int len, int h,
                                                 int H, int col0) {
     const int per = VB * eb / 16;
@@ -89,32 +104,77 @@ __device__ __forceinline__ void copy_token_rows(void* dst, int ld, const void* s
                    static_cast<const unsigned char*>(src) + ((tok * H + h) * D + col0) * eb + 16 * q, i < len ? 16 : 0);
     }
 }
-__device__ __forceinline__ uint32_t f16_bits(__half x) { return __float_as_uint(__half2float(x)); }   // exact in tf32
 
 // §fragments: a C fragment as the A fragment of the next product, k-slot t <-> column 2t, t + 4 <-> 2t + 1
 __device__ __forceinline__ void a_from_c(const float (&c)[4], uint32_t (&a)[4], float sign = 1.f) {
     a[0] = tf32_op(sign * c[0]); a[1] = tf32_op(sign * c[2]); a[2] = tf32_op(sign * c[1]); a[3] = tf32_op(sign * c[3]);
 }
 
-// out^T[v][token] = sum_k X[v][k] T[token][k] for the warp's 16 rows v (two C tiles, tokens 0-7 and 8-15), T an fp16
-// [CHUNK][LDH] tile; two chains over k (even and odd k-steps) halve the dependent latency
-__device__ __forceinline__ void rows_times_tile(const float (&X)[16][4], const __half* T, int lane, float (&out)[2][4]) {
-    const int g = lane >> 2, t = lane & 3;
+// out^T[v][token] = sum_k X[v][k] T[token][k] over the warp's NJ column blocks (T already at the warp's first column)
+// for its 16 rows v (two C tiles, tokens 0-7 and 8-15), T an fp16 [CHUNK][LDH] tile; two chains over k (even and odd
+// blocks) halve the dependent latency. The right operands come four at a time by ldmatrix: 8x8 matrices (tokens,
+// channels) of which lane l gets token l / 4, channels 2 (l % 4) and + 1, the pair that k-slots t and t + 4 stand for.
+template <int NJ>
+__device__ __forceinline__ void rows_times_tile(const float (&X)[NJ][4], const __half* T, int lane, float (&out)[2][4]) {
+    static_assert(NJ % 2 == 0, "column blocks in pairs");
+    const int m = lane >> 3, r = lane & 7;                     // the matrix this lane addresses a row of, and the row
+    const __half* at = T + (8 * (m & 1) + r) * LDH + 8 * (m >> 1);   // matrices (tokens 0-7, j), (8-15, j), (0-7, j+1), (8-15, j+1)
     float acc[2][2][4] = {};
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        uint32_t a[4];
-        a_from_c(X[j], a);
+    for (int j = 0; j < NJ; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, at + 8 * j);
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-            const float2 b = __half22float2(*reinterpret_cast<const __half2*>(T + (8 * nt + g) * LDH + 8 * j + 2 * t));
-            mma_tf32(acc[j & 1][nt], a, __float_as_uint(b.x), __float_as_uint(b.y));
+        for (int jj = 0; jj < 2; ++jj) {
+            uint32_t a[4];
+            a_from_c(X[j + jj], a);
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&b[2 * jj + nt]));
+                mma_tf32(acc[jj][nt], a, __float_as_uint(f.x), __float_as_uint(f.y));
+            }
         }
     }
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) out[nt][e] = acc[0][nt][e] + acc[1][nt][e];
+}
+
+// §ksplit: the full sum over k of the KS warps' partial products `part` (the warps of one row group: warp rg + 4 kh),
+// in the same order in every warp (the same bits); a named barrier (1 + rg) for the group's KS warps
+template <int KS>
+__device__ __forceinline__ void sum_over_k(float (&part)[2][4], float* xch, int rg, int kh, int lane) {
+    if constexpr (KS > 1) {
+        float4* mine = reinterpret_cast<float4*>(xch + ((kh * ROW_WARPS + rg) * 32 + lane) * 8);
+        mine[0] = make_float4(part[0][0], part[0][1], part[0][2], part[0][3]);
+        mine[1] = make_float4(part[1][0], part[1][1], part[1][2], part[1][3]);
+        asm volatile("bar.sync %0, %1;" :: "r"(1 + rg), "r"(32 * KS) : "memory");
+        float sum[2][4] = {};
+#pragma unroll
+        for (int o = 0; o < KS; ++o) {
+            float other[2][4];
+            if (o == kh) {
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) other[nt][e] = part[nt][e];
+            } else {
+                const float4* theirs = reinterpret_cast<const float4*>(xch + ((o * ROW_WARPS + rg) * 32 + lane) * 8);
+                const float4 x0 = theirs[0], x1 = theirs[1];
+                other[0][0] = x0.x; other[0][1] = x0.y; other[0][2] = x0.z; other[0][3] = x0.w;
+                other[1][0] = x1.x; other[1][1] = x1.y; other[1][2] = x1.z; other[1][3] = x1.w;
+            }
+#pragma unroll
+            for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) sum[nt][e] += other[nt][e];
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) part[nt][e] = sum[nt][e];
+    }
 }
 
 // out^T[v][token] = sum_e Y^T[v][e] INVb[token][e] (TRANS = false: U = INVb R), or sum_e Y^T[v][e] INVb[e][token]
@@ -145,71 +205,100 @@ __device__ __forceinline__ void times_invb(const float (&Y)[2][4], const float* 
     }
 }
 
-// S[v][k] += sum_token A[v][token] T[token][k], A as two A fragments (tokens 0-7, 8-15) in a_from_c's order,
-// T an fp16 [CHUNK][LDH] tile
-__device__ __forceinline__ void add_rows_product(float (&S)[16][4], const uint32_t (&a)[2][4], const __half* T, int lane) {
-    const int g = lane >> 2, t = lane & 3;
+// S[v][k] += sum_token A[v][token] T[token][k] over the warp's NJ column blocks, A as two A fragments (tokens 0-7,
+// 8-15) in a_from_c's order, T an fp16 [CHUNK][LDH] tile (already at the warp's first column). The right operands come
+// four at a time by ldmatrix.trans: of an 8x8 matrix (tokens, channels) lane l gets tokens 2 (l % 4) and + 1 of
+// channel l / 4, the pair that k-slots t and t + 4 stand for.
+template <int NJ>
+__device__ __forceinline__ void add_rows_product(float (&S)[NJ][4], const uint32_t (&a)[2][4], const __half* T, int lane) {
+    static_assert(NJ % 2 == 0, "column blocks in pairs");
+    const int m = lane >> 3, r = lane & 7;
+    const __half* at = T + (8 * (m & 1) + r) * LDH + 8 * (m >> 1);   // matrices (tokens 0-7, j), (8-15, j), (0-7, j+1), (8-15, j+1)
 #pragma unroll
-    for (int j = 0; j < 16; ++j)
+    for (int j = 0; j < NJ; j += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, at + 8 * j);
 #pragma unroll
-        for (int kb = 0; kb < 2; ++kb)
-            mma_tf32(S[j], a[kb], f16_bits(T[(8 * kb + 2 * t) * LDH + 8 * j + g]), f16_bits(T[(8 * kb + 2 * t + 1) * LDH + 8 * j + g]));
+        for (int jj = 0; jj < 2; ++jj)
+#pragma unroll
+            for (int kb = 0; kb < 2; ++kb) {
+                const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&b[2 * jj + kb]));
+                mma_tf32(S[j + jj], a[kb], __float_as_uint(f.x), __float_as_uint(f.y));
+            }
+    }
 }
 
-__device__ __forceinline__ void apply_decay(float (&S)[16][4], const float* decay, int lane) {
+template <int NJ>
+__device__ __forceinline__ void apply_decay(float (&S)[NJ][4], const float* decay, int lane) {
     const int t = lane & 3;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < NJ; ++j) {
         const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
         S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
     }
 }
 
-// the warp's 16 rows of a state, [V][K] fp32, from or to global memory at `base` (the state's row vrow)
-__device__ __forceinline__ void load_rows(const float* base, int lane, float (&S)[16][4]) {
+// the warp's 16 rows and NJ column blocks of a state, [V][K] fp32, from or to global memory at `base` (the state's row
+// vrow, the warp's first column)
+template <int NJ>
+__device__ __forceinline__ void load_rows(const float* base, int lane, float (&S)[NJ][4]) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < NJ; ++j) {
         const float2 lo = *reinterpret_cast<const float2*>(base + g * D + 8 * j + 2 * t);
         const float2 hi = *reinterpret_cast<const float2*>(base + (g + 8) * D + 8 * j + 2 * t);
         S[j][0] = lo.x; S[j][1] = lo.y; S[j][2] = hi.x; S[j][3] = hi.y;
     }
 }
-__device__ __forceinline__ void store_rows_fp32(float* base, int lane, const float (&S)[16][4]) {
+template <int NJ>
+__device__ __forceinline__ void store_rows_fp32(float* base, int lane, const float (&S)[NJ][4]) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < NJ; ++j) {
         *reinterpret_cast<float2*>(base + g * D + 8 * j + 2 * t) = make_float2(S[j][0], S[j][1]);
         *reinterpret_cast<float2*>(base + (g + 8) * D + 8 * j + 2 * t) = make_float2(S[j][2], S[j][3]);
     }
 }
 // the state leaving or entering a chunk, as the adjoint reads it: bf16 through the warp's staging tile (stmatrix,
-// then 16-byte stores, two rows of 256 bytes an instruction), or fp32 straight from the fragments
-__device__ __forceinline__ void store_state(void* out, bool bf16, int64_t off, const float (&S)[16][4],
+// then 16-byte stores), or fp32 straight from the fragments; `off` is the warp's first row and column
+template <int KS>
+__device__ __forceinline__ void store_state(void* out, bool bf16, int64_t off, const float (&S)[Split<KS>::NJ][4],
                                             __nv_bfloat16* stage, int lane) {
-    if (!bf16) { store_rows_fp32(static_cast<float*>(out) + off, lane, S); return; }
+    using Sp = Split<KS>;
+    if (!bf16) { store_rows_fp32<Sp::NJ>(static_cast<float*>(out) + off, lane, S); return; }
     __syncwarp();                                             // the warp is done with the last chunk's copy
     const int m = lane >> 3, r = (lane & 7) + 8 * (m & 1);
 #pragma unroll
-    for (int j = 0; j < 16; j += 2)
-        stmatrix_x4(stage + r * OUT_LD + 8 * j + 8 * (m >> 1), pack_bf16(S[j][0], S[j][1]), pack_bf16(S[j][2], S[j][3]),
+    for (int j = 0; j < Sp::NJ; j += 2)
+        stmatrix_x4(stage + r * Sp::OUT_LD + 8 * j + 8 * (m >> 1), pack_bf16(S[j][0], S[j][1]), pack_bf16(S[j][2], S[j][3]),
                     pack_bf16(S[j + 1][0], S[j + 1][1]), pack_bf16(S[j + 1][2], S[j + 1][3]));
     __syncwarp();
     __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(out) + off;
+    constexpr int PIECES = Sp::KW / 8;                        // 16-byte pieces in a row of the warp's columns
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-        const int e = lane + 32 * i, row = e >> 4, piece = e & 15;
-        *reinterpret_cast<uint4*>(dst + row * D + 8 * piece) = *reinterpret_cast<const uint4*>(stage + row * OUT_LD + 8 * piece);
+    for (int i = 0; i < 16 * PIECES / 32; ++i) {
+        const int e = lane + 32 * i, row = e / PIECES, piece = e % PIECES;
+        *reinterpret_cast<uint4*>(dst + row * D + 8 * piece) = *reinterpret_cast<const uint4*>(stage + row * Sp::OUT_LD + 8 * piece);
     }
 }
 
-// X^T[v][token] (two C tiles) into a [CHUNK][D] fp32 tile at `tile`, column vrow + v
-__device__ __forceinline__ void store_tile_t(float* tile, int vrow, int lane, const float (&X)[2][4]) {
+// X^T[v][token] for tokens 8 nt .. 8 nt + 7 (one C tile) into a [CHUNK][D] fp32 tile at `tile`, column vrow + v
+__device__ __forceinline__ void store_tile_t(float* tile, int vrow, int lane, int nt, const float (&X)[4]) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
+    for (int e = 0; e < 4; ++e) tile[(8 * nt + 2 * t + (e & 1)) * D + vrow + g + 8 * (e >> 1)] = X[e];
+}
+// two [16 rows x 16 tokens] results, X0 and X1, into their tiles: each of the four C tiles by one of the row group's KS warps
+template <int KS>
+__device__ __forceinline__ void store_pair_t(float* tile0, const float (&X0)[2][4], float* tile1, const float (&X1)[2][4],
+                                             int vrow, int kh, int lane) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) tile[(8 * nt + 2 * t + (e & 1)) * D + vrow + g + 8 * (e >> 1)] = X[nt][e];
+    for (int item = 0; item < 4; ++item)
+        if (item % KS == kh) {
+            const int nt = item & 1;
+            if (item < 2) store_tile_t(tile0, vrow, lane, nt, X0[nt]);
+            else store_tile_t(tile1, vrow, lane, nt, X1[nt]);
+        }
 }
 // element (nt, e) of a C fragment pair (rows: the warp's 16 state rows from vl; columns: tokens) from the block's slice
 // of a [CHUNK][ld] tile in shared memory, fp32 or bf16
@@ -219,25 +308,30 @@ __device__ __forceinline__ int slice_index(int ld, int vl, int lane, int nt, int
 }
 
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
-__global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
+template <int KS>
+__global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda_bwd_states(StatesArgs p) {
     extern __shared__ __align__(16) unsigned char smem[];
     using St = StatesStage;
+    using Sp = Split<KS>;
+    constexpr int NJ = Sp::NJ;
     const int n = blockIdx.x, h = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rg = warp % ROW_WARPS, kh = warp / ROW_WARPS;       // the warp's row group and its part of the columns
     const int H = p.heads, nch = p.chunks[n];
-    const int vl = 16 * warp, vrow = VB * blockIdx.z + vl;       // the warp's rows: in the block's slice, in the state
-    __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * OUT_LD;
-    float S[16][4];
-    load_rows(p.s0 + (static_cast<int64_t>(n) * H + h) * D * D + vrow * D, lane, S);
+    const int vl = 16 * rg, vrow = VB * blockIdx.z + vl, c0 = Sp::KW * kh;   // rows: in the block's slice, in the state
+    __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * Sp::OUT_LD;
+    float* xch = reinterpret_cast<float*>(smem + NSTAGE * St::BYTES + Sp::OUT_BYTES);
+    float S[NJ][4];
+    load_rows<NJ>(p.s0 + (static_cast<int64_t>(n) * H + h) * D * D + vrow * D + c0, lane, S);
     auto load = [&](int i) {                                     // chunk i into its stage; one commit group a call
         if (i < nch) {
             unsigned char* st = smem + (i % NSTAGE) * St::BYTES;
             const int64_t row = p.step_off[i] + n, rh = row * H + h;   // (row, head)
-            copy_rows(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
-            copy_rows(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
-            copy_rows(st + St::INVB, LDS_PAIR, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
-            copy_rows(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
-            copy_token_rows(st + St::V, LDVH, p.v, 2, p.row_tok[row], p.row_len[row], h, H, VB * blockIdx.z);
+            copy_rows<Sp::THREADS>(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
+            copy_rows<Sp::THREADS>(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
+            copy_rows<Sp::THREADS>(st + St::INVB, LDS_PAIR, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
+            copy_rows<Sp::THREADS>(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
+            copy_token_rows<Sp::THREADS>(st + St::V, LDVH, p.v, 2, p.row_tok[row], p.row_len[row], h, H, VB * blockIdx.z);
         }
         cp_async_commit();
     };
@@ -249,51 +343,57 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_states(StatesArgs p) {
         load(i + NSTAGE - 1);
         const unsigned char* st = smem + (i % NSTAGE) * St::BYTES;
         const int64_t rh = (p.step_off[i] + n) * H + h;
-        store_state(p.sc, p.sc_bf16, (rh * D + vrow) * D, S, stage_out, lane);   // the state entering chunk i
+        store_state<KS>(p.sc, p.sc_bf16, (rh * D + vrow) * D + c0, S, stage_out, lane);   // the state entering chunk i
         const __nv_bfloat16* vs = reinterpret_cast<const __nv_bfloat16*>(st + St::V);
         float W[2][4], R[2][4], U[2][4];
-        rows_times_tile(S, reinterpret_cast<const __half*>(st + St::KD), lane, W);   // (S kd^T)[v][token]
+        rows_times_tile<NJ>(S, reinterpret_cast<const __half*>(st + St::KD) + c0, lane, W);   // (S kd^T)[v][token], own k
+        sum_over_k<KS>(W, xch, rg, kh, lane);                                                 // all of k
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) R[nt][e] = __bfloat162float(vs[slice_index(LDVH, vl, lane, nt, e)]) - W[nt][e];
         times_invb<false>(R, reinterpret_cast<const float*>(st + St::INVB), lane, U);   // U = INVb R
-        store_tile_t(p.r + rh * TILE, vrow, lane, R);
-        store_tile_t(p.u + rh * TILE, vrow, lane, U);
+        store_pair_t<KS>(p.r + rh * TILE, R, p.u + rh * TILE, U, vrow, kh, lane);
         uint32_t a[2][4];
         a_from_c(U[0], a[0]);
         a_from_c(U[1], a[1]);
-        apply_decay(S, reinterpret_cast<const float*>(st + St::DECAY), lane);
-        add_rows_product(S, a, reinterpret_cast<const __half*>(st + St::KR), lane);   // S <- S diag(decay) + U^T kr
+        apply_decay<NJ>(S, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
+        add_rows_product<NJ>(S, a, reinterpret_cast<const __half*>(st + St::KR) + c0, lane);   // S <- S diag(decay) + U^T kr
     }
     cp_async_wait<0>();
 }
 
 // §dstates: the loop backwards, dS from the last chunk to the first
-__global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
+template <int KS>
+__global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda_bwd_dstates(DStatesArgs p) {
     extern __shared__ __align__(16) unsigned char smem[];
     using St = DStatesStage;
+    using Sp = Split<KS>;
+    constexpr int NJ = Sp::NJ;
     const int n = blockIdx.x, h = blockIdx.y;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int rg = warp % ROW_WARPS, kh = warp / ROW_WARPS;
     const int H = p.heads, nch = p.chunks[n];
-    const int vl = 16 * warp, vrow = VB * blockIdx.z + vl;
+    const int vl = 16 * rg, vrow = VB * blockIdx.z + vl, c0 = Sp::KW * kh;
     const int do_eb = p.dout_fp32 ? 4 : 2, do_ld = p.dout_fp32 ? LDV : LDVH;   // dO's element bytes and row in the stage
-    __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * OUT_LD;
-    const int64_t s_off = (static_cast<int64_t>(n) * H + h) * D * D + vrow * D;
-    float dS[16][4];
-    load_rows(p.ds_final + s_off, lane, dS);
+    __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * Sp::OUT_LD;
+    float* xch = reinterpret_cast<float*>(smem + NSTAGE * St::BYTES + Sp::OUT_BYTES);
+    const int64_t s_off = (static_cast<int64_t>(n) * H + h) * D * D + vrow * D + c0;
+    float dS[NJ][4];
+    load_rows<NJ>(p.ds_final + s_off, lane, dS);
     auto load = [&](int it) {                                    // the it-th chunk from the last
         if (it < nch) {
             const int i = nch - 1 - it;
             unsigned char* st = smem + (it % NSTAGE) * St::BYTES;
             const int64_t row = p.step_off[i] + n, rh = row * H + h;
-            copy_rows(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
-            copy_rows(st + St::QD, LDH, p.qd, D, rh * TILE, CHUNK, D, 2);
-            copy_rows(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
-            copy_rows(st + St::INVB, LDS_COL, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
-            copy_rows(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
-            if (p.dout) copy_token_rows(st + St::DO, do_ld, p.dout, do_eb, p.row_tok[row], p.row_len[row], h, H, VB * blockIdx.z);
-            copy_rows(st + St::DU, LDV, p.du, D, rh * TILE + VB * blockIdx.z, CHUNK, VB, 4);
+            copy_rows<Sp::THREADS>(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
+            copy_rows<Sp::THREADS>(st + St::QD, LDH, p.qd, D, rh * TILE, CHUNK, D, 2);
+            copy_rows<Sp::THREADS>(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
+            copy_rows<Sp::THREADS>(st + St::INVB, LDS_COL, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
+            copy_rows<Sp::THREADS>(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
+            if (p.dout)
+                copy_token_rows<Sp::THREADS>(st + St::DO, do_ld, p.dout, do_eb, p.row_tok[row], p.row_len[row], h, H, VB * blockIdx.z);
+            copy_rows<Sp::THREADS>(st + St::DU, LDV, p.du, D, rh * TILE + VB * blockIdx.z, CHUNK, VB, 4);
         }
         cp_async_commit();
     };
@@ -306,17 +406,17 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
         const int i = nch - 1 - it;
         const unsigned char* st = smem + (it % NSTAGE) * St::BYTES;
         const int64_t rh = (p.step_off[i] + n) * H + h;
-        store_state(p.dso, p.sc_bf16, (rh * D + vrow) * D, dS, stage_out, lane);   // dS leaving chunk i
+        store_state<KS>(p.dso, p.sc_bf16, (rh * D + vrow) * D + c0, dS, stage_out, lane);   // dS leaving chunk i
         const float* du = reinterpret_cast<const float*>(st + St::DU);
         float dU[2][4], dR[2][4];
-        rows_times_tile(dS, reinterpret_cast<const __half*>(st + St::KR), lane, dU);   // (dS kr^T)[v][token]
+        rows_times_tile<NJ>(dS, reinterpret_cast<const __half*>(st + St::KR) + c0, lane, dU);   // (dS kr^T)[v][token], own k
+        sum_over_k<KS>(dU, xch, rg, kh, lane);
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) dU[nt][e] += du[slice_index(LDV, vl, lane, nt, e)];   // + the outputs' share
         times_invb<true>(dU, reinterpret_cast<const float*>(st + St::INVB), lane, dR);   // dR = INVb^T dU
-        store_tile_t(p.du + rh * TILE, vrow, lane, dU);
-        store_tile_t(p.dr + rh * TILE, vrow, lane, dR);
+        store_pair_t<KS>(p.du + rh * TILE, dU, p.dr + rh * TILE, dR, vrow, kh, lane);
         // dP^T as A fragments, in a_from_c's token order: dP = scale dO, rounded to tf32 as an operand (zero without dO)
         auto dp_at = [&](int nt, int e) -> uint32_t {
             if (!p.dout) return 0u;
@@ -334,32 +434,46 @@ __global__ void __launch_bounds__(THREADS) kda_bwd_dstates(DStatesArgs p) {
             ap[kb][3] = dp_at(kb, 3);
             a_from_c(dR[kb], ar[kb], -1.f);
         }
-        apply_decay(dS, reinterpret_cast<const float*>(st + St::DECAY), lane);
-        add_rows_product(dS, ap, reinterpret_cast<const __half*>(st + St::QD), lane);   // + dP^T qd
-        add_rows_product(dS, ar, reinterpret_cast<const __half*>(st + St::KD), lane);   // - dR^T kd
+        apply_decay<NJ>(dS, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
+        add_rows_product<NJ>(dS, ap, reinterpret_cast<const __half*>(st + St::QD) + c0, lane);   // + dP^T qd
+        add_rows_product<NJ>(dS, ar, reinterpret_cast<const __half*>(st + St::KD) + c0, lane);   // - dR^T kd
     }
     cp_async_wait<0>();
-    store_rows_fp32(p.ds0 + s_off, lane, dS);
+    store_rows_fp32<NJ>(p.ds0 + s_off, lane, dS);
+}
+
+template <int KS> constexpr size_t states_smem() {
+    return NSTAGE * StatesStage::BYTES + Split<KS>::OUT_BYTES + Split<KS>::XCH_BYTES;
+}
+template <int KS> constexpr size_t dstates_smem() {
+    return NSTAGE * DStatesStage::BYTES + Split<KS>::OUT_BYTES + Split<KS>::XCH_BYTES;
+}
+
+template <int KS, typename Args>
+cudaError_t launch_pass(void (*kernel)(Args), size_t smem, const Args& a, cudaStream_t stream) {
+    cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    kernel<<<dim3(a.n_seq, a.heads, SLICES), Split<KS>::THREADS, smem, stream>>>(a);
+    return cudaGetLastError();
 }
 
 }  // namespace bwd
 
-constexpr size_t STATES_SMEM = bwd::NSTAGE * bwd::StatesStage::BYTES + bwd::WARPS * 16 * bwd::OUT_LD * 2;
-constexpr size_t DSTATES_SMEM = bwd::NSTAGE * bwd::DStatesStage::BYTES + bwd::WARPS * 16 * bwd::OUT_LD * 2;
-
 cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_states, cudaFuncAttributeMaxDynamicSharedMemorySize, STATES_SMEM);
-    if (err != cudaSuccess) return err;
-    bwd::kda_bwd_states<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, STATES_SMEM, stream>>>(a);
-    return cudaGetLastError();
+    switch (a.ksplit) {
+        case 1: return bwd::launch_pass<1>(bwd::kda_bwd_states<1>, bwd::states_smem<1>(), a, stream);
+        case 2: return bwd::launch_pass<2>(bwd::kda_bwd_states<2>, bwd::states_smem<2>(), a, stream);
+        default: return cudaErrorInvalidValue;
+    }
 }
 cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    cudaError_t err = cudaFuncSetAttribute(bwd::kda_bwd_dstates, cudaFuncAttributeMaxDynamicSharedMemorySize, DSTATES_SMEM);
-    if (err != cudaSuccess) return err;
-    bwd::kda_bwd_dstates<<<dim3(a.n_seq, a.heads, bwd::SLICES), bwd::THREADS, DSTATES_SMEM, stream>>>(a);
-    return cudaGetLastError();
+    switch (a.ksplit) {
+        case 1: return bwd::launch_pass<1>(bwd::kda_bwd_dstates<1>, bwd::dstates_smem<1>(), a, stream);
+        case 2: return bwd::launch_pass<2>(bwd::kda_bwd_dstates<2>, bwd::dstates_smem<2>(), a, stream);
+        default: return cudaErrorInvalidValue;
+    }
 }
 
 }  // namespace kda

@@ -16,8 +16,8 @@ from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['STATES_DTYPE', 'step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside', 'kda_backward_cuda', 'tf32',
-           'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
+__all__ = ['PASS_KSPLIT', 'STATES_DTYPE', 'step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside',
+           'kda_backward_cuda', 'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,17 +58,22 @@ def passes_beside(main: torch.cuda.Stream):
     try: yield side
     finally: main.wait_stream(side)
 
+PASS_KSPLIT = 2                  # warps of each pass sharing a group of 16 state rows, each with half its columns: one
+                                 # until the k-split's commit (eight warps a block instead of four; four warps a group
+                                 # were slower on every shape measured, 04c's narrative)
 STATES_DTYPE = torch.bfloat16    # the chunks' states between the passes and the adjoint: bf16 (within fla's errors, the
                                  # precision study below; 2.1 GB less at T = 8192, H = 64); fp32 until a358908 of main
 
 def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
-                      states_dtype: torch.dtype = STATES_DTYPE, grads_dtype: torch.dtype = torch.float32) -> tuple:
+                      states_dtype: torch.dtype = STATES_DTYPE, grads_dtype: torch.dtype = torch.float32,
+                      ksplit: int = 0) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
     `kda_nb.backward.kda_chunked_backward` (bf16 inputs); `states_dtype` (fp32 or bf16) keeps the chunks' states;
-    `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are fp32)."""
+    `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are fp32);
+    `ksplit` (1 or 2; 0 for `PASS_KSPLIT`) how many warps of the passes share a group of 16 state rows."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
@@ -113,8 +118,8 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     with passes_beside(main) as side:
         with torch.cuda.stream(side):
             ext.kda_bwd_dstates(qd, kd, kr, invb, decay, do16, float(scale), row_tok, row_len, dS, step_off, chunks, du,
-                                dSo, dR, dS0)
-        ext.kda_bwd_states(kd, kr, invb, decay, v16, row_tok, row_len, S0, step_off, chunks, Sc, R, U)
+                                dSo, dR, dS0, ksplit or PASS_KSPLIT)
+        ext.kda_bwd_states(kd, kr, invb, decay, v16, row_tok, row_len, S0, step_off, chunks, Sc, R, U, ksplit or PASS_KSPLIT)
     del qd, kd, kr, dS, S0, invb, decay, v16, do16
     covered = int(row_len.sum()) == B * T                             # else tokens of no sequence get zero gradients
     new = torch.empty if covered else torch.zeros

@@ -94,6 +94,18 @@ def test_backward_cuda_many_short_sequences_and_determinism():
     for name, x, r in zip(NAMES, a, ref): assert rel_rms(x, r) < 1e-4, (name, rel_rms(x, r))
 
 @needs_kernels
+@pytest.mark.parametrize('ksplit', [1, 2])
+def test_backward_cuda_every_ksplit(ksplit):
+    # the passes' k-split changes the order of their fp32 sums only: every split against the same reference, and the
+    # same bits twice
+    inp, go, gs = backward_case(1, 0, 3, seqlens=[1, 15, 16, 17, 300, 37])
+    run = lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, states_dtype=torch.float32, ksplit=ksplit)
+    a, b = run(), run()
+    assert all(torch.equal(x, y) for x, y in zip(a, b))
+    ref = kernels_reference(inp, go, gs)
+    for name, x, r in zip(NAMES, a, ref): assert rel_rms(x, r) < 1e-4, (ksplit, name, rel_rms(x, r))
+
+@needs_kernels
 def test_backward_cuda_refuses_what_it_cannot_do():
     inp, go, gs = backward_case(1, 20, 1)
     with pytest.raises(ValueError, match='CUDA tensors'):
@@ -101,13 +113,14 @@ def test_backward_cuda_refuses_what_it_cannot_do():
     ext = load_kernels()
     z16, z = torch.zeros(2, 1, 16, 128, device='cuda', dtype=torch.float16), torch.zeros(2, 1, 16, 128, device='cuda')
     v40 = torch.zeros(40, 1, 128, device='cuda', dtype=torch.bfloat16)       # 40 tokens of one head
-    def states(steps, tok=(0, 16), v=v40):
+    def states(steps, tok=(0, 16), v=v40, ksplit=2):
         ext.kda_bwd_states(z16, z16, torch.zeros(2, 1, 16, 16, device='cuda'), torch.zeros(2, 1, 128, device='cuda'), v,
                            torch.tensor(tok), torch.tensor([16, 16], dtype=torch.int32),
                            torch.zeros(1, 1, 128, 128, device='cuda'), torch.tensor(steps),
                            torch.tensor([2], dtype=torch.int32), torch.zeros(2, 1, 128, 128, device='cuda'),
-                           torch.empty_like(z), torch.empty_like(z))
+                           torch.empty_like(z), torch.empty_like(z), ksplit)
     states([0, 1, 2])                                                  # two chunks of one sequence, in v: accepted
+    with pytest.raises(RuntimeError, match='ksplit'): states([0, 1, 2], ksplit=4)   # a k-split the kernels do not have
     with pytest.raises(RuntimeError, match='step_off'): states([0, 1, 3])          # rows past the tiles are refused
     with pytest.raises(RuntimeError, match='row'): states([0, 1, 2], tok=(0, 30))  # tokens past v's end too
     odd = torch.zeros(v40.numel() + 1, device='cuda', dtype=torch.bfloat16)[1:].view(v40.shape)

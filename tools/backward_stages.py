@@ -2,6 +2,7 @@
 `kda_nb.backward_kernels.kda_backward_cuda`, its total and peak memory, for the chunks' states in fp32 and bf16.
 
     python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once] [--before COMMIT] [--sequential]
+                                    [--ksplit 1 2] [--states bf16]
 
 Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder). With
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
@@ -9,7 +10,8 @@ the gradients of the two builds are compared bit for bit. The earlier build runs
 kda_backward_cuda (its kda_nb/backward_kernels.py from git), so that a change of the kernels' arguments is timed
 as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 inputs: bf16 token gradients. With
 --sequential, this tree is timed a second time with its two passes one after the other on the caller's stream (they
-run side by side on two streams since bc78446).
+run side by side on two streams since bc78446). With --ksplit, this tree is timed once for each k-split of the passes
+named (warps sharing a group of 16 state rows) instead of with the kernels' own choice; --states keeps one states dtype.
 A call's time is the median of 7 rounds of 5 calls between CUDA events (the rounds' range is kept too); the
 kernels' times are torch's profiler's."""
 from __future__ import annotations
@@ -117,6 +119,8 @@ def main():
     ap.add_argument('--before', default=None, help='a commit of main whose kernels are timed beside this tree\'s')
     ap.add_argument('--before-py', default=None, help="that commit's kda_nb/backward_kernels.py, where git has no history")
     ap.add_argument('--sequential', action='store_true', help="also this tree with its two passes one after the other")
+    ap.add_argument('--ksplit', type=int, nargs='+', default=None, help="time this tree with each of these k-splits of the passes")
+    ap.add_argument('--states', choices=('fp32', 'bf16'), default=None, help="one states dtype only")
     a = ap.parse_args()
     before = None
     if a.before:
@@ -129,12 +133,15 @@ def main():
         torch.cuda.synchronize()
         return
     rows = []
-    builds = [('this tree', kda_backward_cuda)] + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
+    ours = ([('this tree', kda_backward_cuda)] if not a.ksplit else
+            [(f'this tree, ksplit {k}', functools.wraps(kda_backward_cuda)(functools.partial(kda_backward_cuda, ksplit=k)))
+             for k in a.ksplit])
+    builds = ours + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
     if a.sequential: builds.insert(1, ('this tree, passes one after the other', sequential(kda_backward_cuda)))
     # what kda_nb.kda's autograd gets for bf16 inputs: bf16 token gradients (written by the kernel, where this tree's
     # kda_backward_cuda takes grads_dtype; else fp32 ones rounded by .to afterwards, as the op did until then)
     builds += [(f'{label}, bf16 gradients', as_bf16(backward)) for label, backward in builds]
-    for dt in (torch.float32, torch.bfloat16):
+    for dt in (torch.float32, torch.bfloat16) if a.states is None else (getattr(torch, {'fp32': 'float32'}.get(a.states, 'bfloat16')),):
         for label, backward in builds:
             t = time.time()
             r = stages(backward, a.T, a.H, a.N, dt)
