@@ -64,13 +64,52 @@ def check_slots(idx: list[int], P: int) -> bool:
             raise ValueError(f"state_indices must not name a slot twice, got slot {s} at {first[s]} and {i}")
     return True
 
+# %% ../nbs/00_layout.ipynb #d34a0900
+_checked_values: dict = {}     # id(tensor) -> (weakref, version, host values, {key: result})
+
+def _check_once(x: torch.Tensor, key, check):
+    """`check(x.tolist())` on the host, once per tensor, version and `key`: later calls with the same, unmodified tensor
+    copy nothing, whatever their key (the host copy is kept beside the results: a varlen training step's forward checks
+    `cu_seqlens` and the backward reads its offsets again, from the one copy; until this change each key made its own,
+    and two keys on one tensor took turns evicting each other, a copy from the GPU, which waits for it, every time)."""
+    # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
+    # every call (no GPU to wait for); on a GPU once, by identity and address: an in-place change of
+    # such a tensor then goes unchecked, and is still harmless (every backend reads it safely).
+    if x.is_inference():
+        version = None if x.device.type == 'cpu' else ('inference', x.data_ptr())
+    else:
+        version = x._version
+    hit = _checked_values.get(id(x))
+    if version is not None and hit is not None and hit[0]() is x and hit[1] == version:
+        values, results = hit[2], hit[3]
+        if key not in results: results[key] = check(values)    # the values are on the host already
+        return results[key]
+    values = x.tolist()                                        # the one device -> host copy
+    result = check(values)
+    if version is not None:
+        if len(_checked_values) > 64: _checked_values.clear()
+        _checked_values[id(x)] = (weakref.ref(x), version, values, {key: result})
+    return result
+
+
 # %% ../nbs/00_layout.ipynb #e3d79f20
 def seq_bounds(B: int, T: int, cu_seqlens: torch.Tensor | None = None) -> list[tuple[int, int]]:
     "`(start, end)` of every sequence on the flattened `B*T` token axis."
     if cu_seqlens is None:
         return [(b * T, (b + 1) * T) for b in range(B)]
-    cu = safe_cu_seqlens(cu_seqlens, B * T).tolist()
+    if cu_seqlens.is_inference():                    # no version counter: read every call
+        cu = safe_cu_seqlens(cu_seqlens, B * T).tolist()
+    else:                                            # the host copy the checks made, if this tensor was checked unchanged
+        cu = _check_once(cu_seqlens, ('bounds', B * T), lambda c: _safe_offsets(c, B * T))
     return list(zip(cu[:-1], cu[1:]))
+
+def _safe_offsets(cu: list[int], T: int) -> list[int]:
+    "`safe_cu_seqlens` on the host: the running maximum of the entries clamped at 0, capped at `T`."
+    out, top = [], 0
+    for x in cu:
+        top = max(top, x)
+        out.append(min(top, T))
+    return out
 
 # %% ../nbs/00_layout.ipynb #372f8aae
 def _gather_index(bounds: list[tuple[int, int]], device) -> tuple[torch.Tensor, torch.Tensor]:
@@ -199,27 +238,6 @@ def _python_float(name, x):
     if isinstance(x, (torch.Tensor, bool)) or not isinstance(x, (int, float)):
         raise TypeError(f"{name} must be a Python float, got {type(x).__name__}")
     return float(x)
-
-_checked_values: dict = {}
-
-# %% ../nbs/00_layout.ipynb #d34a0900
-def _check_once(x: torch.Tensor, key, check):
-    "`check(x.tolist())` on the host, once per tensor, version and `key`: later calls with the same, unmodified tensor copy nothing."
-    # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
-    # every call (no GPU to wait for); on a GPU once, by identity and address: an in-place change of
-    # such a tensor then goes unchecked, and is still harmless (every backend reads it safely).
-    if x.is_inference():
-        version = None if x.device.type == 'cpu' else ('inference', x.data_ptr())
-    else:
-        version = x._version
-    hit = _checked_values.get(id(x))
-    if version is not None and hit is not None and hit[0]() is x and hit[1] == (version, key): return hit[2]
-    result = check(x.tolist())                                 # the one device -> host copy
-    if version is not None:
-        if len(_checked_values) > 64: _checked_values.clear()
-        _checked_values[id(x)] = (weakref.ref(x), (version, key), result)
-    return result
-
 
 # %% ../nbs/00_layout.ipynb #715dfd0e
 def _checked_seqlens(cu_seqlens: torch.Tensor, T: int) -> list[int]:
