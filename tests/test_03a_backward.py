@@ -134,11 +134,16 @@ def test_backward_bf16_accuracy():
     for gate, A_log in (('g=8', None), ('g=8', 0.0), ('g=-8', None), ('bias~N(0,8)', 0.0)):
         inp = random_inputs(1, 0, 2, 64, 32, seqlens=[100, 37, 0, 64], gate=gate, seed=1, A_log=A_log)
         out, fs = kda_chunked(**inp, dtype=torch.float32)
-        go, gs = torch.randn_like(out).bfloat16(), torch.randn_like(fs)
+        gen = torch.Generator().manual_seed(11)                     # the same upstream gradients every run
+        go = torch.randn(out.shape, generator=gen).bfloat16()
+        gs = torch.randn(fs.shape, generator=gen)
         ref = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
         mine = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)
         for name, x, r in zip(('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state'), mine, ref):
-            assert x.dtype == torch.float32 and rel_rms(x, r) < 1e-4, (gate, name, rel_rms(x, r))
+            # dA_log, one number a head summed over every token, nearly cancels for random upstream gradients: over 40
+            # draws its fp32 error reached 2.8e-4 (CI once drew 1.7e-4 against the 1e-4 all others meet: unseeded then)
+            tol = 1e-3 if name == 'A_log' else 1e-4
+            assert x.dtype == torch.float32 and rel_rms(x, r) < tol, (gate, name, rel_rms(x, r))
             assert rel_rms(x.to(inp[name].dtype), r) < 4e-3, (gate, name)
 
 
