@@ -5,8 +5,9 @@
 // Chunks sit in step-major rows, as kda_nb.backward lays them out: sequences sorted by chunk count (most
 // first), row step_off[i] + n holds chunk i of sorted sequence n, which has chunks[n] chunks. The state is
 // [V][K] (S^T of the math), fp32, with the head dimension K = V = 128. Rows of the state never mix (each row's
-// update reads only that row), so a block owns a slice of VB = 64 rows, blockIdx.z, and each of its four warps
-// 16 rows, in registers as the C fragments of mma.sync (as K2 holds the forward's state, kda_recurrence.cuh).
+// update reads only that row), so a block owns a slice of VB = 64 rows, blockIdx.z, and each group of 16 of them is
+// held by KS warps (the k-split, §ksplit: each warp 16 rows by 128 / KS columns), in registers as the C fragments of
+// mma.sync (as K2 holds the forward's state, kda_recurrence.cuh).
 // Per chunk:
 //
 //   forward  (kda_bwd_states):   Sc = S;  R = V - kd S^T;  U = INVb R;  S <- S diag(decay) + U^T kr
