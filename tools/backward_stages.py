@@ -41,6 +41,27 @@ def backward_at(commit: str, ext, path: str | None = None):
     return mod.kda_backward_cuda
 
 
+def timed_kernels(call, reps: int = 5) -> dict:
+    """`call()`'s time between CUDA events (the median of 7 rounds of `reps` calls, and the rounds' range) and each
+    CUDA kernel's time per call under torch's profiler, slowest first (tools/train_stages.py uses it too)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    rounds = []                                  # the median of 7 rounds of `reps` calls: one round of 5 spread by
+    for _ in range(7):                           # about 0.6 ms between builds with the same kernels (2026-12-02)
+        start.record()
+        for _ in range(reps): call()
+        end.record(); torch.cuda.synchronize()
+        rounds.append(start.elapsed_time(end) / reps)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps): call()
+        torch.cuda.synchronize()
+    per = defaultdict(float)
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            per[e.name[:60]] += e.device_time / 1e3 / reps          # ms per call
+    return dict(ms=statistics.median(rounds), ms_range=[min(rounds), max(rounds)],
+                kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
+
+
 def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
     seqlens = None if N == 1 else [T // N] * N
     inp = random_inputs(1, T if N == 1 else 0, H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
@@ -52,23 +73,9 @@ def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: in
     torch.cuda.reset_peak_memory_stats()
     call(); torch.cuda.synchronize()
     peak = (torch.cuda.max_memory_allocated() - base) / 1e9
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    rounds = []                                  # the median of 7 rounds of `reps` calls: one round of 5 spread by
-    for _ in range(7):                           # about 0.6 ms between builds with the same kernels (2026-12-02)
-        start.record()
-        for _ in range(reps): call()
-        end.record(); torch.cuda.synchronize()
-        rounds.append(start.elapsed_time(end) / reps)
-    total = statistics.median(rounds)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps): call()
-        torch.cuda.synchronize()
-    per = defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            per[e.name[:60]] += e.device_time / 1e3 / reps          # ms per call
-    return dict(T=T, H=H, N=N, states=str(states_dtype).split('.')[-1], total_ms=total, total_ms_range=[min(rounds), max(rounds)], extra_peak_gb=peak,
-                kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
+    t = timed_kernels(call, reps)
+    return dict(T=T, H=H, N=N, states=str(states_dtype).split('.')[-1], total_ms=t['ms'], total_ms_range=t['ms_range'],
+                extra_peak_gb=peak, kernels=t['kernels'])
 
 
 def sequential(backward):
@@ -141,7 +148,8 @@ def main():
     # what kda_nb.kda's autograd gets for bf16 inputs: bf16 token gradients (written by the kernel, where this tree's
     # kda_backward_cuda takes grads_dtype; else fp32 ones rounded by .to afterwards, as the op did until then)
     builds += [(f'{label}, bf16 gradients', as_bf16(backward)) for label, backward in builds]
-    for dt in (torch.float32, torch.bfloat16) if a.states is None else (getattr(torch, {'fp32': 'float32'}.get(a.states, 'bfloat16')),):
+    dtypes = {'fp32': torch.float32, 'bf16': torch.bfloat16}
+    for dt in dtypes.values() if a.states is None else (dtypes[a.states],):
         for label, backward in builds:
             t = time.time()
             r = stages(backward, a.T, a.H, a.N, dt)

@@ -8,11 +8,12 @@ Prints one table per case and writes train_stages.json to --out (default: the cu
 one sequence of 32768 tokens at H = 32."""
 from __future__ import annotations
 
-import argparse, json, statistics
-from collections import defaultdict
+import argparse, json
 from pathlib import Path
 
 import torch
+
+from backward_stages import timed_kernels          # the same timing (tools/ is on a script's path)
 
 from kda_nb import kda
 from kda_nb.bench.backends import train_step
@@ -23,21 +24,9 @@ def profile_case(case, reps: int = 5) -> dict:
     call = train_step(lambda **x: kda(**x, backend='cuda'), make_inputs(case, 'cuda'), case)
     for _ in range(3): call()
     torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    rounds = []
-    for _ in range(7):
-        start.record()
-        for _ in range(reps): call()
-        end.record(); torch.cuda.synchronize()
-        rounds.append(start.elapsed_time(end) / reps)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(reps): call()
-        torch.cuda.synchronize()
-    per = defaultdict(float)
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA: per[e.name[:60]] += e.device_time / 1e3 / reps
-    return dict(case=case.name, H=case.H, T=case.T, N=case.N, step_ms=statistics.median(rounds),
-                step_ms_range=[min(rounds), max(rounds)], kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
+    t = timed_kernels(call, reps)
+    return dict(case=case.name, H=case.H, T=case.T, N=case.N, step_ms=t['ms'], step_ms_range=t['ms_range'],
+                kernels=t['kernels'])
 
 
 def main():
