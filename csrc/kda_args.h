@@ -79,7 +79,9 @@ struct DecodeArgs : Args {
 // order. v and dO are the caller's own [tokens, H, 128] tensors, 16-byte aligned.
 struct StatesArgs {
     const void *kd, *kr;      // fp16 tiles
-    const float *invb, *decay, *s0;
+    const float *invb, *decay;
+    float* s0;                // [N, H, 128, 128]: the state entering chunk step_lo (the initial state when 0); where a
+                              // sequence has chunks past step_hi, the state entering chunk step_hi is left there
     const void* v;            // the caller's v, bf16
     const int64_t* row_tok;   // [M]
     const int* row_len;       // [M]
@@ -89,10 +91,13 @@ struct StatesArgs {
     float *r, *u;             // [M, H, 16, 128]: R = V - kd S^T and U = INVb R
     int n_seq, heads, sc_bf16;
     int ksplit;               // warps sharing a group of 16 state rows: 1 or 2 (kda_nb.backward_kernels.PASS_KSPLIT)
+    int step_lo, step_hi;     // the chunks this launch walks: steps step_lo .. step_hi - 1 of each sequence
 };
 struct DStatesArgs {
     const void *qd, *kd, *kr; // fp16 tiles
-    const float *invb, *decay, *ds_final;   // ds_final [N, H, 128, 128]
+    const float *invb, *decay;
+    float* ds_final;          // [N, H, 128, 128]: dS leaving chunk step_hi - 1 (or the sequence's last); unless
+                              // step_lo is 0, dS entering chunk step_lo is left there for the next launch
     const void* dout;         // the caller's dO, bf16 or fp32 (dout_fp32), or null (zero); dP = scale dO
     int dout_fp32;
     float scale;
@@ -105,6 +110,7 @@ struct DStatesArgs {
     float *dr, *ds0;          // [M, H, 16, 128] dR = INVb^T dU; [N, H, 128, 128] the entering states' gradient
     int n_seq, heads, sc_bf16;
     int ksplit;               // as in StatesArgs
+    int step_lo, step_hi;     // as in StatesArgs, walked from the last
 };
 
 // The backward's token-parallel kernels (kda_bwd_chunk.cu), one block per (row, head). Row r of the tiles is the
@@ -116,9 +122,10 @@ struct ChunkArgs {
     const float *A_log, *dt_bias;   // [H], [H, 128]
     const int64_t* row_tok;   // [M]
     const int* row_len;       // [M]
-    int64_t rows;             // M
+    int64_t rows;             // the rows this launch computes, row0 .. row0 + rows - 1 (of the tables' M)
     int heads;
     float scale, lower_bound;
+    int64_t row0;
 };
 // The chunk's small factors that kda_bwd_prepare keeps for kda_bwd_adjoint, [M, H, BWD_FACTOR_FLOATS] fp32:
 // A = kd ki^T (strictly lower, [16][16]), INV = (I + diag(b) A)^-1 ([16][16]), then b, 1 / ||q|| and 1 / ||k||

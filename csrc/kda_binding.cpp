@@ -508,6 +508,11 @@ int64_t check_tokens(const torch::Tensor& t, const char* name, int64_t H, const 
 torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
     return host.pin_memory().to(dev, /*non_blocking=*/true);
 }
+// the steps [lo, hi) of one launch of a pass, or the rows [lo, hi) of one launch of the chunk kernels, inside [0, n)
+void check_range(int64_t lo, int64_t hi, int64_t n, const char* what) {
+    TORCH_CHECK(0 <= lo && lo <= hi && hi <= n, what, " ", num(lo).c_str(), " to ", num(hi).c_str(), " must lie in 0 to ",
+                num(n).c_str());
+}
 // the passes' k-split: 1 or 2 warps to a group of 16 state rows
 int check_ksplit(int64_t ksplit) {
     TORCH_CHECK(ksplit == 1 || ksplit == 2, "ksplit must be 1 or 2, got ", num(ksplit).c_str());
@@ -521,7 +526,8 @@ cudaStream_t stream_of(const torch::Tensor& t) {
 
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
                     torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
-                    torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit) {
+                    torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit,
+                    int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     const int64_t M = kd.size(0), H = kd.size(1), N = s0.size(0);
     for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
@@ -545,6 +551,8 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
                       v.data_ptr(), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(), step_off.data_ptr<int64_t>(),
                       chunks.data_ptr<int>(), sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N),
                       static_cast<int>(H), sc.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
+    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
+    a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
     const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
 }
@@ -552,7 +560,8 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
 void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
                      torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
-                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit) {
+                     torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit,
+                     int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     const int64_t M = kd.size(0), H = kd.size(1), N = ds_final.size(0);
     for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
@@ -583,6 +592,8 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
                        step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(), du.data_ptr<float>(), dso.data_ptr(),
                        dr.data_ptr<float>(), ds0.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
                        dso.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
+    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
+    a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
     const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
 }
@@ -630,7 +641,7 @@ kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const 
 void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::Tensor beta, torch::Tensor dout,
                      torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      double scale, double lower_bound, torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor du,
-                     torch::Tensor invb, torch::Tensor decay, torch::Tensor factors) {
+                     torch::Tensor invb, torch::Tensor decay, torch::Tensor factors, int64_t row_lo, int64_t row_hi) {
     const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, q, {M, H, 16, 128}, at::kHalf);
@@ -642,6 +653,8 @@ void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     kda::PrepArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
     a.qd = qd.data_ptr(); a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.du = du.data_ptr<float>();
     a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>(); a.factors = factors.data_ptr<float>();
+    check_range(row_lo, row_hi, M, "rows");
+    a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_prepare(a, stream_of(q));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_prepare launch failed: ", cudaGetErrorString(err));
 }
@@ -650,7 +663,8 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
                      torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      double scale, double lower_bound, torch::Tensor sc, torch::Tensor dso, torch::Tensor u,
                      torch::Tensor r, torch::Tensor du, torch::Tensor dr, torch::Tensor factors, torch::Tensor dq, torch::Tensor dk,
-                     torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part) {
+                     torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part,
+                     int64_t row_lo, int64_t row_hi) {
     const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{u, "u"}, {r, "r"}, {du, "du"}, {dr, "dr"}}) check_tile(t, name, q, {M, H, 16, 128});
@@ -678,6 +692,8 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     a.factors = factors.data_ptr<float>();
     a.dq = dq.data_ptr(); a.dk = dk.data_ptr(); a.dv = dv.data_ptr(); a.dg = dg.data_ptr();
     a.dbeta = dbeta.data_ptr(); a.grads_bf16 = grad_type == at::kBFloat16; a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
+    check_range(row_lo, row_hi, M, "rows");
+    a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_adjoint launch failed: ", cudaGetErrorString(err));
 }

@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     __shared__ __align__(16) Factors s;
     __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
     Channel x;
-    const int64_t row = blockIdx.x;
+    const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
     const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
@@ -440,7 +440,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
     Channel x;
-    const int64_t row = blockIdx.x;
+    const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
     const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];

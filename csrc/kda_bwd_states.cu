@@ -302,10 +302,55 @@ __device__ __forceinline__ void store_pair_t(float* tile0, const float (&X0)[2][
         }
 }
 // element (nt, e) of a C fragment pair (rows: the warp's 16 state rows from vl; columns: tokens) from the block's slice
-// of a [CHUNK][ld] tile in shared memory, fp32 or bf16
+// of a [CHUNK][ld] fp32 tile in shared memory
 __device__ __forceinline__ int slice_index(int ld, int vl, int lane, int nt, int e) {
     const int g = lane >> 2, t = lane & 3;
     return (8 * nt + 2 * t + (e & 1)) * ld + vl + g + 8 * (e >> 1);
+}
+// the same C fragment pair of a bf16 [CHUNK][LDVH] tile (v, dO) by one ldmatrix.trans: of the 8x8 matrix (tokens 8 nt ..,
+// state rows vl + 8 cb ..) lane 4g + t gets tokens 2t and 2t + 1 of row g, elements (nt, 2 cb) and (nt, 2 cb + 1); a
+// bf16 is the top half of its fp32. (Until the commit after 021f6cf of main eight 2-byte reads a lane, each with its
+// address arithmetic: about a tenth of the backward pass's instructions, with dO's dtype tested at each.)
+__device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, int lane, float (&x)[2][4]) {
+    const int m = lane >> 3, r = lane & 7;                     // matrices (nt, cb): (0, 0), (0, 1), (1, 0), (1, 1)
+    uint32_t b[4];
+    ldmatrix_x4_trans(b, tile + (8 * (m >> 1) + r) * LDVH + vl + 8 * (m & 1));
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int cb = 0; cb < 2; ++cb) {
+            const uint32_t w = b[2 * nt + cb];
+            x[nt][2 * cb] = __uint_as_float(w << 16);
+            x[nt][2 * cb + 1] = __uint_as_float(w & 0xffff0000u);
+        }
+}
+
+// §ahead: the step-major row of each chunk and its tokens, read from global memory an iteration or two before their use
+// (until the commit after 021f6cf of main each was read where it was used, at the top of the chunk loop: dependent
+// loads the chunk's copies and stores waited for). Iteration `it` works on chunk `it` of the pass's order (`chunk_of`),
+// copies chunk it + 2 in, and reads chunk it + 3's tokens and chunk it + 4's row.
+struct Ahead {
+    int64_t r0, r1, r2, r3;     // the rows of the pass's chunks it .. it + 3
+    int64_t t2;                 // chunk it + 2's first token and length
+    int l2;
+};
+template <class ChunkOf>
+__device__ __forceinline__ int64_t row_of(const int64_t* step_off, int n, int cnt, int it, ChunkOf chunk_of) {
+    return it < cnt ? step_off[chunk_of(it)] + n : 0;
+}
+template <class ChunkOf>
+__device__ __forceinline__ void ahead_start(Ahead& a, const int64_t* step_off, const int64_t* row_tok, const int* row_len,
+                                            int n, int cnt, ChunkOf chunk_of) {
+    a.r0 = row_of(step_off, n, cnt, 0, chunk_of); a.r1 = row_of(step_off, n, cnt, 1, chunk_of);
+    a.r2 = row_of(step_off, n, cnt, 2, chunk_of); a.r3 = row_of(step_off, n, cnt, 3, chunk_of);
+    a.t2 = 2 < cnt ? row_tok[a.r2] : 0; a.l2 = 2 < cnt ? row_len[a.r2] : 0;
+}
+template <class ChunkOf>
+__device__ __forceinline__ void ahead_next(Ahead& a, const int64_t* step_off, const int64_t* row_tok, const int* row_len,
+                                           int n, int cnt, int it, ChunkOf chunk_of) {
+    a.r0 = a.r1; a.r1 = a.r2; a.r2 = a.r3;
+    a.t2 = it + 3 < cnt ? row_tok[a.r2] : 0; a.l2 = it + 3 < cnt ? row_len[a.r2] : 0;
+    a.r3 = row_of(step_off, n, cnt, it + 4, chunk_of);
 }
 
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
@@ -319,49 +364,58 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int rg = warp % ROW_WARPS, kh = warp / ROW_WARPS;       // the warp's row group and its part of the columns
     const int H = p.heads, nch = p.chunks[n];
+    const int lo = p.step_lo, top = min(p.step_hi, nch), cnt = top - lo;   // this launch's chunks of the sequence (§segments)
+    if (cnt <= 0) return;                                        // none: nothing is read or written
     const int vl = 16 * rg, vrow = VB * blockIdx.z + vl, c0 = Sp::KW * kh;   // rows: in the block's slice, in the state
     __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * Sp::OUT_LD;
     float* xch = reinterpret_cast<float*>(smem + NSTAGE * St::BYTES + Sp::OUT_BYTES);
     float S[NJ][4];
-    load_rows<NJ>(p.s0 + (static_cast<int64_t>(n) * H + h) * D * D + vrow * D + c0, lane, S);
-    auto load = [&](int i) {                                     // chunk i into its stage; one commit group a call
-        if (i < nch) {
+    auto s_at = [&]() { return p.s0 + (static_cast<int64_t>(n) * H + h) * D * D + vrow * D + c0; };   // (made twice: no register held)
+    load_rows<NJ>(s_at(), lane, S);                              // the initial state, or the last launch's end
+    static_assert(NSTAGE == 3, "Ahead reads two chunks ahead of the copies");
+    auto chunk_of = [lo](int it) { return lo + it; };
+    auto load = [&](int i, int64_t row, int64_t tok, int len) {   // chunk i into its stage; one commit group a call
+        if (i < cnt) {
             unsigned char* st = smem + (i % NSTAGE) * St::BYTES;
-            const int64_t row = p.step_off[i] + n, rh = row * H + h;   // (row, head)
+            const int64_t rh = row * H + h;                           // (row, head)
             copy_rows<Sp::THREADS>(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
             copy_rows<Sp::THREADS>(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
             copy_rows<Sp::THREADS>(st + St::INVB, LDS_PAIR, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
             copy_rows<Sp::THREADS>(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
-            copy_token_rows<Sp::THREADS>(st + St::V, LDVH, p.v, 2, p.row_tok[row], p.row_len[row], h, H, VB * blockIdx.z);
+            copy_token_rows<Sp::THREADS>(st + St::V, LDVH, p.v, 2, tok, len, h, H, VB * blockIdx.z);
         }
         cp_async_commit();
     };
-#pragma unroll
-    for (int s = 0; s < NSTAGE - 1; ++s) load(s);
-    for (int i = 0; i < nch; ++i) {
+    Ahead a;
+    ahead_start(a, p.step_off, p.row_tok, p.row_len, n, cnt, chunk_of);
+    load(0, a.r0, 0 < cnt ? p.row_tok[a.r0] : 0, 0 < cnt ? p.row_len[a.r0] : 0);
+    load(1, a.r1, 1 < cnt ? p.row_tok[a.r1] : 0, 1 < cnt ? p.row_len[a.r1] : 0);
+    for (int i = 0; i < cnt; ++i) {
         cp_async_wait<NSTAGE - 2>();                            // chunk i has landed (this thread's copies)
         __syncthreads();                                         // everyone's; and chunk i - 1's stage is free
-        load(i + NSTAGE - 1);
+        load(i + NSTAGE - 1, a.r2, a.t2, a.l2);
         const unsigned char* st = smem + (i % NSTAGE) * St::BYTES;
-        const int64_t rh = (p.step_off[i] + n) * H + h;
+        const int64_t rh = a.r0 * H + h;
+        ahead_next(a, p.step_off, p.row_tok, p.row_len, n, cnt, i, chunk_of);
         store_state<KS>(p.sc, p.sc_bf16, (rh * D + vrow) * D + c0, S, stage_out, lane);   // the state entering chunk i
-        const __nv_bfloat16* vs = reinterpret_cast<const __nv_bfloat16*>(st + St::V);
         float W[2][4], R[2][4], U[2][4];
         rows_times_tile<NJ>(S, reinterpret_cast<const __half*>(st + St::KD) + c0, lane, W);   // (S kd^T)[v][token], own k
         sum_over_k<KS>(W, xch, rg, kh, lane);                                                 // all of k
+        slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::V), vl, lane, R);       // V
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) R[nt][e] = __bfloat162float(vs[slice_index(LDVH, vl, lane, nt, e)]) - W[nt][e];
+            for (int e = 0; e < 4; ++e) R[nt][e] -= W[nt][e];
         times_invb<false>(R, reinterpret_cast<const float*>(st + St::INVB), lane, U);   // U = INVb R
         store_pair_t<KS>(p.r + rh * TILE, R, p.u + rh * TILE, U, vrow, kh, lane);
-        uint32_t a[2][4];
-        a_from_c(U[0], a[0]);
-        a_from_c(U[1], a[1]);
+        uint32_t au[2][4];
+        a_from_c(U[0], au[0]);
+        a_from_c(U[1], au[1]);
         apply_decay<NJ>(S, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
-        add_rows_product<NJ>(S, a, reinterpret_cast<const __half*>(st + St::KR) + c0, lane);   // S <- S diag(decay) + U^T kr
+        add_rows_product<NJ>(S, au, reinterpret_cast<const __half*>(st + St::KR) + c0, lane);   // S <- S diag(decay) + U^T kr
     }
     cp_async_wait<0>();
+    if (p.step_hi < p.chunks[n]) store_rows_fp32<NJ>(s_at(), lane, S);   // the state entering chunk step_hi, for the next launch
 }
 
 // §dstates: the loop backwards, dS from the last chunk to the first
@@ -375,38 +429,42 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int rg = warp % ROW_WARPS, kh = warp / ROW_WARPS;
     const int H = p.heads, nch = p.chunks[n];
+    const int lo = p.step_lo, top = min(p.step_hi, nch), cnt = max(top - lo, 0);   // this launch's chunks (§segments)
+    if (cnt == 0 && lo > 0) return;                              // none, and not the first chunks: nothing to do
     const int vl = 16 * rg, vrow = VB * blockIdx.z + vl, c0 = Sp::KW * kh;
     const int do_eb = p.dout_fp32 ? 4 : 2, do_ld = p.dout_fp32 ? LDV : LDVH;   // dO's element bytes and row in the stage
     __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * Sp::OUT_LD;
     float* xch = reinterpret_cast<float*>(smem + NSTAGE * St::BYTES + Sp::OUT_BYTES);
     const int64_t s_off = (static_cast<int64_t>(n) * H + h) * D * D + vrow * D + c0;
     float dS[NJ][4];
-    load_rows<NJ>(p.ds_final + s_off, lane, dS);
-    auto load = [&](int it) {                                    // the it-th chunk from the last
-        if (it < nch) {
-            const int i = nch - 1 - it;
+    load_rows<NJ>(p.ds_final + s_off, lane, dS);                // dS leaving the last chunk, or the last launch's end
+    auto chunk_of = [top](int it) { return top - 1 - it; };     // the it-th chunk from the last of this launch
+    auto load = [&](int it, int64_t row, int64_t tok, int len) {
+        if (it < cnt) {
             unsigned char* st = smem + (it % NSTAGE) * St::BYTES;
-            const int64_t row = p.step_off[i] + n, rh = row * H + h;
+            const int64_t rh = row * H + h;
             copy_rows<Sp::THREADS>(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
             copy_rows<Sp::THREADS>(st + St::QD, LDH, p.qd, D, rh * TILE, CHUNK, D, 2);
             copy_rows<Sp::THREADS>(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
             copy_rows<Sp::THREADS>(st + St::INVB, LDS_COL, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
             copy_rows<Sp::THREADS>(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
             if (p.dout)
-                copy_token_rows<Sp::THREADS>(st + St::DO, do_ld, p.dout, do_eb, p.row_tok[row], p.row_len[row], h, H, VB * blockIdx.z);
+                copy_token_rows<Sp::THREADS>(st + St::DO, do_ld, p.dout, do_eb, tok, len, h, H, VB * blockIdx.z);
             copy_rows<Sp::THREADS>(st + St::DU, LDV, p.du, D, rh * TILE + VB * blockIdx.z, CHUNK, VB, 4);
         }
         cp_async_commit();
     };
-#pragma unroll
-    for (int s = 0; s < NSTAGE - 1; ++s) load(s);
-    for (int it = 0; it < nch; ++it) {
+    Ahead a;
+    ahead_start(a, p.step_off, p.row_tok, p.row_len, n, cnt, chunk_of);
+    load(0, a.r0, 0 < cnt ? p.row_tok[a.r0] : 0, 0 < cnt ? p.row_len[a.r0] : 0);
+    load(1, a.r1, 1 < cnt ? p.row_tok[a.r1] : 0, 1 < cnt ? p.row_len[a.r1] : 0);
+    for (int it = 0; it < cnt; ++it) {
         cp_async_wait<NSTAGE - 2>();
         __syncthreads();
-        load(it + NSTAGE - 1);
-        const int i = nch - 1 - it;
+        load(it + NSTAGE - 1, a.r2, a.t2, a.l2);
         const unsigned char* st = smem + (it % NSTAGE) * St::BYTES;
-        const int64_t rh = (p.step_off[i] + n) * H + h;
+        const int64_t rh = a.r0 * H + h;
+        ahead_next(a, p.step_off, p.row_tok, p.row_len, n, cnt, it, chunk_of);
         store_state<KS>(p.dso, p.sc_bf16, (rh * D + vrow) * D + c0, dS, stage_out, lane);   // dS leaving chunk i
         const float* du = reinterpret_cast<const float*>(st + St::DU);
         float dU[2][4], dR[2][4];
@@ -419,20 +477,21 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         times_invb<true>(dU, reinterpret_cast<const float*>(st + St::INVB), lane, dR);   // dR = INVb^T dU
         store_pair_t<KS>(p.du + rh * TILE, dU, p.dr + rh * TILE, dR, vrow, kh, lane);
         // dP^T as A fragments, in a_from_c's token order: dP = scale dO, rounded to tf32 as an operand (zero without dO)
-        auto dp_at = [&](int nt, int e) -> uint32_t {
-            if (!p.dout) return 0u;
-            const int at = slice_index(do_ld, vl, lane, nt, e);
-            const float d = p.dout_fp32 ? reinterpret_cast<const float*>(st + St::DO)[at]
-                                        : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(st + St::DO)[at]);
-            return tf32_op(p.scale * d);
-        };
+        float dp[2][4] = {};
+        if (p.dout) {
+            if (p.dout_fp32) {
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) dp[nt][e] = reinterpret_cast<const float*>(st + St::DO)[slice_index(LDV, vl, lane, nt, e)];
+            } else {
+                slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::DO), vl, lane, dp);
+            }
+        }
         uint32_t ap[2][4], ar[2][4];
 #pragma unroll
-        for (int kb = 0; kb < 2; ++kb) {                          // slot order of a_from_c: (g, 2t), (g+8, 2t), (g, 2t+1), (g+8, 2t+1)
-            ap[kb][0] = dp_at(kb, 0);
-            ap[kb][1] = dp_at(kb, 2);
-            ap[kb][2] = dp_at(kb, 1);
-            ap[kb][3] = dp_at(kb, 3);
+        for (int kb = 0; kb < 2; ++kb) {
+            a_from_c(dp[kb], ap[kb], p.scale);
             a_from_c(dR[kb], ar[kb], -1.f);
         }
         apply_decay<NJ>(dS, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
@@ -440,7 +499,7 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         add_rows_product<NJ>(dS, ar, reinterpret_cast<const __half*>(st + St::KD) + c0, lane);   // - dR^T kd
     }
     cp_async_wait<0>();
-    store_rows_fp32<NJ>(p.ds0 + s_off, lane, dS);
+    store_rows_fp32<NJ>((lo == 0 ? p.ds0 : p.ds_final) + s_off, lane, dS);   // dS entering chunk lo: the result, or the next launch's start
 }
 
 template <int KS> constexpr size_t states_smem() {

@@ -16,8 +16,9 @@ from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['PASS_KSPLIT', 'STATES_DTYPE', 'step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside',
-           'kda_backward_cuda', 'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
+__all__ = ['SEGMENT_MIN_STEPS', 'PASS_KSPLIT', 'STATES_DTYPE', 'step_rows_table', 'aligned16', 'chunk_rows_table',
+           'passes_beside', 'pass_segments', 'step_cuts', 'ends_first', 'kda_backward_cuda', 'tf32', 'fp16',
+           'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,17 +47,45 @@ def chunk_rows_table(bounds: list[tuple[int, int]], order: torch.Tensor, seq: to
     tok, valid = _chunk_tokens(bounds, order, seq, step)            # the reference's gather: one rule for both
     return tok[:, 0].contiguous(), valid.sum(1).to(torch.int32)
 
-_SIDE: dict = {}                 # device index -> the second stream the backward pass runs on
+_SIDE: dict = {}                 # (device index, i) -> the i-th stream the passes run on
 
 @contextmanager
-def passes_beside(main: torch.cuda.Stream):
-    """A second stream of `main`'s device that starts after `main`'s work so far; on leaving, `main` waits for it. Work
-    given to it runs beside `main`'s (the two passes)."""
-    side = _SIDE.get(main.device_index)
-    if side is None: side = _SIDE[main.device_index] = torch.cuda.Stream(main.device)
-    side.wait_stream(main)
-    try: yield side
-    finally: main.wait_stream(side)
+def passes_beside(main: torch.cuda.Stream, n: int = 2):
+    """`n` more streams of `main`'s device, each starting after `main`'s work so far; on leaving, `main` waits for all of
+    them. Work given to them runs beside `main`'s and each other's (the two passes, beside the chunk factors)."""
+    sides = []
+    for i in range(n):
+        key = (main.device_index, i)
+        if key not in _SIDE: _SIDE[key] = torch.cuda.Stream(main.device)
+        sides.append(_SIDE[key])
+        sides[-1].wait_stream(main)
+    try: yield tuple(sides)
+    finally:
+        for s in sides: main.wait_stream(s)
+
+def pass_segments(N: int, H: int, steps: int, sms: int) -> int:
+    """How many launches each pass is cut into (`kda_backward_cuda`'s `segments`): two for one sequence whose passes fill
+    the GPU's SMs (both passes, two blocks a head; the last half's chunk factors are made first, so that the backward
+    pass starts after half of kda_bwd_prepare and the forward pass once the rest is made), else one. Measured on the
+    H200 (04c, §segments): T = 8192 one sequence, bf16 gradients, H = 96 8.24 -> 8.00 ms and H = 64 5.60 -> 5.56; one
+    sequence of 32768 at H = 32 (128 blocks, a third of the GPU idle) was not faster cut into 2, 4 or 8."""
+    return 2 if N == 1 and 2 * H * 2 >= sms and steps >= 2 * SEGMENT_MIN_STEPS else 1
+
+SEGMENT_MIN_STEPS = 32           # chunks a launch walks at least
+
+def step_cuts(steps: int, k: int) -> list[tuple[int, int]]:
+    "`k` (at most `steps`, at least one) ranges of steps as equal as can be, `[(lo, hi)]` from the first."
+    k = max(1, min(k, steps))
+    edges = [steps * j // k for j in range(k + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+def ends_first(k: int) -> list[int]:
+    "0 .. k - 1 from both ends, the last first: the order the segments' chunk factors are made (the backward pass, the longer, starts from the last)."
+    lo, hi, out = 0, k - 1, []
+    while lo <= hi:
+        out.append(hi); hi -= 1
+        if lo <= hi: out.append(lo); lo += 1
+    return out
 
 PASS_KSPLIT = 2                  # warps of each pass sharing a group of 16 state rows, each with half its columns: one
                                  # until the k-split's commit (eight warps a block instead of four; four warps a group
@@ -68,12 +97,14 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
                       states_dtype: torch.dtype = STATES_DTYPE, grads_dtype: torch.dtype = torch.float32,
-                      ksplit: int = 0) -> tuple:
+                      ksplit: int = 0, segments: int = 0) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
     `kda_nb.backward.kda_chunked_backward` (bf16 inputs); `states_dtype` (fp32 or bf16) keeps the chunks' states;
     `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are fp32);
-    `ksplit` (1 or 2; 0 for `PASS_KSPLIT`) how many warps of the passes share a group of 16 state rows."""
+    `ksplit` (1 or 2; 0 for `PASS_KSPLIT`) how many warps of the passes share a group of 16 state rows; `segments` (0 for
+    `pass_segments`' rule) how many launches each pass is cut into, the chunk factors of each made before its launches
+    (the same bits whatever the number: the state between two launches waits in fp32)."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
@@ -102,7 +133,6 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     du = torch.empty(M, H, CHUNK, D, **f32)
     invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
     factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
-    ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors)
     order = order.pin_memory().to(dev, non_blocking=True)           # no wait for the stream (the binding's tables too)
     dS = (grad_state.float()[order] if grad_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
     dSo, dR, dS0 = torch.empty(M, H, D, D, device=dev, dtype=states_dtype), torch.empty_like(du), torch.empty_like(dS)
@@ -110,23 +140,38 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     Sc = torch.empty_like(dSo)
     R, U = torch.empty_like(du), torch.empty_like(du)
     v16, do16 = aligned16(v), aligned16(do)
-    # The two passes at once: neither reads the other's outputs, and each alone leaves most of the GPU's issue slots
-    # empty (one block of four warps per SM at T = 8192, H = 64). The backward pass goes on a second stream that
-    # starts after everything before it and that the caller's stream waits for (one after the other, dstates first,
-    # until ee1abe6 of main)
+    ks = ksplit or PASS_KSPLIT
+    cuts = step_cuts(len(active), segments or pass_segments(N, H, len(active), torch.cuda.get_device_properties(dev).multi_processor_count))
+    rows = [(int(step_off[lo]), int(step_off[hi])) for lo, hi in cuts]   # a segment's chunks: consecutive rows
+    # The two passes at once, each on a stream of its own: neither reads the other's outputs, and each alone leaves most
+    # of the GPU's issue slots empty (one block of eight warps per SM at T = 8192, H = 64). Each pass is cut into
+    # segments (§segments), each launched once the chunk factors of its steps are made, so that the factors of the
+    # later segments are made while the passes walk the earlier ones; S0 and dS carry the states from one launch to
+    # the next. (One after the other, dstates first, until ee1abe6 of main; the whole of kda_bwd_prepare before
+    # either pass until the segments' commit.)
     main = torch.cuda.current_stream(dev)
-    with passes_beside(main) as side:
-        with torch.cuda.stream(side):
-            ext.kda_bwd_dstates(qd, kd, kr, invb, decay, do16, float(scale), row_tok, row_len, dS, step_off, chunks, du,
-                                dSo, dR, dS0, ksplit or PASS_KSPLIT)
-        ext.kda_bwd_states(kd, kr, invb, decay, v16, row_tok, row_len, S0, step_off, chunks, Sc, R, U, ksplit or PASS_KSPLIT)
+    with passes_beside(main, 2) as (forward, backward):
+        made = [None] * len(cuts)
+        for j in ends_first(len(cuts)):
+            ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors, *rows[j])
+            made[j] = torch.cuda.Event()
+            made[j].record(main)
+        for j, (lo, hi) in enumerate(cuts):
+            forward.wait_event(made[j])
+            with torch.cuda.stream(forward):
+                ext.kda_bwd_states(kd, kr, invb, decay, v16, row_tok, row_len, S0, step_off, chunks, Sc, R, U, ks, lo, hi)
+        for j, (lo, hi) in reversed(list(enumerate(cuts))):
+            backward.wait_event(made[j])
+            with torch.cuda.stream(backward):
+                ext.kda_bwd_dstates(qd, kd, kr, invb, decay, do16, float(scale), row_tok, row_len, dS, step_off, chunks,
+                                    du, dSo, dR, dS0, ks, lo, hi)
     del qd, kd, kr, dS, S0, invb, decay, v16, do16
     covered = int(row_len.sum()) == B * T                             # else tokens of no sequence get zero gradients
     new = torch.empty if covered else torch.zeros
     dq, dk, dv, dg = (new(B, T, H, D, device=dev, dtype=grads_dtype) for _ in range(4))
     dbeta = new(B, T, H, device=dev, dtype=grads_dtype)
     dA_part, ddt_part = torch.empty(M, H, **f32), torch.empty(M, H, D, **f32)
-    ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part)
+    ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part, 0, M)
     dinit = torch.empty_like(dS0)
     dinit[order] = dS0                                                # back to the original sequence order
     return (dq, dk, dv, dg, dbeta, dA_part.sum(0).reshape(A_log.shape), ddt_part.sum(0).reshape(dt_bias.shape),

@@ -106,6 +106,17 @@ def test_backward_cuda_every_ksplit(ksplit):
     for name, x, r in zip(NAMES, a, ref): assert rel_rms(x, r) < 1e-4, (ksplit, name, rel_rms(x, r))
 
 @needs_kernels
+@pytest.mark.parametrize('segments', [2, 3, 7])
+def test_backward_cuda_segments_same_bits(segments):
+    # each pass cut into launches that carry the state between them in fp32 (§segments): the same bits as one launch,
+    # with empty sequences, one-token ones and ones shorter than a segment, states in and out
+    inp, go, gs = backward_case(1, 0, 2, seqlens=[0, 1, 15, 16, 17, 300, 37, 130])
+    one = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, segments=1)
+    cut = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, segments=segments)
+    assert all(torch.equal(x, y) for x, y in zip(one, cut) if x is not None)
+    assert one[-1] is not None and torch.isfinite(one[-1]).all()
+
+@needs_kernels
 def test_backward_cuda_refuses_what_it_cannot_do():
     inp, go, gs = backward_case(1, 20, 1)
     with pytest.raises(ValueError, match='CUDA tensors'):
@@ -113,14 +124,17 @@ def test_backward_cuda_refuses_what_it_cannot_do():
     ext = load_kernels()
     z16, z = torch.zeros(2, 1, 16, 128, device='cuda', dtype=torch.float16), torch.zeros(2, 1, 16, 128, device='cuda')
     v40 = torch.zeros(40, 1, 128, device='cuda', dtype=torch.bfloat16)       # 40 tokens of one head
-    def states(steps, tok=(0, 16), v=v40, ksplit=2):
+    def states(steps, tok=(0, 16), v=v40, ksplit=2, span=None):
         ext.kda_bwd_states(z16, z16, torch.zeros(2, 1, 16, 16, device='cuda'), torch.zeros(2, 1, 128, device='cuda'), v,
                            torch.tensor(tok), torch.tensor([16, 16], dtype=torch.int32),
                            torch.zeros(1, 1, 128, 128, device='cuda'), torch.tensor(steps),
                            torch.tensor([2], dtype=torch.int32), torch.zeros(2, 1, 128, 128, device='cuda'),
-                           torch.empty_like(z), torch.empty_like(z), ksplit)
+                           torch.empty_like(z), torch.empty_like(z), ksplit, *(span or (0, len(steps) - 1)))
     states([0, 1, 2])                                                  # two chunks of one sequence, in v: accepted
     with pytest.raises(RuntimeError, match='ksplit'): states([0, 1, 2], ksplit=4)   # a k-split the kernels do not have
+    states([0, 1, 2], span=(1, 2))                                     # one launch of a segment: accepted
+    for span in ((0, 3), (-1, 1), (2, 1)):                             # steps past the table's, before it, backwards
+        with pytest.raises(RuntimeError, match='steps'): states([0, 1, 2], span=span)
     with pytest.raises(RuntimeError, match='step_off'): states([0, 1, 3])          # rows past the tiles are refused
     with pytest.raises(RuntimeError, match='row'): states([0, 1, 2], tok=(0, 30))  # tokens past v's end too
     odd = torch.zeros(v40.numel() + 1, device='cuda', dtype=torch.bfloat16)[1:].view(v40.shape)
@@ -131,13 +145,15 @@ def test_backward_cuda_refuses_what_it_cannot_do():
                             *(torch.empty(len(tok), 1, 16, 128, device='cuda', dtype=torch.float16) for _ in range(3)),
                             torch.empty(len(tok), 1, 16, 128, device='cuda'),
                             torch.empty(len(tok), 1, 16, 16, device='cuda'), torch.empty(len(tok), 1, 128, device='cuda'),
-                            torch.empty(len(tok), 1, ext.kda_bwd_factor_floats(), device='cuda'))
+                            torch.empty(len(tok), 1, ext.kda_bwd_factor_floats(), device='cuda'), 0, len(tok))
     for tok, ln in (([0, 16], [16, 5]), ([-1], [4]), ([0], [0]), ([0], [17])):   # past the end, before it, empty, too long
         with pytest.raises(RuntimeError, match='row'): ext.kda_bwd_prepare(*args(tok, ln))
     ext.kda_bwd_prepare(*args([0, 16], [16, 4]))                       # the 20 tokens exactly: accepted
     bad = list(args([0, 16], [16, 4]))
-    bad[-1] = torch.empty(2, 1, ext.kda_bwd_factor_floats() - 1, device='cuda')
+    bad[-3] = torch.empty(2, 1, ext.kda_bwd_factor_floats() - 1, device='cuda')
     with pytest.raises(RuntimeError, match='factors'): ext.kda_bwd_prepare(*bad)   # a short factor record is refused
+    for span in ((0, 3), (1, 0)):                                      # rows past the tables', backwards
+        with pytest.raises(RuntimeError, match='rows'): ext.kda_bwd_prepare(*args([0, 16], [16, 4])[:-2], *span)
 
 
 def test_step_rows_table():

@@ -2,7 +2,7 @@
 `kda_nb.backward_kernels.kda_backward_cuda`, its total and peak memory, for the chunks' states in fp32 and bf16.
 
     python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once] [--before COMMIT] [--sequential]
-                                    [--ksplit 1 2] [--states bf16]
+                                    [--ksplit 1 2] [--segments 1 4 8] [--states bf16]
 
 Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder). With
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
@@ -81,7 +81,7 @@ def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: in
 def sequential(backward):
     "`backward` (this tree's) with the two passes one after the other on the caller's stream instead of side by side."
     @contextmanager
-    def same_stream(main): yield main
+    def same_stream(main, n=2): yield (main,) * n     # every pass on the caller's stream
     @functools.wraps(backward)                   # (its signature, for as_bf16)
     def call(**kw):
         saved, backward_kernels.passes_beside = backward_kernels.passes_beside, same_stream
@@ -127,6 +127,8 @@ def main():
     ap.add_argument('--before-py', default=None, help="that commit's kda_nb/backward_kernels.py, where git has no history")
     ap.add_argument('--sequential', action='store_true', help="also this tree with its two passes one after the other")
     ap.add_argument('--ksplit', type=int, nargs='+', default=None, help="time this tree with each of these k-splits of the passes")
+    ap.add_argument('--segments', type=int, nargs='+', default=None,
+                    help="time this tree with the passes cut into each of these numbers of launches (0: the library's rule)")
     ap.add_argument('--states', choices=('fp32', 'bf16'), default=None, help="one states dtype only")
     a = ap.parse_args()
     before = None
@@ -143,6 +145,9 @@ def main():
     ours = ([('this tree', kda_backward_cuda)] if not a.ksplit else
             [(f'this tree, ksplit {k}', functools.wraps(kda_backward_cuda)(functools.partial(kda_backward_cuda, ksplit=k)))
              for k in a.ksplit])
+    if a.segments:
+        ours = [(f'this tree, segments {k or "rule"}', functools.wraps(kda_backward_cuda)(functools.partial(kda_backward_cuda, segments=k)))
+                for k in a.segments]
     builds = ours + ([(f'before ({a.before[:7]})', before)] if before is not None else [])
     if a.sequential: builds.insert(1, ('this tree, passes one after the other', sequential(kda_backward_cuda)))
     # what kda_nb.kda's autograd gets for bf16 inputs: bf16 token gradients (written by the kernel, where this tree's
