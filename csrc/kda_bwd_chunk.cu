@@ -341,17 +341,59 @@ __device__ __forceinline__ void split_b(float x, uint32_t& hi, uint32_t& lo) {
 // X_q = dP Sc, X_k = dR Sc, dkr = U dSo ([CHUNK][D] each, into f.qd, f.kd, f.ki) and ddecay = sum_v Sc * dSo.
 // Warp w, lane 4g + t: n-tile e of the warp holds channel 32w + 4n + e at its column n, so that a lane's
 // B fragments are 4 consecutive channels of one state row (one 16- or 8-byte load).
+// §state stages (bf16 states): rows 8 st .. 8 st + 7 of Sc and of dSo for k-step st, copied by cp.async SP_STAGES - 1
+// k-steps ahead into stages that lie in tiles no one reads during the products (f.kd, f.qd: R and dU are spent; do_raw);
+// rows padded to 288 bytes, so that a half-warp's 8-byte reads (rows t, channels 4g) hit different banks. (Until the
+// commit after 021f6cf of main each lane loaded its values from global memory itself, two k-steps ahead at most:
+// 18% of the kernel's stalls waited for them.)
+constexpr int SP_LD = D + 16;                           // bf16 elements in a padded row
+constexpr int SP_STAGE = 2 * 8 * SP_LD * 2;             // bytes: 8 rows of Sc, then 8 of dSo
+constexpr int SP_STAGES = 4;
+// stage i: three in f.kd and f.qd (contiguous in Factors), the fourth in do_raw
+static_assert(3 * SP_STAGE <= 2 * sizeof(float) * CHUNK * LD && SP_STAGE <= CHUNK * D * 4 && SP_STAGES == 4, "the stages fit");
+__device__ __forceinline__ unsigned char* sp_stage(Adjoint& s, int i) {
+    return i < 3 ? reinterpret_cast<unsigned char*>(&s.f.kd[0][0]) + i * SP_STAGE : s.do_raw;
+}
+__device__ __forceinline__ void sp_copy(const AdjointArgs& p, int64_t state_off, unsigned char* stage, int st) {
+    for (int e = threadIdx.x; e < 2 * 8 * (D / 8); e += THREADS) {    // 16 rows of 16 pieces of 16 bytes
+        const int row = e >> 4, piece = e & 15, which = row >> 3, r = row & 7;
+        const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(which ? p.dso : p.sc) + state_off + (8 * st + r) * D + 8 * piece;
+        cp_async16(stage + (row * SP_LD + 8 * piece) * 2, src);
+    }
+}
+__device__ __forceinline__ float4 bf16x4(const __nv_bfloat16* at) {
+    const uint2 w = *reinterpret_cast<const uint2*>(at);
+    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
+    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
+    return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
 template <bool BF16>
 __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adjoint& s) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int ch = 32 * w + 4 * g;                     // this lane's four channels in the B fragments
     float xq[4][4] = {}, xk[4][4] = {}, dkr[4][4] = {};
     float dd[4] = {0.f, 0.f, 0.f, 0.f};
+    if constexpr (BF16) {
+#pragma unroll
+        for (int i = 0; i < SP_STAGES - 1; ++i) { sp_copy(p, state_off, sp_stage(s, i), i); cp_async_commit(); }
+    }
 #pragma unroll 2
     for (int st = 0; st < D / 8; ++st) {
-        const int64_t r0 = state_off + static_cast<int64_t>(8 * st + t) * D + ch, r1 = r0 + 4 * D;
-        const float4 sc0 = state4<BF16>(p.sc, r0), sc1 = state4<BF16>(p.sc, r1);
-        const float4 ds0 = state4<BF16>(p.dso, r0), ds1 = state4<BF16>(p.dso, r1);
+        float4 sc0, sc1, ds0, ds1;
+        if constexpr (BF16) {
+            cp_async_wait<SP_STAGES - 2>();
+            __syncthreads();                           // k-step st has landed, and the stage of st - 1 is free
+            if (st + SP_STAGES - 1 < D / 8) sp_copy(p, state_off, sp_stage(s, (st + SP_STAGES - 1) % SP_STAGES), st + SP_STAGES - 1);
+            cp_async_commit();
+            const __nv_bfloat16* at = reinterpret_cast<const __nv_bfloat16*>(sp_stage(s, st % SP_STAGES)) + t * SP_LD + ch;
+            sc0 = bf16x4(at); sc1 = bf16x4(at + 4 * SP_LD);
+            ds0 = bf16x4(at + 8 * SP_LD); ds1 = bf16x4(at + 12 * SP_LD);
+        } else {
+            const int64_t r0 = state_off + static_cast<int64_t>(8 * st + t) * D + ch, r1 = r0 + 4 * D;
+            sc0 = state4<false>(p.sc, r0); sc1 = state4<false>(p.sc, r1);
+            ds0 = state4<false>(p.dso, r0); ds1 = state4<false>(p.dso, r1);
+        }
         uint32_t ph[4], pl[4], rh[4], rl[4], uh[4], ul[4];
         a_frag(s.f.ki, st, g, t, ph, pl);
         a_frag(s.dr, st, g, t, rh, rl);
@@ -453,6 +495,16 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         prefetch_l2(static_cast<const unsigned char*>(p.dso) + rh * bytes, bytes);
     }
     float (&R)[CHUNK][LD] = s.f.kd, (&dU)[CHUNK][LD] = s.f.qd, (&dP)[CHUNK][LD] = s.f.ki;
+    // the small factors kda_bwd_prepare kept, into registers first: their loads wait beside the copies below (stored
+    // to shared memory after them, until the commit after 021f6cf of main each load was waited for at once: 7% of the
+    // kernel's stalls)
+    float fa[2], fi[2], fb = 0.f, frq = 0.f, frk = 0.f;
+    {
+        const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
+#pragma unroll
+        for (int rep = 0; rep < 2; ++rep) { fa[rep] = fac[FAC_A + c + rep * THREADS]; fi[rep] = fac[FAC_INV + c + rep * THREADS]; }
+        if (c < CHUNK) { fb = fac[FAC_B + c]; frq = fac[FAC_RQ + c]; frk = fac[FAC_RK + c]; }
+    }
     load_tile(s.u, p.u + base);                         // the passes' four tiles arrive while dP is made
     load_tile(s.dr, p.dr + base);
     load_tile(R, p.r + base);
@@ -462,16 +514,13 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     stage_rows(reinterpret_cast<unsigned char*>(s.rows.k), p.k, 2, tok0, len, h, H);
     stage_rows(reinterpret_cast<unsigned char*>(s.rows.g), p.g, 2, tok0, len, h, H);
     cp_async_commit();
-    {                                                   // the small factors kda_bwd_prepare kept
-        const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
 #pragma unroll
-        for (int rep = 0; rep < 2; ++rep) {
-            const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
-            s.f.A[i][j] = fac[FAC_A + e];
-            s.f.inv[i][j] = fac[FAC_INV + e];
-        }
-        if (c < CHUNK) { s.f.b[c] = fac[FAC_B + c]; s.f.rq[c] = fac[FAC_RQ + c]; s.f.rk[c] = fac[FAC_RK + c]; }
+    for (int rep = 0; rep < 2; ++rep) {
+        const int e = c + rep * THREADS, i = e >> 4, j = e & 15;
+        s.f.A[i][j] = fa[rep];
+        s.f.inv[i][j] = fi[rep];
     }
+    if (c < CHUNK) { s.f.b[c] = fb; s.f.rq[c] = frq; s.f.rk[c] = frk; }
     cp_async_wait<0>();
     __syncthreads();
 #pragma unroll
