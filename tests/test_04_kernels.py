@@ -99,8 +99,10 @@ import pytest
 # What a version ships with, built as the library builds it (one unit): v4's 3-stage K2, at its 128-register
 # bound, spilled 4 bytes in its chunk loop. The per-file build the check used until v5 did not show it; v5 moved
 # the loop's token bounds to 32 bits and has none. v5's kda_bwd_states with two warps a group of state rows
-# (PASS_KSPLIT = 2: eight warps a block, so 128 registers) spills 4 bytes since b28dffc gave it a step range;
-# every H200 timing of the backward since was taken with that spill. Any other spill fails.
+# (PASS_KSPLIT = 2: eight warps a block, so 128 registers) spills 4 bytes since b28dffc gave it a step range: one
+# value stored before the chunk loop and loaded after it, for the state a launch leaves to the next (nvdisasm's
+# line table), so once a block, not once a chunk; every H200 timing of the backward since was taken with it.
+# Any other spill fails.
 SHIPPED_SPILLS = {'v4': {('kda_fwd_recurrence', 128): 4},
                   'v5': {('kda_bwd_states', 128): 4}}
 
