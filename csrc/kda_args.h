@@ -53,6 +53,7 @@ struct FwdArgs : Args {
     int64_t chunk_hi = INT64_MAX;
     const float* carry_in = nullptr;
     float* carry_out = nullptr;
+    int k2_ksplit = 1;        // K2's warps a group of 16 state rows (kda_recurrence.cuh): 1, or 2 (the k-split)
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the
