@@ -65,7 +65,8 @@ FUSED_MIN_FILL_PERCENT = 80  # ... whose blocks fill at least this much of the w
 PIPELINE_STEPS = 4           # one long sequence on K1 + K2: this many pipeline steps
 PIPELINE_STEP_ITEMS = 8192   # ... when each step has at least this many (chunk, head) items of K1
 MAX_PIPELINE_STEPS = 8       # what the binding can run (csrc/kda_binding.cpp)
-K2_KSPLIT_SEQ_HEADS_PER_SM = 1   # K2 with two warps a group of state rows while (sequence, head) pairs are at most this many per SM
+K2_KSPLIT_SEQ_HEADS_PER_SM = 0   # K2 with two warps a group of state rows while (sequence, head) pairs are at most this
+                                 # many per SM: 0 (no call) until the k-split has run on a GPU; then 1, if measured so
 
 def use_decode(T: int, N: int, varlen: bool, max_len: int | float | None = None) -> bool:
     "Whether K3 runs rather than the chunked kernels: `T` tokens per row (or in all, `varlen`), `N` sequences, the longest if known."
@@ -84,9 +85,10 @@ def pipeline_steps(N: int, chunks: int, H: int) -> int:
     steps = PIPELINE_STEPS if N == 1 and chunks * H >= PIPELINE_STEPS * PIPELINE_STEP_ITEMS else 1
     return max(1, min(steps, MAX_PIPELINE_STEPS, chunks))
 
-def k2_ksplit(N: int, H: int, sms: int) -> int:
-    "K2's warps a group of 16 state rows: 2 (each warp half the state's columns) for a grid that leaves the SMs short of warps, else 1."
-    return 2 if N * H <= K2_KSPLIT_SEQ_HEADS_PER_SM * sms else 1
+def k2_ksplit(N: int, H: int, sms: int, per_sm: int = K2_KSPLIT_SEQ_HEADS_PER_SM) -> int:
+    """K2's warps a group of 16 state rows: 2 (each warp half the state's columns) for a grid that leaves the SMs short of
+    warps, at most `per_sm` (sequence, head) pairs an SM, else 1."""
+    return 2 if N * H <= per_sm * sms else 1
 
 # %% ../nbs/04b_plan.ipynb #11fff762
 _forced: list = []           # the override of `forced`, innermost last

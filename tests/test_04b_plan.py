@@ -16,10 +16,11 @@ def test_use_decode_rule():
 def test_kernel_path_on_the_anchors_shapes():
     "The shapes' part of the plan without a GPU: on the H200's 132 SMs, the anchors' batches and a decode step."
     one = kernel_path(1, 8192, 96, 1, False, None, 132)
-    assert (one.path, one.steps, one.ksplit) == ('chunked', 4, 2)        # one long sequence: K1 + K2, 4 steps, K2 k-split
-    assert 'two warps a group' in one.reason
+    assert (one.path, one.steps) == ('chunked', 4)                       # one long sequence: K1 + K2, 4 steps
+    assert one.ksplit == k2_ksplit(1, 96, 132) and ('two warps a group' in one.reason) == (one.ksplit == 2)
     assert kernel_path(1, 100, 3, 300, True, 17, 132).ksplit == 1      # 900 (sequence, head) pairs: one warp a group
-    assert k2_ksplit(1, 132, 132) == 2 and k2_ksplit(1, 133, 132) == 1 and k2_ksplit(2, 64, 132) == 2
+    assert k2_ksplit(1, 132, 132, 1) == 2 and k2_ksplit(1, 133, 132, 1) == 1 and k2_ksplit(2, 64, 132, 1) == 2
+    assert K2_KSPLIT_SEQ_HEADS_PER_SM == 0 and k2_ksplit(1, 1, 132) == 1   # off until it has run on a GPU
     six = kernel_path(1, 8192, 96, 6, True, 2048, 132)
     assert six.path == 'fused' and kernel_path(1, 256, 32, 256, True, 1, 132).path == 'decode'
     asked = []
