@@ -8,7 +8,7 @@
 #   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --k2]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
 #
 # --k2 runs only what K2's k-split needs: the forward's GPU tests (kernels, plan, API), the forward's sanitizer cases,
-# and one K2 against the other in one process (tools/k2_ksplit_time.py).
+# and K2's widths against each other in one process (tools/k2_widths_time.py).
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
 # --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (tools/backward_stages.py)
 # and the benchmark's train group (kda_nb and fla's training steps in one run; TRAIN_H picks the anchors' heads,
@@ -76,8 +76,8 @@ if [ "$BENCH" = --k2 ]; then
     2>&1 | tee "$LOG/pytest_forward.txt" || status=1
   echo "== the forward under compute-sanitizer"
   python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
-  echo "== K2, one warp a group of rows against two"
-  python3 tools/k2_ksplit_time.py --out "$LOG" 2>&1 | tee "$LOG/k2_ksplit_time.txt" || status=1
+  echo "== K2 in blocks of 4, 8 and 16 warps"
+  python3 tools/k2_widths_time.py --out "$LOG" 2>&1 | tee "$LOG/k2_widths_time.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --slow ]; then
