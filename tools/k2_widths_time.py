@@ -13,6 +13,7 @@ from kda_nb.chunked import kda_chunked
 from kda_nb.kernels import fwd_cuda, load_kernels
 from kda_nb.layout import random_inputs, rel_rms
 from kda_nb.plan import K2_WARPS, plan_for
+from backward_stages import timed_kernels       # the same timing (tools/ is on a script's path)
 
 CASES = [  # (name, B, T, H, seqlens): one long sequence at the anchors' heads, the long training shape, small batches
     ('one of 8192, H = 96', 1, 8192, 96, None), ('one of 8192, H = 64', 1, 8192, 64, None),
@@ -24,14 +25,10 @@ CASES = [  # (name, B, T, H, seqlens): one long sequence at the anchors' heads, 
 def arg(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
-def kernel_times(f, n=5):
-    "ms per call of each kda_fwd kernel under torch's profiler."
-    from torch.profiler import profile, ProfilerActivity
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(n): f()
-        torch.cuda.synchronize()
-    return {e.key.split('(')[0].replace('void kda::', ''): round(e.device_time_total / n / 1000, 4)
-            for e in prof.key_averages() if 'kda_fwd' in e.key}
+def kernel_times(f):
+    "ms per call of each kda_fwd kernel under torch's profiler (backward_stages.py's timing)."
+    return {k.split('(')[0].replace('void kda::', ''): round(v, 4) for k, v in timed_kernels(f)['kernels'].items()
+            if 'kda_fwd' in k}
 
 rounds, out_dir = int(arg('--rounds', 7)), arg('--out', None)
 load_kernels()
