@@ -16,7 +16,7 @@ from .layout import max_chunks
 
 # %% auto #0
 __all__ = ['PATHS', 'BACKENDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
-           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'K2_WARPS',
+           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'K2_WIDTHS',
            'K2_WIDE_WARPS', 'K2_WIDE_SEQ_HEADS_PER_SM', 'Plan', 'kernel_refusal', 'use_decode', 'use_fused',
            'pipeline_steps', 'k2_warps', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'backward_backend',
            'forced']
@@ -66,7 +66,7 @@ FUSED_MIN_FILL_PERCENT = 80  # ... whose blocks fill at least this much of the w
 PIPELINE_STEPS = 4           # one long sequence on K1 + K2: this many pipeline steps
 PIPELINE_STEP_ITEMS = 8192   # ... when each step has at least this many (chunk, head) items of K1
 MAX_PIPELINE_STEPS = 8       # what the binding can run (csrc/kda_binding.cpp)
-K2_WARPS = (4, 8, 16)        # K2's warps a block: one a group of 16 state rows; two (the k-split), 64 or 128 rows a block
+K2_WIDTHS = (4, 8, 16)       # K2's warps a block: one a group of 16 state rows; two (the k-split), 64 or 128 rows a block
 K2_WIDE_WARPS = 8            # the k-split's width where the rule takes it (8 or 16: to be measured)
 K2_WIDE_SEQ_HEADS_PER_SM = 0 # ... while (sequence, head) pairs are at most this many per SM: 0 (no call) until the
                              # k-split has run on a GPU
@@ -164,12 +164,12 @@ def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), ba
 @contextlib.contextmanager
 def forced(path: str, steps: int = 1, k2_warps: int = 0):
     """Inside the block, every call the kernels can run takes `path` ('decode', 'fused' or 'chunked' in `steps` steps,
-    K2 in blocks of `k2_warps` warps: one of `K2_WARPS`, or 0 for the rule)."""
+    K2 in blocks of `k2_warps` warps: one of `K2_WIDTHS`, or 0 for the rule)."""
     if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
     if not (isinstance(steps, int) and 1 <= steps <= MAX_PIPELINE_STEPS) or (steps > 1 and path != 'chunked'):
         raise ValueError(f"steps must be 1 to {MAX_PIPELINE_STEPS}, and more than 1 only for 'chunked', got {steps}")
-    if k2_warps not in (0, *K2_WARPS) or (k2_warps > 4 and path != 'chunked'):
-        raise ValueError(f"k2_warps must be 0 (the rule) or one of {K2_WARPS}, more than 4 only for 'chunked', got {k2_warps}")
+    if k2_warps not in (0, *K2_WIDTHS) or (k2_warps > 4 and path != 'chunked'):
+        raise ValueError(f"k2_warps must be 0 (the rule) or one of {K2_WIDTHS}, more than 4 only for 'chunked', got {k2_warps}")
     _forced.append((path, steps, k2_warps))
     try: yield
     finally: _forced.pop()

@@ -12,7 +12,7 @@ from kda_nb.bench import time_calls
 from kda_nb.chunked import kda_chunked
 from kda_nb.kernels import fwd_cuda, load_kernels
 from kda_nb.layout import random_inputs, rel_rms
-from kda_nb.plan import K2_WARPS, plan_for
+from kda_nb.plan import K2_WIDTHS, plan_for
 from backward_stages import timed_kernels       # the same timing (tools/ is on a script's path)
 
 CASES = [  # (name, B, T, H, seqlens): one long sequence at the anchors' heads, the long training shape, small batches
@@ -37,20 +37,20 @@ for name, B, T, H, seqlens in CASES:
     inp = random_inputs(B, T, H, 128, seqlens=seqlens, device='cuda', state='bf16', seed=1)
     p = plan_for(inp['q'], inp['v'], inp['initial_state'], inp['initial_state'], inp['cu_seqlens'], seqlens=seqlens)
     args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    outs = {w: (torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])) for w in K2_WARPS}
+    outs = {w: (torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])) for w in K2_WIDTHS}
     calls = {w: (lambda w=w: fwd_cuda(**args, out=outs[w][0], initial_state=inp['initial_state'],
                                        final_state=outs[w][1], path='chunked', steps=p.steps, k2_warps=w))
-             for w in K2_WARPS}
-    times = {w: [] for w in K2_WARPS}
+             for w in K2_WIDTHS}
+    times = {w: [] for w in K2_WIDTHS}
     for _ in range(rounds):                                   # interleaved: each round times every width
-        for w in K2_WARPS:
+        for w in K2_WIDTHS:
             times[w].append(statistics.median(time_calls([calls[w]], 'cuda', warmup=3, max_calls=30, min_calls=10)))
     heads = slice(0, min(H, 2))                               # the fp64 reference on two heads
     sub = {k: (x[:, :, heads] if k in ('q', 'k', 'v', 'g', 'beta') else x[:, heads] if k == 'initial_state'
                else x[heads] if k in ('A_log', 'dt_bias') else x) for k, x in inp.items()}
     o64, s64 = kda_chunked(**sub)
     row = dict(case=name, B=B, T=T, H=H, steps=p.steps, plan_k2_warps=p.k2_warps)
-    for w in K2_WARPS:
+    for w in K2_WIDTHS:
         calls[w]()
         row[f'w{w}_ms'] = round(statistics.median(times[w]), 4)
         row[f'w{w}_range'] = [round(min(times[w]), 4), round(max(times[w]), 4)]
@@ -59,8 +59,8 @@ for name, B, T, H, seqlens in CASES:
         row[f'w{w}_err_state'] = rel_rms(outs[w][1][:, heads], s64)
     rows.append(row)
     print(f"{name:>28}: steps {p.steps}, plan {p.k2_warps} warps | " + " | ".join(
-        f"{w} warps {row[f'w{w}_ms']:.3f} ms (err {row[f'w{w}_err_out']:.1e})" for w in K2_WARPS), flush=True)
-    print(' ' * 30 + '; '.join(f"{w}: {row[f'w{w}_kernels']}" for w in K2_WARPS), flush=True)
+        f"{w} warps {row[f'w{w}_ms']:.3f} ms (err {row[f'w{w}_err_out']:.1e})" for w in K2_WIDTHS), flush=True)
+    print(' ' * 30 + '; '.join(f"{w}: {row[f'w{w}_kernels']}" for w in K2_WIDTHS), flush=True)
 if out_dir:
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     (Path(out_dir) / 'k2_widths_time.json').write_text(json.dumps(rows, indent=1))
