@@ -53,8 +53,6 @@ struct FwdArgs : Args {
     int64_t chunk_hi = INT64_MAX;
     const float* carry_in = nullptr;
     float* carry_out = nullptr;
-    int k2_warps = 4;         // K2's warps a block (kda_fwd_recurrence.cu): 4 (one a group of 16 state rows, 64 rows),
-                              // 8 (two a group, the k-split: 64 rows) or 16 (two a group: 128 rows, each record read once)
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the

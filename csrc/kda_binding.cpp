@@ -3,8 +3,7 @@
 // fills kda::FwdArgs (or DecodeArgs) and launches the kernels of one path on torch's current stream of the
 // inputs' device. It chooses nothing: one entry point per path, each with the same 14 arguments
 // (KDA_CALL_PARAMS), and the choice between them (and of the pipeline's steps) is kda_nb.plan's, in Python:
-//   kda_fwd_chunked(<14>, steps, k2_warps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline
-//                                 steps, K2 in blocks of `k2_warps` warps (4, 8 or 16)
+//   kda_fwd_chunked(<14>, steps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline steps
 //   kda_fwd_fused(<14>)           the layout kernel (variable lengths) and the fused kernel
 //   kda_decode(<14>)              K3; kda_decode_plan(<14>) / kda_decode_run(id) / kda_decode_free(id)
 //   kda_bwd_prepare(...)          the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
@@ -296,18 +295,14 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
 
 // The chunked path: the layout kernel (variable lengths only), K1 and K2, on torch's current stream of q's
 // device, in `steps` pipeline steps (1 to 8, at most one per chunk; K2 on a second stream joined back to
-// the caller's, if steps > 1), K2 in blocks of `k2_warps` warps: 4 (one a group of 16 state rows), 8 or 16 (two a
-// group, the k-split; 64 or 128 rows a block: kda_fwd_recurrence.cu).
-// The workspace holds K1's records, then (a pipeline) the two carry states.
-void kda_fwd_chunked(KDA_CALL_PARAMS, int64_t steps, int64_t k2_warps) {
+// the caller's, if steps > 1). The workspace holds K1's records, then (a pipeline) the two carry states.
+void kda_fwd_chunked(KDA_CALL_PARAMS, int64_t steps) {
     TORCH_CHECK(steps >= 1 && steps <= MAX_STEPS, "steps must be 1 to ", num(MAX_STEPS).c_str(), ", got ", num(steps).c_str());
-    TORCH_CHECK(k2_warps == 4 || k2_warps == 8 || k2_warps == 16, "k2_warps must be 4, 8 or 16, got ", num(k2_warps).c_str());
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     const Call c = prepare(KDA_CALL_TENSORS, true);
     torch::Tensor tables;
     kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
-    a.k2_warps = static_cast<int>(k2_warps);
     steps = std::max<int64_t>(1, std::min<int64_t>(steps, a.max_chunks));
     const int64_t H = c.H;
     const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());

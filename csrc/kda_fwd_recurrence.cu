@@ -19,30 +19,23 @@ constexpr int K2_STAGES = 4;               // a grid that fits on the GPU at onc
 constexpr int K2_STAGES_MANY_WAVES = 3;    // a grid of more than K2_WAVES_FOR_3_STAGES waves
 constexpr int K2_WAVES_FOR_3_STAGES = 2;   // waves of 3 blocks per SM (the 4-stage residency)
 
-// The k-split (kda_recurrence.cuh): two warps a group of 16 state rows, each with half the state's columns, so
-// each chunk's chain of dependent work is shorter; for grids that leave the SMs short of warps (one long
-// sequence: 192 blocks of 4 warps at H = 96 on 132 SMs). a.k2_warps = 8: eight warps a block for the same 64
-// rows (the same grid); 16: sixteen warps a block for all 128 rows of a head, so that each chunk's record is
-// read from the workspace once, not once a block of 64 rows. Which calls take which is kda_nb.plan's rule.
 // Blocks per SM the registers must allow: 3 blocks of 4 warps with 4 stages (shared memory allows no
-// more), 4 with 3 stages (at most 128 registers); the k-split, 2 blocks of 8 warps or 1 of 16 (shared memory).
-template <int WARPS, int NSTAGE, int KS> constexpr int k2_min_blocks() {
-    return KS > 1 ? 16 / WARPS : (NSTAGE <= 3 ? 16 : 12) / WARPS;
-}
+// more), 4 with 3 stages (at most 128 registers).
+template <int WARPS, int NSTAGE> constexpr int k2_min_blocks() { return (NSTAGE <= 3 ? 16 : 12) / WARPS; }
 
-template <int WARPS, int NSTAGE, int KS>
-__global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE, KS>()) kda_fwd_recurrence(FwdArgs p) {
+template <int WARPS, int NSTAGE>
+__global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed
     __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every warp is done with stage s
-    recurrence_block<WARPS, NSTAGE, 0, NoPrepare, KS>(p, smem, full, empty);
+    recurrence_block<WARPS, NSTAGE, 0, NoPrepare>(p, smem, full, empty);
 }
 
-template <int WARPS, int NSTAGE, int KS>
+template <int NSTAGE>
 cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
-    using Ly = K2Layout<WARPS, KS>;
-    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES + Ly::XCH_BYTES;
-    void (*kernel)(FwdArgs) = kda_fwd_recurrence<WARPS, NSTAGE, KS>;
+    using Ly = K2Layout<K2_WARPS>;
+    constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
+    void (*kernel)(FwdArgs) = kda_fwd_recurrence<K2_WARPS, NSTAGE>;
     static bool ready[MAX_DEVICES] = {};       // the shared-memory attribute, set once per device
     if (!ready[device]) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -63,10 +56,8 @@ cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
     const bool step = a.chunk_lo > 0 || a.chunk_hi != INT64_MAX;   // one step of a pipeline: a few sequences at a time
     const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<K2_WARPS>::VB);
     const bool many_waves = blocks > K2_WAVES_FOR_3_STAGES * 3 * static_cast<int64_t>(sm_count(device));
-    if (a.k2_warps == 8) return launch_recurrence_with<8, K2_STAGES, 2>(a, device, stream);
-    if (a.k2_warps == 16) return launch_recurrence_with<16, K2_STAGES, 2>(a, device, stream);
-    return !step && many_waves ? launch_recurrence_with<K2_WARPS, K2_STAGES_MANY_WAVES, 1>(a, device, stream)
-                               : launch_recurrence_with<K2_WARPS, K2_STAGES, 1>(a, device, stream);
+    return !step && many_waves ? launch_recurrence_with<K2_STAGES_MANY_WAVES>(a, device, stream)
+                               : launch_recurrence_with<K2_STAGES>(a, device, stream);
 }
 
 }  // namespace kda

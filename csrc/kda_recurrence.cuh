@@ -21,26 +21,18 @@ namespace kda {
 
 constexpr int K2_MAX_GRID_Y = 32768;                   // sequences per grid.y; more spill into grid.z
 
-// KS warps share each group of 16 state rows (the k-split): each holds the group's rows for 128 / KS of the
-// state's columns, and the products over the columns (W = S kd^T, P = S qd^T) add the KS partial products
-// through shared memory (XCH) behind a barrier of the group's warps. KS = 1: one warp a group, every column.
-template <int WARPS, int KS = 1>
+template <int WARPS>
 struct K2Layout {
-    static_assert(KS == 1 || KS == 2, "one or two warps a group of rows");
     static constexpr int THREADS = 32 * WARPS;
-    static constexpr int GROUPS = WARPS / KS;           // groups of 16 state rows
-    static constexpr int VB = 16 * GROUPS;              // state rows per block
-    static constexpr int VT = 16 * WARPS;               // columns of the value tile: each warp copies its group's rows
-    static constexpr int VROW = VT + 8;                 // padded row of the value tile
+    static constexpr int VB = 16 * WARPS;               // state rows per block
+    static constexpr int VROW = VB + 8;                 // padded row of the value tile
     // one pipeline stage: the record exactly as K1 wrote it (kda_common.cuh), then the value tile
     static constexpr int KD = REC_KD, QD = REC_QD, KR = REC_KR, INVB = REC_INVB, MQK = REC_MQK;
     static constexpr int DECAY = REC_DECAY, NORM = REC_NORM;
     static constexpr int VAL = REC_BYTES;
     static constexpr int STAGE = VAL + CHUNK * VROW * 2;
     static constexpr int OROW = 16 + 8;                 // padded row of a warp's output tile
-    static constexpr int OUT_BYTES = GROUPS * CHUNK * OROW * 2;
-    // the k-split's exchange: each warp's partial W and P (16 floats a lane), in two buffers by chunk parity
-    static constexpr int XCH_BYTES = KS > 1 ? 2 * WARPS * 16 * 32 * 4 : 0;
+    static constexpr int OUT_BYTES = WARPS * CHUNK * OROW * 2;
     static_assert(STAGE % 16 == 0 && (VROW * 2) % 16 == 0, "16-byte aligned stages and rows");
 };
 
@@ -66,15 +58,12 @@ __device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* em
 
 // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1);
 // from the step before, through the carry, if the sequence began before this step's chunks
-// (k-split: S[jl] holds channels 8 (kh J + jl) .., J = 16 / KS, kh the warp's place in its group)
-template <int KS>
 __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, int64_t state_off, int h, int vrow,
-                                           int lane, int kh, float (&S)[16 / KS][4]) {
+                                           int lane, float (&S)[16][4]) {
     const int g = lane >> 2, t = lane & 3;
     const int64_t carry_off = static_cast<int64_t>(h) * D * D;
 #pragma unroll
-    for (int jl = 0; jl < 16 / KS; ++jl) {
-        const int j = kh * (16 / KS) + jl;
+    for (int j = 0; j < 16; ++j) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
             const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
@@ -87,23 +76,20 @@ __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, i
                 s = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(
                         static_cast<const __nv_bfloat16*>(p.state_in) + off));
             }
-            S[jl][2 * half] = s.x;
-            S[jl][2 * half + 1] = s.y;
+            S[j][2 * half] = s.x;
+            S[j][2 * half + 1] = s.y;
         }
     }
 }
 
 // §products: the state as bf16 A fragments, then W = S kd^T and P = S qd^T (16 rows x 16 tokens).
 // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
-// (k-split: the warp's own k-blocks kh KB .. kh KB + KB - 1, KB = 8 / KS: partial products over its columns)
-template <int KS>
-__device__ __forceinline__ void state_products(float (&S)[16 / KS][4], const __nv_bfloat16* kd, const __nv_bfloat16* qd,
-                                               const float* decay, int lane, int kh, float (&W)[2][2][4], float (&P)[2][4]) {
-    constexpr int KB = 8 / KS;
+__device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfloat16* kd, const __nv_bfloat16* qd,
+                                               const float* decay, int lane, float (&W)[2][2][4], float (&P)[2][4]) {
     const int t = lane & 3;
-    uint32_t Sa[KB][4];
+    uint32_t Sa[8][4];
 #pragma unroll
-    for (int kb = 0; kb < KB; ++kb) {
+    for (int kb = 0; kb < 8; ++kb) {
         Sa[kb][0] = pack_bf16(S[2 * kb][0], S[2 * kb][1]);
         Sa[kb][1] = pack_bf16(S[2 * kb][2], S[2 * kb][3]);
         Sa[kb][2] = pack_bf16(S[2 * kb + 1][0], S[2 * kb + 1][1]);
@@ -111,17 +97,16 @@ __device__ __forceinline__ void state_products(float (&S)[16 / KS][4], const __n
     }
     // §decay: S <- S diag(decay) now, while the products below (which read Sa) are in flight
 #pragma unroll
-    for (int jl = 0; jl < 16 / KS; ++jl) {
-        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * (kh * (16 / KS) + jl) + 2 * t);
-        S[jl][0] *= d.x; S[jl][1] *= d.y; S[jl][2] *= d.x; S[jl][3] *= d.y;
+    for (int j = 0; j < 16; ++j) {
+        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+        S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
     }
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;   // ldmatrix, B of 2 n-tiles
 #pragma unroll
-    for (int kb = 0; kb < KB; ++kb) {
-        const int gkb = kh * KB + kb;
+    for (int kb = 0; kb < 8; ++kb) {
         uint32_t bk[4], bq[4];
-        ldmatrix_x4(bk, kd + swz_row(brow, 2 * gkb + bpiece));
-        ldmatrix_x4(bq, qd + swz_row(brow, 2 * gkb + bpiece));
+        ldmatrix_x4(bk, kd + swz_row(brow, 2 * kb + bpiece));
+        ldmatrix_x4(bq, qd + swz_row(brow, 2 * kb + bpiece));
         mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
         mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
         mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
@@ -129,49 +114,21 @@ __device__ __forceinline__ void state_products(float (&S)[16 / KS][4], const __n
     }
 }
 
-// §exchange (k-split): the group's KS = 2 warps add their partial W and P through shared memory, `xch` holding
-// [2 parities][WARPS][16 values][32 lanes] floats. Both warps add the same two numbers (a + b = b + a in IEEE
-// arithmetic), so both hold the same bits. A buffer is written again two chunks later, after the partner has
-// passed the barrier between, so after it has read it. W leaves as its sum in W[0], zeros in W[1].
-template <int WARPS>
-__device__ __forceinline__ void exchange_products(float* xch, int c, int warp, int grp, int lane, float (&W)[2][2][4],
-                                                  float (&P)[2][4]) {
-    float* mine = xch + ((c & 1) * WARPS + warp) * 16 * 32 + lane;
-    const float* theirs = xch + ((c & 1) * WARPS + (warp ^ 1)) * 16 * 32 + lane;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            W[0][nt][e] += W[1][nt][e];
-            W[1][nt][e] = 0.f;
-            mine[(4 * nt + e) * 32] = W[0][nt][e];
-            mine[(8 + 4 * nt + e) * 32] = P[nt][e];
-        }
-    asm volatile("bar.sync %0, %1;" :: "r"(1 + grp), "r"(64) : "memory");
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            W[0][nt][e] += theirs[(4 * nt + e) * 32];
-            P[nt][e] += theirs[(8 + 4 * nt + e) * 32];
-        }
-}
-
 // §residual: X^T = V^T - W^T for this warp's rows; element (nt, e) is row g + 8(e/2), token 8nt + 2t + e%2.
 // The value tile is [token][row]; ldmatrix.trans hands each lane its (row, two tokens) pairs: matrix m
 // holds tokens 8 (m / 2) .. + 7 and rows 8 (m % 2) .. + 7 of the warp's 16.
-template <class Ly>
+template <int WARPS>
 __device__ __forceinline__ void residual(const __nv_bfloat16* vt, const float (&W)[2][2][4], int warp, int lane,
                                          float (&X)[2][4]) {
     uint32_t vv[4];
     const int m = lane >> 3;
-    ldmatrix_x4_trans(vv, vt + (8 * (m >> 1) + (lane & 7)) * Ly::VROW + warp * 16 + 8 * (m & 1));
+    ldmatrix_x4_trans(vv, vt + (8 * (m >> 1) + (lane & 7)) * K2Layout<WARPS>::VROW + warp * 16 + 8 * (m & 1));
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vv[2 * nt + hr]));
-            X[nt][2 * hr] = x.x - (W[0][nt][2 * hr] + W[1][nt][2 * hr]);           // (k-split: W[1] is 0)
+            X[nt][2 * hr] = x.x - (W[0][nt][2 * hr] + W[1][nt][2 * hr]);
             X[nt][2 * hr + 1] = x.y - (W[0][nt][2 * hr + 1] + W[1][nt][2 * hr + 1]);
         }
 }
@@ -195,10 +152,11 @@ __device__ __forceinline__ void u_product(const float (&X)[2][4], const __half* 
 
 // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
 // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row]
-template <class Ly>
+template <int WARPS>
 __device__ __forceinline__ void write_outputs(__nv_bfloat16* out, float scale, int H, int h, int64_t tok0, int ntok,
                                               float (&P)[2][4], const uint32_t (&Ua)[4], const __half* mqk, float sc0,
                                               float sc1, __nv_bfloat16* otile, int c, int vrow, int lane) {
+    using Ly = K2Layout<WARPS>;
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;
     uint32_t b[4];
     ldmatrix_x4(b, mqk + swz_small(brow, bpiece));
@@ -218,27 +176,24 @@ __device__ __forceinline__ void write_outputs(__nv_bfloat16* out, float scale, i
 }
 
 // §state: S <- S diag(decay) + U^T kr, the decay already applied (in the scaled frame if rows were rescaled)
-// (k-split: the warp's own columns, k-blocks kh KB ..)
-template <int KS>
-__device__ __forceinline__ void update_state(float (&S)[16 / KS][4], const uint32_t (&Ua)[4], const __half* kr, bool scaled,
-                                             float sc0, float sc1, int lane, int kh) {
-    constexpr int J = 16 / KS, KB = 8 / KS;
+__device__ __forceinline__ void update_state(float (&S)[16][4], const uint32_t (&Ua)[4], const __half* kr, bool scaled,
+                                             float sc0, float sc1, int lane) {
     if (scaled) {
 #pragma unroll
-        for (int j = 0; j < J; ++j) { S[j][0] *= sc0; S[j][1] *= sc0; S[j][2] *= sc1; S[j][3] *= sc1; }
+        for (int j = 0; j < 16; ++j) { S[j][0] *= sc0; S[j][1] *= sc0; S[j][2] *= sc1; S[j][3] *= sc1; }
     }
     const int trow = (lane & 7) + 8 * ((lane >> 3) & 1), tpiece = lane >> 4;   // ldmatrix.trans of kr
 #pragma unroll
-    for (int jj = 0; jj < KB; ++jj) {
+    for (int jj = 0; jj < 8; ++jj) {
         uint32_t b[4];
-        ldmatrix_x4_trans(b, kr + swz_row(trow, 2 * (kh * KB + jj) + tpiece));
+        ldmatrix_x4_trans(b, kr + swz_row(trow, 2 * jj + tpiece));
         mma_f16(S[2 * jj], Ua, b[0], b[1]);
         mma_f16(S[2 * jj + 1], Ua, b[2], b[3]);
     }
     if (scaled) {
         const float i0 = 1.f / sc0, i1 = 1.f / sc1;
 #pragma unroll
-        for (int j = 0; j < J; ++j) { S[j][0] *= i0; S[j][1] *= i0; S[j][2] *= i1; S[j][3] *= i1; }
+        for (int j = 0; j < 16; ++j) { S[j][0] *= i0; S[j][1] *= i0; S[j][2] *= i1; S[j][3] *= i1; }
     }
 }
 
@@ -246,11 +201,10 @@ __device__ __forceinline__ void update_state(float (&S)[16 / KS][4], const uint3
 // fused kernel, PREP more warps make it (Prepare::warp).
 struct NoPrepare {};
 
-template <int WARPS, int NSTAGE, int PREP, class Prepare, int KS = 1>
+template <int WARPS, int NSTAGE, int PREP, class Prepare>
 __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem, uint64_t* full, uint64_t* empty) {
-    using Ly = K2Layout<WARPS, KS>;
+    using Ly = K2Layout<WARPS>;
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
-    static_assert(PREP == 0 || KS == 1, "the fused kernel: one warp a group of rows");
     constexpr int VSPLIT = D / Ly::VB;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
@@ -259,7 +213,6 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     if (rank >= p.n_seq) return;
     const int n = p.seq_order ? p.seq_order[rank] : rank;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int grp = warp / KS, kh = warp % KS;          // the warp's group of 16 rows, its place in the group
     // §step: the sequence's chunks inside this launch's range [chunk_lo, chunk_hi) (all of them, unless
     // the launch is one step of a pipeline). A sequence with no chunk there has nothing to do here; one
     // with no chunk at all (length 0) belongs to the step whose range holds its place.
@@ -274,7 +227,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     const int64_t tok1 = min(p.seq_len > 0 ? (n + 1) * p.seq_len : p.cu_seqlens[n + 1], tok0 + static_cast<int64_t>(nch) * CHUNK);
     const int ntok = static_cast<int>(tok1 - tok0);     // <= 16 nch: the chunk loop counts tokens from tok0 in 32 bits
     const int vbase = vblk * Ly::VB;                    // first state row of the block
-    const int vrow = vbase + grp * 16;                  // first state row of this warp's group
+    const int vrow = vbase + warp * 16;                 // first state row of this warp
     // §slot: the state this sequence reads and writes: its own (n), or a pool slot. A slot outside the
     // pool (-1 marks padding) means no state is read or written, and the sequence's outputs are zero.
     // (read again before the state is written, rather than kept in a register across the chunk loop)
@@ -302,8 +255,8 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         }
     }
 
-    float S[16 / KS][4];
-    load_state<KS>(p, from_caller, state_off, h, vrow, lane, kh, S);
+    float S[16][4];
+    load_state(p, from_caller, state_off, h, vrow, lane, S);
     const int64_t carry_off = static_cast<int64_t>(h) * D * D;
 
     // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
@@ -311,9 +264,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     // (the fused kernel: the preparing warps do both, kda_fwd_fused.cu).
     // Each warp copies its own 16 rows of the values with cp.async (one 16-byte piece per lane; zeros past
     // the sequence's end), one commit group per chunk. Warps meet only through these two barriers, never
-    // all at once: a warp that is ahead starts the next chunk without waiting for the others. (k-split:
-    // each warp of a group copies the group's rows into columns of its own, so that no warp overwrites
-    // values its partner may still read; the partners meet once a chunk, in exchange_products.)
+    // all at once: a warp that is ahead starts the next chunk without waiting for the others.
     if constexpr (PREP == 0) {
         init_stage_barriers<NSTAGE>(full, empty, 1, WARPS);
         __syncthreads();
@@ -328,10 +279,9 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
                 bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
                               REC_BYTES, &full[stage]);
             }
-            const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7 of the tile
+            const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const bool inside = c * CHUNK + r < ntok;
-            const __nv_bfloat16* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase
-                                       + (2 * grp + (lane & 1)) * 8;     // the group's rows
+            const __nv_bfloat16* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
             cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
         }
         cp_async_commit();
@@ -340,8 +290,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
 #pragma unroll
     for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
 
-    __nv_bfloat16* otile = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * Ly::STAGE) + grp * CHUNK * Ly::OROW;
-    float* xch = reinterpret_cast<float*>(smem + NSTAGE * Ly::STAGE + Ly::OUT_BYTES);   // the k-split's exchange
+    __nv_bfloat16* otile = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * Ly::STAGE) + warp * CHUNK * Ly::OROW;
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
 
 #pragma unroll 1
@@ -362,11 +311,10 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
 
         // §chunk: the products with the state, then the residual (state_products, residual above)
         float W[2][2][4] = {}, P[2][4] = {};
-        state_products<KS>(S, kd, qd, decay, lane, kh, W, P);
-        if constexpr (KS > 1) exchange_products<WARPS>(xch, c, warp, grp, lane, W, P);
+        state_products(S, kd, qd, decay, lane, W, P);
 
         float X[2][4];
-        residual<Ly>(vt, W, warp, lane, X);
+        residual<WARPS>(vt, W, warp, lane, X);
 
         // §range: fp16 holds X and U exactly enough if |X| is neither tiny nor huge. Per row, the
         // largest |X| (4 lanes share a row) bounds |U| <= norm * max|X|. If any row of the warp is
@@ -396,10 +344,9 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
-        if (KS == 1 || kh == 0)                  // (k-split: both warps hold the same outputs; one writes them)
-            write_outputs<Ly>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane);
+        write_outputs<WARPS>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane);
 
-        update_state<KS>(S, Ua, kr, scaled, sc0, sc1, lane, kh);
+        update_state(S, Ua, kr, scaled, sc0, sc1, lane);
         __syncwarp();                        // every lane is done reading the stage
         if (lane == 0) mbar_arrive(&empty[c % NSTAGE]);
     }
@@ -408,27 +355,24 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     // §state_out (to the carry if the sequence goes on past this step's chunks)
     if (!to_caller) {
 #pragma unroll
-        for (int jl = 0; jl < 16 / KS; ++jl)
+        for (int j = 0; j < 16; ++j)
 #pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int j = kh * (16 / KS) + jl;
+            for (int half = 0; half < 2; ++half)
                 *reinterpret_cast<float2*>(p.carry_out + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t) =
-                    make_float2(S[jl][2 * half], S[jl][2 * half + 1]);
-            }
+                    make_float2(S[j][2 * half], S[j][2 * half + 1]);
     } else if (p.state_out_kind != STATE_NONE) {
         state_off = state_offset();
 #pragma unroll
-        for (int jl = 0; jl < 16 / KS; ++jl)
+        for (int j = 0; j < 16; ++j)
 #pragma unroll
             for (int half = 0; half < 2; ++half) {
-                const int j = kh * (16 / KS) + jl;
                 const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
                 if (p.state_out_kind == STATE_FP32)
                     *reinterpret_cast<float2*>(static_cast<float*>(p.state_out) + off) =
-                        make_float2(S[jl][2 * half], S[jl][2 * half + 1]);
+                        make_float2(S[j][2 * half], S[j][2 * half + 1]);
                 else
                     *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.state_out) + off) =
-                        __floats2bfloat162_rn(S[jl][2 * half], S[jl][2 * half + 1]);
+                        __floats2bfloat162_rn(S[j][2 * half], S[j][2 * half + 1]);
             }
     }
 }

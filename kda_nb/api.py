@@ -54,7 +54,7 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
         launch(how.path, how.steps, q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound),
-               initial_state, final_state, cu_seqlens, state_indices, how.k2_warps)
+               initial_state, final_state, cu_seqlens, state_indices)
         return 'cuda'
     if capturing and (cu_seqlens is not None or state_indices is not None):
         raise RuntimeError("kda_nb: the reference cannot be captured in a CUDA graph with cu_seqlens or state_indices "
@@ -152,7 +152,7 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
     if how.path == 'reference': return False
     try:
         launch(how.path, how.steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-               final_state, cu_seqlens, state_indices, how.k2_warps)
+               final_state, cu_seqlens, state_indices)
     except (RuntimeError, TypeError):       # the binding refused: say why in the words of check_inputs
         check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                      cu_seqlens, state_indices=state_indices, check_seqlens=check)

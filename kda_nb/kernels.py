@@ -276,27 +276,26 @@ def _build(version: str, verbose: bool):
 
 # %% ../nbs/04_kernels.ipynb #454842c9
 def launch(path: str, steps: int, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-           final_state, cu_seqlens, state_indices, k2_warps: int = 4):
-    """Run the kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps, K2 in blocks of `k2_warps`
-    warps) on checked inputs, writing `out` and `final_state` in place."""
+           final_state, cu_seqlens, state_indices):
+    "Run the kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps) on checked inputs, writing `out` and `final_state` in place."
     ext = _loaded.get(KERNEL_VERSION) or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
             cu_seqlens, state_indices)
-    if path == 'chunked': ext.kda_fwd_chunked(*args, int(steps), int(k2_warps))
+    if path == 'chunked': ext.kda_fwd_chunked(*args, int(steps))
     elif path == 'fused': ext.kda_fwd_fused(*args)
     elif path == 'decode': ext.kda_decode(*args)
     else: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
 
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
              final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-             state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1, k2_warps: int = 4):
+             state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
     "`launch` with keywords: the kernels of `path` on checked inputs, `(out, final_state)` written in place; copies nothing to the host."
     launch(path, steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-           cu_seqlens, state_indices, k2_warps)
+           cu_seqlens, state_indices)
     return out, final_state
 
 # %% ../nbs/04_kernels.ipynb #67171bbb
-def run_kernels(inp: dict, state_out: str | None = 'fp32', path: str = 'chunked', steps: int = 1, k2_warps: int = 4):
+def run_kernels(inp: dict, state_out: str | None = 'fp32', path: str = 'chunked', steps: int = 1):
     "Run the kernels of `path` on a `random_inputs` problem: `(out, final_state)`, `out` poisoned with NaN first."
     q, v = inp['q'], inp['v']
     N = q.shape[0] if inp.get('cu_seqlens') is None else inp['cu_seqlens'].numel() - 1
@@ -306,5 +305,4 @@ def run_kernels(inp: dict, state_out: str | None = 'fp32', path: str = 'chunked'
         dt = {'fp32': torch.float32, 'bf16': torch.bfloat16}[state_out]
         fs = torch.full((N, q.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=dt, device=q.device)
     args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs, path=path, steps=steps,
-                    k2_warps=k2_warps)
+    return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs, path=path, steps=steps)

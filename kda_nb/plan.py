@@ -16,10 +16,9 @@ from .layout import max_chunks
 
 # %% auto #0
 __all__ = ['PATHS', 'BACKENDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
-           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'K2_WIDTHS',
-           'K2_WIDE_WARPS', 'K2_WIDE_SEQ_HEADS_PER_SM', 'Plan', 'kernel_refusal', 'use_decode', 'use_fused',
-           'pipeline_steps', 'k2_warps', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'backward_backend',
-           'forced']
+           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'Plan',
+           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'kernel_path', 'plan', 'state_dtypes_of',
+           'plan_for', 'backward_backend', 'forced']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -27,11 +26,10 @@ BACKENDS = ('auto', 'cuda', 'reference')               # what a caller may ask f
 
 @dataclass(frozen=True)
 class Plan:
-    "The path that computes a call (one of `PATHS`), why, and for K1 + K2 the pipeline's steps and K2's warps a block."
+    "The path that computes a call (one of `PATHS`), why, and for K1 + K2 the pipeline's steps."
     path: str
     reason: str
     steps: int = 1
-    k2_warps: int = 4
 
     @property
     def backend(self) -> str: return 'reference' if self.path == 'reference' else 'cuda'
@@ -66,10 +64,6 @@ FUSED_MIN_FILL_PERCENT = 80  # ... whose blocks fill at least this much of the w
 PIPELINE_STEPS = 4           # one long sequence on K1 + K2: this many pipeline steps
 PIPELINE_STEP_ITEMS = 8192   # ... when each step has at least this many (chunk, head) items of K1
 MAX_PIPELINE_STEPS = 8       # what the binding can run (csrc/kda_binding.cpp)
-K2_WIDTHS = (4, 8, 16)       # K2's warps a block: one a group of 16 state rows; two (the k-split), 64 or 128 rows a block
-K2_WIDE_WARPS = 8            # the k-split's width where the rule takes it (8 or 16: to be measured)
-K2_WIDE_SEQ_HEADS_PER_SM = 0 # ... while (sequence, head) pairs are at most this many per SM: 0 (no call) until the
-                             # k-split has run on a GPU
 
 def use_decode(T: int, N: int, varlen: bool, max_len: int | float | None = None) -> bool:
     "Whether K3 runs rather than the chunked kernels: `T` tokens per row (or in all, `varlen`), `N` sequences, the longest if known."
@@ -88,11 +82,6 @@ def pipeline_steps(N: int, chunks: int, H: int) -> int:
     steps = PIPELINE_STEPS if N == 1 and chunks * H >= PIPELINE_STEPS * PIPELINE_STEP_ITEMS else 1
     return max(1, min(steps, MAX_PIPELINE_STEPS, chunks))
 
-def k2_warps(N: int, H: int, sms: int, per_sm: int = K2_WIDE_SEQ_HEADS_PER_SM, wide: int = K2_WIDE_WARPS) -> int:
-    """K2's warps a block: `wide` (the k-split: two warps a group of 16 state rows, each with half the state's columns)
-    for a grid that leaves the SMs short of warps, at most `per_sm` (sequence, head) pairs an SM; else 4 (one a group)."""
-    return wide if N * H <= per_sm * sms else 4
-
 # %% ../nbs/04b_plan.ipynb #11fff762
 _forced: list = []           # the override of `forced`, innermost last
 
@@ -108,9 +97,7 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
     if force is not None:
-        path, steps, w = force
-        w = w or (k2_warps(N, H, _sm_count(device)) if path == 'chunked' else 4)
-        return Plan(path, f"forced by kda_nb.plan.forced({path!r}, steps={steps}, k2_warps={force[2]})", steps, w)
+        return Plan(force[0], f"forced by kda_nb.plan.forced({force[0]!r}, steps={force[1]})", force[1])
     if step: return Plan('decode', "a prepared decode step runs K3")
     return kernel_path(B, T, H, N, varlen, max_len, lambda: _sm_count(device))
 
@@ -125,11 +112,10 @@ def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
     if use_fused(N, chunks, H, sms):
         return Plan('fused', f"{N} sequences x {H} heads fill their waves on {sms} SMs, at most {chunks} chunks: "
                              "the fused kernel")
-    steps, w = pipeline_steps(N, chunks, H), k2_warps(N, H, sms)
+    steps = pipeline_steps(N, chunks, H)
     why = ("fewer than 4 chunks per sequence" if chunks < FUSED_MIN_CHUNKS * N
            else f"{N * H} blocks fill less than {FUSED_MIN_FILL_PERCENT}% of their waves on {sms} SMs")
-    return Plan('chunked', f"{why}: K1 + K2" + (f" in {steps} pipeline steps" if steps > 1 else "")
-                + (f", K2 in blocks of {w} warps, two a group of state rows" if w > 4 else ""), steps, w)
+    return Plan('chunked', f"{why}: K1 + K2" + (f" in {steps} pipeline steps" if steps > 1 else ""), steps)
 
 def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varlen: bool, max_len: int | None = None,
          state_dtypes: tuple = (), backend: str = 'auto', step: bool = False) -> Plan:
@@ -162,14 +148,11 @@ def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), ba
 
 # %% ../nbs/04b_plan.ipynb #09f9e3a7
 @contextlib.contextmanager
-def forced(path: str, steps: int = 1, k2_warps: int = 0):
-    """Inside the block, every call the kernels can run takes `path` ('decode', 'fused' or 'chunked' in `steps` steps,
-    K2 in blocks of `k2_warps` warps: one of `K2_WIDTHS`, or 0 for the rule)."""
+def forced(path: str, steps: int = 1):
+    "Inside the block, every call the kernels can run takes `path` ('decode', 'fused' or 'chunked' in `steps` steps)."
     if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
     if not (isinstance(steps, int) and 1 <= steps <= MAX_PIPELINE_STEPS) or (steps > 1 and path != 'chunked'):
         raise ValueError(f"steps must be 1 to {MAX_PIPELINE_STEPS}, and more than 1 only for 'chunked', got {steps}")
-    if k2_warps not in (0, *K2_WIDTHS) or (k2_warps > 4 and path != 'chunked'):
-        raise ValueError(f"k2_warps must be 0 (the rule) or one of {K2_WIDTHS}, more than 4 only for 'chunked', got {k2_warps}")
-    _forced.append((path, steps, k2_warps))
+    _forced.append((path, steps))
     try: yield
     finally: _forced.pop()

@@ -178,8 +178,8 @@ REASON = kernels_unavailable_reason()
 
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
-def check_against_fp64(inp, state_out='fp32', tol=6e-3, path='chunked', steps=1, k2_warps=4):
-    o, s = run_kernels(inp, state_out, path, steps, k2_warps)
+def check_against_fp64(inp, state_out='fp32', tol=6e-3, path='chunked', steps=1):
+    o, s = run_kernels(inp, state_out, path, steps)
     o64, s64 = kda_chunked(**inp)
     assert torch.isfinite(o).all(), "some outputs were not written (NaN poison survived) or are not finite"
     eo = rel_rms(o, o64)
@@ -437,72 +437,6 @@ def test_fused_cuda_graph_replays_new_lengths():
     o, s, inp = replay_with_new_lengths('fused')
     o1, s1 = run_kernels(inp, path='chunked')
     assert torch.equal(o, o1) and torch.equal(s, s1)
-
-
-KSPLIT_CASES = {**FUSED_CASES,
-    'values x 1e6, bf16 state in': lambda: (lambda i: {**i, 'v': (i['v'].float() * 1e6).bfloat16(),
-                                                        'initial_state': i['initial_state'] * 1e6})(
-        random_inputs(1, 200, 2, 128, state='bf16', device='cuda', seed=36)),
-    'values x 1e-6': lambda: (lambda i: {**i, 'v': (i['v'].float() * 1e-6).bfloat16(),
-                                          'initial_state': i['initial_state'] * 1e-6})(
-        random_inputs(1, 200, 2, 128, device='cuda', seed=37)),
-}
-WIDE = (8, 16)                                     # K2's k-split: 64 or 128 rows a block
-
-@needs_kernels
-@pytest.mark.parametrize('warps', WIDE)
-@pytest.mark.parametrize('case', list(KSPLIT_CASES))
-@pytest.mark.parametrize('state_out', ['fp32', 'bf16', None])
-def test_k2_ksplit_against_fp64(warps, case, state_out):
-    inp = KSPLIT_CASES[case]()
-    o, s = check_against_fp64(inp, state_out, k2_warps=warps)
-    o2, s2 = run_kernels(inp, state_out, 'chunked', k2_warps=warps)
-    assert torch.equal(o, o2) and (s is None or torch.equal(s, s2)), "two runs differ"
-
-@needs_kernels
-@pytest.mark.parametrize('warps', WIDE)
-@pytest.mark.parametrize('case', list(PIPELINE_CASES))
-def test_k2_ksplit_pipeline_same_bits(warps, case):
-    c = PIPELINE_CASES[case]
-    inp = random_inputs(c['B'], c['T'], 3, 128, seqlens=c['seqlens'], device='cuda', seed=13)
-    o1, s1 = run_kernels(inp, 'fp32', 'chunked', 1, k2_warps=warps)
-    for steps in (2, 3, 8):
-        o, s = run_kernels(inp, 'fp32', 'chunked', steps, k2_warps=warps)
-        assert torch.equal(o, o1) and torch.equal(s, s1), f"{steps} steps differ from one step"
-
-@needs_kernels
-@pytest.mark.parametrize('warps', WIDE)
-def test_k2_ksplit_same_bits_at_either_width(warps):
-    "8 and 16 warps a block compute each group of rows the same way: the same bits."
-    inp = random_inputs(1, 0, 3, 128, seqlens=[1000, 1, 17, 0, 300], device='cuda', seed=15)
-    o8, s8 = run_kernels(inp, 'fp32', 'chunked', k2_warps=8)
-    o, s = run_kernels(inp, 'fp32', 'chunked', k2_warps=warps)
-    assert torch.equal(o, o8) and torch.equal(s, s8)
-
-@needs_kernels
-@pytest.mark.parametrize('warps', WIDE)
-@pytest.mark.parametrize('cu', ADVERSARIAL)
-def test_k2_ksplit_adversarial_cu_seqlens(warps, cu):
-    check_against_fp64(adversarial_inputs(cu), k2_warps=warps)
-
-@needs_kernels
-def test_k2_ksplit_pool_with_padding():
-    "A state pool with padding entries (-1): the padded sequences' outputs are zero and their slots untouched."
-    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 40, 17], device='cuda', seed=14)
-    pool = torch.randn(5, 2, 128, 128, device='cuda')
-    idx = torch.tensor([3, -1, 0], device='cuda')
-    args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    for w in (4, *WIDE):
-        out, fs = torch.full_like(inp['v'], float('nan')), pool.clone()
-        fwd_cuda(**args, out=out, initial_state=fs, final_state=fs, state_indices=idx, k2_warps=w)
-        assert (out[:, 300:340] == 0).all() and torch.equal(fs[[1, 2, 4]], pool[[1, 2, 4]]), w
-        if w == 4: ref = out, fs
-        else: assert rel_rms(out, ref[0]) < 4e-3 and rel_rms(fs, ref[1]) < 1e-3, w
-
-def test_k2_warps_refused_unless_4_8_16():
-    if REASON is not None: pytest.skip(REASON)
-    inp = random_inputs(1, 20, 2, 128, device='cuda', seed=16)
-    with pytest.raises(RuntimeError, match='k2_warps must be 4, 8 or 16'): run_kernels(inp, k2_warps=12)
 
 
 import subprocess, sys

@@ -17,10 +17,6 @@ def test_kernel_path_on_the_anchors_shapes():
     "The shapes' part of the plan without a GPU: on the H200's 132 SMs, the anchors' batches and a decode step."
     one = kernel_path(1, 8192, 96, 1, False, None, 132)
     assert (one.path, one.steps) == ('chunked', 4)                       # one long sequence: K1 + K2, 4 steps
-    assert one.k2_warps == k2_warps(1, 96, 132) and ('two a group' in one.reason) == (one.k2_warps > 4)
-    assert kernel_path(1, 100, 3, 300, True, 17, 132).k2_warps == 4    # 900 (sequence, head) pairs: one warp a group
-    assert k2_warps(1, 132, 132, 1, 16) == 16 and k2_warps(1, 133, 132, 1, 16) == 4 and k2_warps(2, 64, 132, 1) == K2_WIDE_WARPS
-    assert K2_WIDE_SEQ_HEADS_PER_SM == 0 and k2_warps(1, 1, 132) == 4      # off until it has run on a GPU
     six = kernel_path(1, 8192, 96, 6, True, 2048, 132)
     assert six.path == 'fused' and kernel_path(1, 256, 32, 256, True, 1, 132).path == 'decode'
     asked = []
@@ -45,9 +41,5 @@ def test_plan_on_the_gpu():
     assert plan(dev, torch.float32, 1, 64, 2, 128, 128, 1, varlen=False).path == 'reference'
     with forced('chunked', 3):
         p = plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False)
-        assert (p.path, p.steps, p.k2_warps) == ('chunked', 3, k2_warps(8, 64, sms)) and 'forced' in p.reason
-    with forced('chunked', 1, 16):
-        assert plan(dev, bf, 1, 8192, 96, 128, 128, 1, varlen=False).k2_warps == 16
-    with pytest.raises(ValueError, match='k2_warps'):
-        with forced('fused', 1, 8): pass
+        assert (p.path, p.steps) == ('chunked', 3) and 'forced' in p.reason
     assert plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False).path == ('fused' if use_fused(8, 512, 64, sms) else 'chunked')

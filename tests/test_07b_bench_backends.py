@@ -34,18 +34,10 @@ def test_earlier_builds_launch_through_their_own_entry_points():
         def kda_layout(self, *a): pass
         def kda_fwd(self, *a): calls.append(('kda_fwd', len(a)))
     args = tuple(range(14))
-    version_launcher(PerPath(), Plan('chunked', 'test', 4, 8))(*args)
+    version_launcher(PerPath(), Plan('chunked', 'test', 4))(*args)
     version_launcher(PerPath(), Plan('decode', 'test'))(*args)
     version_launcher(OneEntry(), Plan('fused', 'ignored: the binding picks'))(*args)
-    assert calls == [('chunked', 15, 4), ('decode', 14), ('kda_fwd', 14)]     # a build before K2's widths: steps only
-    class WithK2Warps(PerPath):                      # today's binding: the steps, then K2's warps a block (pybind's signature)
-        def __init__(self):
-            def chunked(*a): calls.append(('chunked', len(a), a[-2:]))
-            chunked.__doc__ = 'kda_fwd_chunked(arg0: at::Tensor, ..., arg14: int, arg15: int) -> None'
-            self.kda_fwd_chunked = chunked
-    calls.clear()
-    version_launcher(WithK2Warps(), Plan('chunked', 'test', 4, 16))(*args)
-    assert calls == [('chunked', 16, (4, 16))]
+    assert calls == [('chunked', 15, 4), ('decode', 14), ('kda_fwd', 14)]
     with pytest.raises(RuntimeError, match='v1, v2'): version_launcher(object(), Plan('chunked', 'test'))
 
 from kda_nb.kernels import version_unavailable_reason

@@ -5,10 +5,8 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --k2]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
 #
-# --k2 runs only what K2's k-split needs: the forward's GPU tests (kernels, plan, API), the forward's sanitizer cases,
-# and K2's widths against each other in one process (tools/k2_widths_time.py).
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
 # --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (tools/backward_stages.py)
 # and the benchmark's train group (kda_nb and fla's training steps in one run; TRAIN_H picks the anchors' heads,
@@ -43,7 +41,7 @@ echo "== build (this tree and $BASE)"
 python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
-for v in (None,) if sys.argv[2:] in (['--train'], ['--k2']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] == ['--train'] else (None, sys.argv[1]):
     t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
@@ -68,16 +66,6 @@ if [ "$BENCH" = --train ]; then
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_h200 2>&1 | tee "$LOG/train.txt" || status=1
-  exit $status
-fi
-if [ "$BENCH" = --k2 ]; then
-  echo "== the forward's GPU tests"
-  python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" tests/test_04_kernels.py tests/test_04b_plan.py tests/test_05_api.py \
-    2>&1 | tee "$LOG/pytest_forward.txt" || status=1
-  echo "== the forward under compute-sanitizer"
-  python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
-  echo "== K2 in blocks of 4, 8 and 16 warps"
-  python3 tools/k2_widths_time.py --out "$LOG" 2>&1 | tee "$LOG/k2_widths_time.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --slow ]; then

@@ -7,8 +7,8 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
-padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`), K2's k-split
-(`k2_warps=8` and `16`) and the fused kernel (`path='fused'`), K3 with adversarial offsets, a prepared decode step fed unchecked values, and the backward's two passes
+padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
+kernel (`path='fused'`), K3 with adversarial offsets, a prepared decode step fed unchecked values, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches.
 """
 import os
@@ -54,27 +54,24 @@ for name in ('dt_bias', 'q'):
     inp[name] = flat[1:].view(x.shape)
 run_kernels(inp)
 torch.cuda.synchronize()
-# the pipeline (K1 and K2 in steps, K2 on a second stream), K2's k-split (two warps a group of rows, in one step
-# and in a pipeline) and the fused kernel (v5), each named by its path: fixed and varlen, empty sequences (on step
-# boundaries), adversarial offsets, a pool with padding
-for path, steps, k2_warps, seed in (('chunked', 3, 4, 7), ('chunked', 1, 8, 11), ('chunked', 3, 8, 13), ('chunked', 1, 16, 17),
-                                    ('chunked', 3, 16, 19), ('fused', 1, 4, 10)):
+# the pipeline (K1 and K2 in steps, K2 on a second stream) and the fused kernel (v5), each named by its path:
+# fixed and varlen, empty sequences (on step boundaries), adversarial offsets, a pool with padding
+for path, steps, seed in (('chunked', 3, 7), ('fused', 1, 10)):
     for seqlens, B, T in ((None, 2, 100), ([0, 33, 0, 16, 0, 7, 0], 1, 0)):
-        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=seed), path=path, steps=steps,
-                           k2_warps=k2_warps)
+        o, s = run_kernels(random_inputs(B, T, 2, 128, seqlens=seqlens, device='cuda', seed=seed), path=path, steps=steps)
         torch.cuda.synchronize()
         assert torch.isfinite(o).all()
     for cu in ([0, 19, 60], [-5, 10, 40], [0, 10, 2**62], [40, 0, 40]):
         inp = random_inputs(1, 40, 2, 128, device='cuda', seed=seed + 1)
         inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
         inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
-        o, s = run_kernels(inp, path=path, steps=steps, k2_warps=k2_warps)
+        o, s = run_kernels(inp, path=path, steps=steps)
         torch.cuda.synchronize()
     inp = random_inputs(1, 0, 2, 128, seqlens=[50, 17, 9, 30], device='cuda', seed=seed + 2)
     pool = torch.randn(3, 2, 128, 128, device='cuda')
     fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
              initial_state=pool, final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'),
-             path=path, steps=steps, k2_warps=k2_warps)
+             path=path, steps=steps)
     torch.cuda.synchronize()
 # K3 (decode, 04a_decode): adversarial offsets with a bf16 pool, an int32 padding index and one outside the pool
 from kda_nb.decode import decode_cuda

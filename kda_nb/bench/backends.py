@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -149,16 +148,10 @@ def version_refusal(version: str) -> str | None:
                 "numbers stay in benchmarks/")
     return None
 
-def _takes_k2_warps(entry) -> bool:
-    "Whether a build's `kda_fwd_chunked` takes K2's warps a block after the steps (16 arguments; the pybind signature says)."
-    return bool(re.search(r'\barg15\b', getattr(entry, '__doc__', None) or ''))
-
 def version_launcher(ext, p: Plan) -> Callable:
     "`launch(<the 14 arguments>)` for a built version's binding: on the path of plan `p` where the binding has one entry point per path, else through its own `kda_fwd`."
     if all(hasattr(ext, n) for n in _ENTRY_POINTS.values()):        # one entry point per path: the plan picks
-        entry = getattr(ext, _ENTRY_POINTS[p.path])
-        # K1 + K2 in the plan's steps, and K2's warps a block where the build takes them (after 07ecef6 of main)
-        extra = () if p.path != 'chunked' else (p.steps, p.k2_warps) if _takes_k2_warps(entry) else (p.steps,)
+        entry, extra = getattr(ext, _ENTRY_POINTS[p.path]), ((p.steps,) if p.path == 'chunked' else ())
         return lambda *args: entry(*args, *extra)
     if hasattr(ext, 'kda_fwd') and hasattr(ext, 'kda_layout'):      # v3 to v5: the binding picks fused or K1 + K2
         if p.path == 'decode' and hasattr(ext, 'kda_decode'): return ext.kda_decode   # K3, where that library's api sent it
