@@ -128,6 +128,20 @@ def test_stubs_answer_like_ncu_report():
 test_stubs_answer_like_ncu_report()
 
 
+def test_ncu_python_dirs(tmp_path):
+    def make(*parts):                                  # a file at tmp_path / parts
+        f = tmp_path.joinpath(*parts); f.parent.mkdir(parents=True, exist_ok=True); f.write_text(''); return f
+    toolkit = make('cuda', 'bin', 'ncu')               # the CUDA toolkit: bin/ncu beside nsight-compute-<version>/
+    make('cuda', 'nsight-compute-2025.3.1', 'extras', 'python', 'ncu_report.py')
+    assert ncu_python_dirs(str(toolkit)) == [tmp_path / 'cuda' / 'nsight-compute-2025.3.1' / 'extras' / 'python']
+    alone = make('nsight-compute', '2025.3.1', 'ncu')  # a standalone installation, reached through a link
+    make('nsight-compute', '2025.3.1', 'extras', 'python', 'ncu_report.py')
+    (tmp_path / 'ncu').symlink_to(alone)
+    assert ncu_python_dirs(str(tmp_path / 'ncu')) == [alone.parent / 'extras' / 'python']
+    assert ncu_python_dirs(str(make('bare', 'ncu'))) == []    # an ncu without the module
+    assert 'pip install ncu-report' in NO_NCU_REPORT
+
+
 def test_reader_on_synthetic_launches():
     p = parse_actions(synthetic_actions(), 'x.ncu-rep')
     L = p.launches.set_index('kernel')

@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,10 +17,11 @@ from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, REPORT_NAMES, report_dir
 if TYPE_CHECKING: import pandas as pd
 
 # %% auto #0
-__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NUMBERS_FORMAT', 'OTHER_FILES',
-           'metric', 'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile',
-           'parse_actions', 'read_report', 'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics',
-           'committed_reports', 'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
+__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NO_NCU_REPORT', 'NUMBERS_FORMAT',
+           'OTHER_FILES', 'metric', 'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label',
+           'Profile', 'ncu_python_dirs', 'import_ncu_report', 'parse_actions', 'read_report', 'report_file_problem',
+           'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports', 'reports_unavailable_reason',
+           'load_committed', 'save_numbers', 'read_numbers']
 
 # %% ../../nbs/08b_ncu_reports.ipynb #be418b21
 def _pandas():
@@ -215,12 +218,37 @@ class Profile:
         return (f"Profile({self.label!r}: {ks}; {len(self.stalls)} stall values, {len(self.pcs)} PC sample rows, "
                 f"{len(self.counters)} PC counter rows)")
 
+# %% ../../nbs/08b_ncu_reports.ipynb #6346f71a
+def ncu_python_dirs(ncu: str | None = None) -> list[Path]:
+    """The `extras/python` folders holding `ncu_report.py` of the Nsight Compute installation of `ncu` (default: the
+    `ncu` on PATH): beside the executable (links followed), or in a `nsight-compute*` folder beside its `bin/`."""
+    exe = ncu or shutil.which('ncu')
+    if not exe: return []
+    p = Path(exe).resolve()
+    roots = [p.parent, p.parent.parent, *sorted(p.parent.parent.glob('nsight-compute*'), reverse=True)]
+    return [r / 'extras' / 'python' for r in dict.fromkeys(roots) if (r / 'extras' / 'python' / 'ncu_report.py').is_file()]
+
+NO_NCU_REPORT = ("reading .ncu-rep files needs NVIDIA's ncu_report module: pip install ncu-report "
+                 "(or an ncu on PATH whose installation has extras/python/ncu_report.py)")
+
+def import_ncu_report():
+    "NVIDIA's `ncu_report` module: the installed one, else the one of the `ncu` on PATH (`ncu_python_dirs`); ImportError if neither."
+    try:
+        import ncu_report
+        return ncu_report
+    except ImportError: pass
+    for d in ncu_python_dirs():
+        sys.path.append(str(d))
+        try:
+            import ncu_report
+            return ncu_report
+        except ImportError: sys.path.remove(str(d))
+    raise ImportError(NO_NCU_REPORT)
+
 # %% ../../nbs/08b_ncu_reports.ipynb #d501ac96
 def _demangled(action) -> str:
     "The demangled name of a launch (ncu_report's `NameBase_DEMANGLED`; any base for a stub)."
-    try:
-        import ncu_report
-        base = ncu_report.IAction.NameBase_DEMANGLED
+    try: base = import_ncu_report().IAction.NameBase_DEMANGLED
     except Exception: base = 'demangled'
     try: return action.name(base)
     except Exception: return action.name()
@@ -277,10 +305,7 @@ def read_report(path, label: str = '', cache: bool = True) -> Profile:
     key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
     if cache and key in _READ:
         return replace(_READ[key], label=label or path.stem)
-    try: import ncu_report
-    except ImportError as e:
-        raise ImportError("reading .ncu-rep files needs NVIDIA's ncu_report module: pip install ncu-report") from e
-    ctx = ncu_report.load_report(str(path))
+    ctx = import_ncu_report().load_report(str(path))
     actions = [ctx[r][a] for r in range(ctx.num_ranges()) for a in range(ctx[r].num_actions())]
     p = parse_actions(actions, str(path), label)
     if cache: _READ[key] = p
@@ -344,8 +369,8 @@ def reports_unavailable_reason(folder=None) -> str | None:
     if not {'fixed', 'varlen'} <= set(have):
         return (f"{Path(folder) if folder is not None else report_dir()} has no kda_fixed.ncu-rep and kda_varlen.ncu-rep "
                 "yet: capture them on an H200 with `python -m kda_nb.ncu capture`")
-    try: import ncu_report  # noqa: F401
-    except ImportError: return "reading .ncu-rep files needs NVIDIA's ncu_report module: pip install ncu-report"
+    try: import_ncu_report()
+    except ImportError as e: return str(e)
     for p in have.values():
         problem = report_file_problem(p)
         if problem: return problem
