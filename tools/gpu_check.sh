@@ -5,7 +5,12 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#
+# --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests, then
+# `python -m kda_nb.ncu capture --modes fixed varlen decode train` (with `--with-flash-kda` where flash_kda imports:
+# build it first with tools/flash_kda_build.py), then each report's numbers (`numbers --lines` for kda_nb's, plain
+# `numbers` for FlashKDA's, whose sources stay on the machine) and the summary, on the machine itself.
 #
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
 # --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (tools/backward_stages.py)
@@ -19,7 +24,7 @@
 # at), so that fla only compiles: all six shape classes then warm in about 90 s on the H200, and FLA_WARM_FIRST
 # defaults to all of them).
 #
-# Logs go to $OUT (or /tmp/gpu_check). Needs the git history (for BASE's sources) and, for the fla tests, the
+# Logs are packed into $OUT/gpu_check.tar (OUT default /tmp/gpu_check_out). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are. Where the copy on the GPU
 # machine holds no history (seen on 2026-12-02), write BASE's sources here first, into a folder that travels:
 #   XDG_CACHE_HOME=$PWD/.kcache python -c "from kda_nb.kernels import version_sources as v; print(v('BASE'))"
@@ -28,8 +33,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BASE="${1:-v5-pre-house}"
 BENCH="${2:-}"
-LOG="${OUT:-/tmp/gpu_check}"
-mkdir -p "$LOG"
+# The device tool brings back at most 8 files of $OUT, 16 MB each, and kills a command at its limit: the logs are
+# written to a work folder and packed into one $OUT/gpu_check.tar when the script ends, which it does before
+# DEADLINE seconds (default 570) by giving each step only the time left.
+OUTDIR="${OUT:-/tmp/gpu_check_out}"
+LOG=/tmp/gpu_check
+rm -rf "$LOG"; mkdir -p "$LOG" "$OUTDIR"
+T0=$(date +%s)
+left() { echo $(( ${DEADLINE:-570} - ($(date +%s) - T0) )); }
+pack() { tar -C "$LOG" -cf "$OUTDIR/gpu_check.tar" . && echo "logs: $OUTDIR/gpu_check.tar ($(du -h "$OUTDIR/gpu_check.tar" | cut -f1))"; }
+trap pack EXIT
+bounded() { local t; t=$(left); [ "$t" -gt 10 ] || { echo "skipped (deadline): $*"; return 124; }; timeout "$t" "$@"; }
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1 MAX_JOBS="${MAX_JOBS:-16}"
 export TORCH_EXTENSIONS_DIR="${TORCH_EXTENSIONS_DIR:-/tmp/torch_extensions}"    # kept by a warm machine
 if ls .whl/*.whl >/dev/null 2>&1; then
@@ -41,45 +55,65 @@ echo "== build (this tree and $BASE)"
 python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
-for v in (None,) if sys.argv[2:] == ['--train'] else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--capture']) else (None, sys.argv[1]):
     t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
        tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py"
 if [ "$BENCH" = --train ]; then
   echo "== the backward's GPU tests"
-  python3 -m pytest -q -rs -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
-  python3 -m pytest -q -rs -p no:cacheprovider tests/test_05_api.py -k "kernel_path_backward or opcheck_cuda" 2>&1 \
+  bounded python3 -m pytest -q -rs -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
+  bounded python3 -m pytest -q -rs -p no:cacheprovider tests/test_05_api.py -k "kernel_path_backward or opcheck_cuda" 2>&1 \
     | tee "$LOG/pytest_api_backward.txt" || status=1
   echo "== the backward under compute-sanitizer, and where its time goes"
-  python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
-  python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
+  bounded python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
+  bounded python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
   if [ -n "${FLA_CONFIGS:-}" ]; then
     python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
     export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
   fi
   echo "== fla's training path compiled and tuned first (271 s for one shape on the H200 when fla tunes: tools/fla_warmup.py)"
   for h in $(echo "${TRAIN_H:-96,64}" | tr ',' ' '); do
-    python3 tools/fla_warmup.py --H "$h" --first "${FLA_WARM_FIRST:-$([ -n "${FLA_CONFIGS:-}" ] && echo 6 || echo 2)}" ${FLA_CACHE:+--unpack "$FLA_CACHE"} \
+    bounded python3 tools/fla_warmup.py --H "$h" --first "${FLA_WARM_FIRST:-$([ -n "${FLA_CONFIGS:-}" ] && echo 6 || echo 2)}" ${FLA_CACHE:+--unpack "$FLA_CACHE"} \
       2>&1 | tee -a "$LOG/fla_warmup.txt" || status=1
   done
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
-  python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
+  bounded python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_h200 2>&1 | tee "$LOG/train.txt" || status=1
+  exit $status
+fi
+if [ "$BENCH" = --capture ]; then
+  echo "== the GPU tests (not the slow ones), then the capture"
+  bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tail -15 | tee "$LOG/pytest.txt" || status=1
+  FK=$(python3 -c "import flash_kda" 2>/dev/null && echo --with-flash-kda)
+  bounded python3 -m kda_nb.ncu capture --modes fixed varlen decode train $FK --out /tmp/ncu 2>&1 | grep -v '^==PROF== Profiling' \
+    | tee "$LOG/capture.txt" || status=1
+  mkdir -p "$LOG/ncu" "$LOG/flash_kda"
+  cp /tmp/ncu/capture.json "$LOG/ncu/" 2>/dev/null; cp reports/ncu/flash_kda/capture.json "$LOG/flash_kda/" 2>/dev/null
+  bounded python3 -m kda_nb.ncu numbers /tmp/ncu/kda_*.ncu-rep --lines --out "$LOG/ncu" 2>&1 | tee -a "$LOG/capture.txt" || status=1
+  bounded python3 -m kda_nb.ncu summary /tmp/ncu/kda_fixed.ncu-rep /tmp/ncu/kda_varlen.ncu-rep /tmp/ncu/kda_decode.ncu-rep \
+    /tmp/ncu/kda_train.ncu-rep > "$LOG/ncu/summary.txt" 2>&1 || status=1
+  if [ -n "$FK" ]; then
+    bounded python3 -m kda_nb.ncu numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
+      --out "$LOG/flash_kda" 2>&1 | tee -a "$LOG/capture.txt" || status=1
+  fi
+  for r in kda_fixed kda_varlen; do                 # the full reports the repository keeps, each under the 16 MB limit
+    [ -f "/tmp/ncu/$r.ncu-rep" ] && cp "/tmp/ncu/$r.ncu-rep" "$OUTDIR/"
+  done
   exit $status
 fi
 if [ "$BENCH" = --slow ]; then
   echo "== the slow GPU tests"
-  python3 -m pytest -q -rs -p no:cacheprovider -m slow $TESTS 2>&1 | tee "$LOG/pytest_slow.txt" || status=1
+  bounded python3 -m pytest -q -rs -p no:cacheprovider -m slow $TESTS 2>&1 | tee "$LOG/pytest_slow.txt" || status=1
   exit $status
 fi
 echo "== bitwise against $BASE"
-python3 tools/bitwise_before_after.py "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
+bounded python3 tools/bitwise_before_after.py "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
 echo "== GPU tests (not the slow ones)"
-python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
+bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then
   echo "== benchmark: anchor and small calls, this tree against $BASE"
-  python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house 2>&1 \
+  bounded python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house 2>&1 \
     | tee "$LOG/bench.txt" || status=1
 fi
 exit $status
