@@ -84,7 +84,7 @@ if [ "$BENCH" = --train ]; then
 fi
 if [ "$BENCH" = --capture ]; then
   echo "== the GPU tests (not the slow ones), then the capture"
-  bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tail -15 | tee "$LOG/pytest.txt" || status=1
+  bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" | tail -15 || status=1
   FK=$(python3 -c "import flash_kda" 2>/dev/null && echo --with-flash-kda)
   bounded python3 -m kda_nb.ncu capture --modes fixed varlen decode train $FK --out /tmp/ncu 2>&1 | grep -v '^==PROF== Profiling' \
     | tee "$LOG/capture.txt" || status=1

@@ -1,11 +1,11 @@
 # One long sequence on K1 + K2 in 1, 2, 4, 6 and 8 pipeline steps, in one process: each call timed between CUDA
 # events (the benchmark's timer, medians of rounds that interleave the step counts), the kernels' own times under
 # torch's profiler (K1 and K2 summed over the steps; in a pipeline they overlap, so their sum is more than the call),
-# the workspace each takes (every chunk's record; on the branch next/k1-ring, two steps' ring slots), and the outputs' difference from one step's (the carry is
+# the workspace each takes (every chunk's record, whatever the steps), and the outputs' difference from one step's (the carry is
 # fp32, so they should be the same bits). For development: the benchmark (`python -m kda_nb.bench`, the peers in the
 # same run) is what a speed claim quotes.
 #     python tools/pipeline_steps_time.py [--rounds 7] [--out DIR]
-import inspect, json, statistics, sys
+import json, statistics, sys
 from pathlib import Path
 import torch
 from kda_nb.bench import time_calls
@@ -21,9 +21,6 @@ def arg(name, default):
     return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
 
 rounds, out_dir = int(arg('--rounds', 7)), arg('--out', None)
-ring = 'steps' in inspect.signature(workspace_bytes).parameters     # the ring's records depend on the steps
-
-def records(chunks, H, s): return workspace_bytes(chunks, H, s) if ring else workspace_bytes(chunks, H)
 load_kernels()
 rows = []
 for name, T, H in CASES:
@@ -45,7 +42,7 @@ for name, T, H in CASES:
         kern = {k.split('(')[0].replace('void kda::', '').replace('kda::', ''): round(v, 4)
                 for k, v in timed_kernels(calls[s])['kernels'].items() if 'kda_fwd' in k}
         row[f's{s}'] = dict(ms=round(statistics.median(times[s]), 4), range=[round(min(times[s]), 4), round(max(times[s]), 4)],
-                            kernels=kern, workspace_bytes=records(chunks, H, s),
+                            kernels=kern, workspace_bytes=workspace_bytes(chunks, H),
                             same_bits_as_1=bool(torch.equal(outs[s][0], outs[1][0]) and torch.equal(outs[s][1], outs[1][1])))
     rows.append(row)
     print(f"{name} (plan: {p.steps} steps; inputs {inputs / 2**20:.0f} MiB)", flush=True)
