@@ -17,9 +17,10 @@ from kda_nb.bench import copy_bandwidth, time_e2e
 from kda_nb.decode import state_traffic_bytes
 from kda_nb.layout import random_inputs
 
-CASES = ((1, 1, torch.float32), (8, 1, torch.float32), (64, 1, torch.float32), (256, 1, torch.float32),
-         (256, 1, torch.bfloat16), (64, 4, torch.float32), (64, 8, torch.float32), (256, 2, torch.float32),
-         (16, 16, torch.float32))     # (sequences, tokens each, state dtype), H = 32
+CASES = ((1, 1, torch.float32), (8, 1, torch.float32), (16, 1, torch.float32), (32, 1, torch.float32),
+         (64, 1, torch.float32), (128, 1, torch.float32), (256, 1, torch.float32), (1024, 1, torch.float32),
+         (256, 1, torch.bfloat16), (1024, 1, torch.bfloat16), (64, 4, torch.float32), (64, 8, torch.float32),
+         (256, 2, torch.float32), (16, 16, torch.float32))     # (sequences, tokens each, state dtype), H = 32
 
 
 def graph_us(f, n: int = 20, reps: int = 7):
