@@ -138,8 +138,52 @@ def test_ncu_python_dirs(tmp_path):
     make('nsight-compute', '2025.3.1', 'extras', 'python', 'ncu_report.py')
     (tmp_path / 'ncu').symlink_to(alone)
     assert ncu_python_dirs(str(tmp_path / 'ncu')) == [alone.parent / 'extras' / 'python']
-    assert ncu_python_dirs(str(make('bare', 'ncu'))) == []    # an ncu without the module
+    assert ncu_python_dirs(str(make('bare', 'ncu')), installs=tmp_path / 'none') == []    # an ncu without the module
+    make('opt', '2025.1.0', 'extras', 'python', 'ncu_report.py')       # the toolkit's launcher script, installations elsewhere
+    make('opt', '2025.3.1', 'extras', 'python', 'ncu_report.py')
+    assert ncu_python_dirs(str(tmp_path / 'bare' / 'ncu'), installs=tmp_path / 'opt') == [
+        tmp_path / 'opt' / v / 'extras' / 'python' for v in ('2025.3.1', '2025.1.0')]
     assert 'pip install ncu-report' in NO_NCU_REPORT
+
+
+RAW_CSV = (  # the shape of ncu 2025.3.1's raw page (`--print-units base`), two launches, a few of their metrics
+    '==PROF== a line before the table\n'
+    '"ID","Process ID","Kernel Name","Block Size","dram__bytes_read.sum","gpu__time_duration.sum",'
+    '"launch__grid_size","launch__occupancy_limit_registers","launch__occupancy_limit_shared_mem",'
+    '"launch__registers_per_thread","smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",'
+    '"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","device__attribute_display_name"\n'
+    '"","","","","byte","nsecond","","block","block","register/thread","inst","inst",""\n'
+    '"0","1214","bwdc::kda_bwd_prepare(PrepArgs)","(128, 1, 1)","337,252,000","362368","16384","4","5","128","1.220935","0.532506","NVIDIA H200"\n'
+    '"1","1214","void bwdc::kda_bwd_adjoint<1>(AdjointArgs)","(128, 1, 1)","4446350000","2139680","32768","3","3","168","1.64","0.2","NVIDIA H200"\n')
+
+def test_csv_actions():
+    acts = csv_actions(RAW_CSV)
+    assert [a.name() for a in acts] == ['bwdc::kda_bwd_prepare(PrepArgs)', 'void bwdc::kda_bwd_adjoint<1>(AdjointArgs)']
+    assert acts[0].metric_by_name('dram__bytes_read.sum').value() == 337252000.0          # thousands separators read
+    assert acts[0].metric_by_name('device__attribute_display_name').value() == 'NVIDIA H200'
+    assert 'Kernel Name' not in acts[0].metric_names() and 'Block Size' not in acts[0].metric_names()
+    p = parse_actions(acts, label='csv')
+    L = p.launches.set_index('kernel')
+    assert list(L.index) == ['kda_bwd_prepare', 'kda_bwd_adjoint']
+    assert abs(L.loc['kda_bwd_prepare', 'duration_us'] - 362.368) < 1e-9 and L.loc['kda_bwd_adjoint', 'registers'] == 168
+    assert L.loc['kda_bwd_prepare', 'limited_by'] == 'registers' and L.loc['kda_bwd_adjoint', 'limited_by'] == 'registers, shared_mem'
+    st = p.stalls.set_index(['kernel', 'reason']).cycles
+    assert st[('kda_bwd_prepare', 'wait')] == 1.220935 and st[('kda_bwd_adjoint', 'long_scoreboard')] == 0.2
+    assert p.pcs.empty and p.sources == {}
+    with pytest.raises(ValueError, match='no table'): csv_actions('==PROF== nothing here\n')
+
+def test_cli_reader(tmp_path):
+    "read_report(reader='cli') through a stand-in ncu that prints the raw page (and one that fails)."
+    rep = tmp_path / 'r.ncu-rep'; rep.write_bytes(b'NVIDIA Nsight Compute report stand-in')
+    table = tmp_path / 'raw.csv'; table.write_text(RAW_CSV)
+    fake = tmp_path / 'ncu'
+    fake.write_text(f'#!/bin/sh\ncase "$*" in *"--page raw --csv --print-units base"*) cat {table};; *) exit 3;; esac\n')
+    fake.chmod(0o755)
+    p = read_report(rep, reader='cli', ncu=str(fake), cache=False)
+    assert list(p.launches.kernel) == ['kda_bwd_prepare', 'kda_bwd_adjoint'] and len(p.stalls) == 4
+    bad = tmp_path / 'bad'; bad.write_text('#!/bin/sh\necho broken report >&2\nexit 2\n'); bad.chmod(0o755)
+    with pytest.raises(RuntimeError, match='exit status 2: broken report'): read_report(rep, reader='cli', ncu=str(bad), cache=False)
+    with pytest.raises(ValueError, match='reader must be one of'): read_report(rep, reader='sometimes')
 
 
 def test_reader_on_synthetic_launches():

@@ -90,11 +90,18 @@ if [ "$BENCH" = --capture ]; then
     | tee "$LOG/capture.txt" || status=1
   mkdir -p "$LOG/ncu" "$LOG/flash_kda"
   cp /tmp/ncu/capture.json "$LOG/ncu/" 2>/dev/null; cp reports/ncu/flash_kda/capture.json "$LOG/flash_kda/" 2>/dev/null
-  bounded python3 -m kda_nb.ncu numbers /tmp/ncu/kda_*.ncu-rep --lines --out "$LOG/ncu" 2>&1 | tee -a "$LOG/capture.txt" || status=1
-  bounded python3 -m kda_nb.ncu summary /tmp/ncu/kda_fixed.ncu-rep /tmp/ncu/kda_varlen.ncu-rep /tmp/ncu/kda_decode.ncu-rep \
+  # each report's numbers with NVIDIA's ncu_report where it works, else with the ncu command's raw page (no source
+  # lines): on the lent H200 (2026-12-04) the ncu_report of Nsight Compute 2025.3.1 crashed the process that read a report
+  ncu_read() {
+    bounded python3 -m kda_nb.ncu "$@" --reader module && return 0
+    echo "kda_nb.ncu $1 with ncu_report failed: again with the ncu command's raw page (--reader cli)"
+    bounded python3 -m kda_nb.ncu "$@" --reader cli
+  }
+  ncu_read numbers /tmp/ncu/kda_*.ncu-rep --lines --out "$LOG/ncu" 2>&1 | tee -a "$LOG/capture.txt" || status=1
+  ncu_read summary /tmp/ncu/kda_fixed.ncu-rep /tmp/ncu/kda_varlen.ncu-rep /tmp/ncu/kda_decode.ncu-rep \
     /tmp/ncu/kda_train.ncu-rep > "$LOG/ncu/summary.txt" 2>&1 || status=1
   if [ -n "$FK" ]; then
-    bounded python3 -m kda_nb.ncu numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
+    ncu_read numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
       --out "$LOG/flash_kda" 2>&1 | tee -a "$LOG/capture.txt" || status=1
   fi
   for r in kda_fixed kda_varlen; do                 # the full reports the repository keeps, each under the 16 MB limit

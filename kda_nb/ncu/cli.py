@@ -13,7 +13,7 @@ from ..kernels import kernels_unavailable_reason
 from .analysis import compare_reports, print_summary
 from .capturing import (ALL_MODES, DECODE_HEADS, DECODE_SEQS, H_DEFAULT, IMPLS, MODES, SOURCE_FILES, T_DEFAULT, capture,
                                   report_dir, workload)
-from .reports import _pandas, committed_reports, read_report, save_numbers
+from .reports import READERS, _pandas, committed_reports, read_report, save_numbers
 
 # %% auto #0
 __all__ = ['main']
@@ -55,11 +55,15 @@ def _cli() -> argparse.ArgumentParser:
     _shape_arguments(c, 2)
     s = sub.add_parser('summary', help='tables and checks of reports (needs the ncu_report module, no GPU)')
     s.add_argument('reports', nargs='*', help='.ncu-rep files (default: the committed ones)')
+    s.add_argument('--reader', choices=READERS, default='auto',
+                   help="ncu_report (module) or the ncu command's raw page (cli: no source lines); auto: the module where it imports")
     n = sub.add_parser('numbers', help="each report's numbers without its code, as JSON (save_numbers): <out>/<report name>.json")
     n.add_argument('reports', nargs='+', help='.ncu-rep files')
     n.add_argument('--out', required=True, help='folder for the JSON files')
     n.add_argument('--lines', action='store_true',
                    help="also keep the per-line samples and the text of kda_nb's own kernel files (never a peer's)")
+    n.add_argument('--reader', choices=READERS, default='auto',
+                   help="ncu_report (module) or the ncu command's raw page (cli: no source lines); auto: the module where it imports")
     d = sub.add_parser('compare', help='before/after table of two reports')
     d.add_argument('before'); d.add_argument('after')
     return ap
@@ -86,11 +90,11 @@ def _main(a):
     elif a.cmd == 'summary':
         paths = a.reports or list(committed_reports().values())
         if not paths: raise SystemExit(f"no reports given and none in {report_dir()}")
-        for p in paths: print_summary(read_report(p))
+        for p in paths: print_summary(read_report(p, reader=a.reader))
     elif a.cmd == 'numbers':
         keep = SOURCE_FILES if a.lines else ()
         for p in a.reports:
-            print(f"kda_nb.ncu numbers: {save_numbers(read_report(p), Path(a.out) / (Path(p).stem + '.json'), lines_of=keep)}")
+            print(f"kda_nb.ncu numbers: {save_numbers(read_report(p, reader=a.reader), Path(a.out) / (Path(p).stem + '.json'), lines_of=keep)}")
     elif a.cmd == 'compare':
         with _pandas().option_context('display.width', 200, 'display.max_rows', 200):
             print(compare_reports(a.before, a.after))

@@ -5,8 +5,11 @@
 # %% ../../nbs/08b_ncu_reports.ipynb #4e602d29
 from __future__ import annotations
 
+import csv
+import io
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -17,11 +20,12 @@ from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, REPORT_NAMES, report_dir
 if TYPE_CHECKING: import pandas as pd
 
 # %% auto #0
-__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NO_NCU_REPORT', 'NUMBERS_FORMAT',
-           'OTHER_FILES', 'metric', 'block_limits', 'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label',
-           'Profile', 'ncu_python_dirs', 'import_ncu_report', 'parse_actions', 'read_report', 'report_file_problem',
-           'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports', 'reports_unavailable_reason',
-           'load_committed', 'save_numbers', 'read_numbers']
+__all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'REASON_ALIASES', 'NCU_INSTALLS', 'NO_NCU_REPORT',
+           'CSV_LAUNCH_COLUMNS', 'NO_NCU_CLI', 'READERS', 'NUMBERS_FORMAT', 'OTHER_FILES', 'metric', 'block_limits',
+           'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile', 'ncu_python_dirs',
+           'import_ncu_report', 'parse_actions', 'CsvMetric', 'CsvAction', 'csv_actions', 'cli_actions', 'read_report',
+           'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports',
+           'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
 
 # %% ../../nbs/08b_ncu_reports.ipynb #be418b21
 def _pandas():
@@ -219,13 +223,18 @@ class Profile:
                 f"{len(self.counters)} PC counter rows)")
 
 # %% ../../nbs/08b_ncu_reports.ipynb #6346f71a
-def ncu_python_dirs(ncu: str | None = None) -> list[Path]:
+NCU_INSTALLS = Path('/opt/nvidia/nsight-compute')   # standalone installations, one folder per version
+
+def ncu_python_dirs(ncu: str | None = None, installs: Path = NCU_INSTALLS) -> list[Path]:
     """The `extras/python` folders holding `ncu_report.py` of the Nsight Compute installation of `ncu` (default: the
-    `ncu` on PATH): beside the executable (links followed), or in a `nsight-compute*` folder beside its `bin/`."""
+    `ncu` on PATH): beside the executable (links followed), in a `nsight-compute*` folder beside its `bin/`, or, where
+    `ncu` is the CUDA toolkit's launcher script (which runs the newest installation it finds), in the versions under
+    `installs`, newest first."""
     exe = ncu or shutil.which('ncu')
     if not exe: return []
     p = Path(exe).resolve()
-    roots = [p.parent, p.parent.parent, *sorted(p.parent.parent.glob('nsight-compute*'), reverse=True)]
+    roots = [p.parent, p.parent.parent, *sorted(p.parent.parent.glob('nsight-compute*'), reverse=True),
+             *sorted(Path(installs).glob('*'), reverse=True)]
     return [r / 'extras' / 'python' for r in dict.fromkeys(roots) if (r / 'extras' / 'python' / 'ncu_report.py').is_file()]
 
 NO_NCU_REPORT = ("reading .ncu-rep files needs NVIDIA's ncu_report module: pip install ncu-report "
@@ -293,20 +302,84 @@ def parse_actions(actions, path: str = '', label: str = '') -> Profile:
     return Profile(str(path), label or Path(str(path)).stem, L, frame(stalls, 'stalls'), frame(pcs, 'pcs'),
                    sources, metrics, C)
 
+# %% ../../nbs/08b_ncu_reports.ipynb #c5a1e7d3
+class CsvMetric:
+    "One metric of one launch as the `ncu` command prints it: the value (a float where it reads as a number) and its unit."
+    def __init__(self, value, unit: str = ''): self._value, self._unit = value, unit
+    def value(self, idx=None): return self._value
+    def unit(self): return self._unit
+    def has_correlation_ids(self): return False
+
+class CsvAction:
+    "One launch of `ncu --page raw --csv`, with the methods of `ncu_report`'s actions that `parse_actions` calls (no PCs, no sources)."
+    def __init__(self, name: str, metrics: dict): self._name, self._metrics = name, dict(metrics)
+    def name(self, base=None): return self._name
+    def metric_names(self): return tuple(self._metrics)
+    def metric_by_name(self, name): return self._metrics.get(name)
+    def source_info(self, pc): return None
+    def source_files(self): return {}
+    def sass_by_pc(self, pc): return ''
+
+CSV_LAUNCH_COLUMNS = ('ID', 'Process ID', 'Process Name', 'Host Name', 'Kernel Name', 'Context', 'Stream',
+                      'Block Size', 'Grid Size', 'Device', 'CC')   # the raw page's columns that are not metrics
+_CSV_NUMBER = re.compile(r'^[-+]?(\d[\d,]*\.?\d*|\.\d+)([eE][-+]?\d+)?$')
+
+def csv_actions(text: str) -> list[CsvAction]:
+    """The launches of `ncu --page raw --csv` output `text` (lines before its header, such as `==PROF==` ones, are
+    skipped): a header of column names, a row of units, one row per launch. ValueError if there is no such table."""
+    rows = list(csv.reader(io.StringIO(text)))
+    start = next((i for i, r in enumerate(rows) if r[:1] == ['ID'] and 'Kernel Name' in r), None)
+    if start is None or len(rows) < start + 2: raise ValueError("no table of ncu's raw page (a header row starting with ID)")
+    header, units = rows[start], rows[start + 1]
+    out = []
+    for r in rows[start + 2:]:
+        if len(r) != len(header): continue
+        row = dict(zip(header, r))
+        metrics = {n: CsvMetric(float(v.replace(',', '')) if _CSV_NUMBER.match(v) else v, u)
+                   for n, u, v in zip(header, units, r) if n not in CSV_LAUNCH_COLUMNS and v != ''}
+        out.append(CsvAction(row['Kernel Name'], metrics))
+    return out
+
+NO_NCU_CLI = "reading .ncu-rep files without the ncu_report module needs the ncu command on PATH"
+
+def cli_actions(path, ncu: str | None = None) -> list[CsvAction]:
+    "The launches of report `path` as the `ncu` command (default: the one on PATH) prints them (`csv_actions`)."
+    exe = ncu or shutil.which('ncu')
+    if not exe: raise ImportError(NO_NCU_CLI)
+    r = subprocess.run([exe, '--import', str(path), '--page', 'raw', '--csv', '--print-units', 'base'],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{exe} --import {path} failed with exit status {r.returncode}: {(r.stderr or r.stdout).strip()[-400:]}")
+    return csv_actions(r.stdout)
+
 # %% ../../nbs/08b_ncu_reports.ipynb #f48dcbaa
 _READ = {}          # (resolved path, size, mtime) -> Profile: each report is parsed once per process
 
-def read_report(path, label: str = '', cache: bool = True) -> Profile:
-    "Read an `.ncu-rep` file into a `Profile` (needs NVIDIA's `ncu_report` module; no GPU). Parsed once per process."
+READERS = ('auto', 'module', 'cli')   # read_report's readers: ncu_report (everything), or the ncu command (no lines)
+
+def read_report(path, label: str = '', cache: bool = True, reader: str = 'auto', ncu: str | None = None) -> Profile:
+    """Read an `.ncu-rep` file into a `Profile` (no GPU). Parsed once per process. `reader`: 'module', NVIDIA's
+    `ncu_report` (every table); 'cli', the `ncu` command's raw page (`cli_actions`: the launches and the Warp State
+    stalls, no per-line samples and no sources); 'auto', the module where it imports, else the command where there is
+    one. (On the lent H200 the module of Nsight Compute 2025.3.1 crashed the process that loaded a report, 2026-12-04:
+    there, read with 'cli'.)"""
+    if reader not in READERS: raise ValueError(f"reader must be one of {READERS}, got {reader!r}")
     path = Path(path)
     problem = report_file_problem(path)
     if problem: raise FileNotFoundError(problem)
+    if reader == 'auto':
+        try: import_ncu_report(); reader = 'module'
+        except ImportError:
+            if not (ncu or shutil.which('ncu')): raise
+            reader = 'cli'
     st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns, reader)
     if cache and key in _READ:
         return replace(_READ[key], label=label or path.stem)
-    ctx = import_ncu_report().load_report(str(path))
-    actions = [ctx[r][a] for r in range(ctx.num_ranges()) for a in range(ctx[r].num_actions())]
+    if reader == 'module':
+        ctx = import_ncu_report().load_report(str(path))
+        actions = [ctx[r][a] for r in range(ctx.num_ranges()) for a in range(ctx[r].num_actions())]
+    else: actions = cli_actions(path, ncu)
     p = parse_actions(actions, str(path), label)
     if cache: _READ[key] = p
     return p
