@@ -18,6 +18,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -215,8 +216,13 @@ void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor
 // be cut into steps of consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step
 // s on a second stream of higher priority, and the state passes from one step to the next in fp32 (the
 // carry), so the results are bitwise those of one step. Which batches take it, and in how many steps, is
-// kda_nb.plan's rule (the kernels notebook and the plan notebook say why).
+// kda_nb.plan's rule (the kernels notebook and the plan notebook say why); how the chunks are cut into the steps
+// is step_edge's (below): each step PIPELINE_GROWTH times the one before. Measured on the H200 in one process
+// (benchmarks/pipeline_growth_h200.md), 4 steps, one sequence of 8192: H = 96 0.967 -> 0.946 ms, H = 64
+// 0.755 -> 0.737 ms, of 32768 at H = 32 the same; other growths (1.3 to 3) were bumpy around it. Equal steps
+// until the growth's commit.
 constexpr int MAX_STEPS = 8;
+constexpr double PIPELINE_GROWTH = 1.6;    // §steps: each step this many times the one before (1: equal steps)
 
 struct SideStream {                        // per thread and device: the second stream and the events that join it
     cudaStream_t stream = nullptr;
@@ -242,8 +248,19 @@ cudaError_t side_stream(SideStream*& out) {
 }
 
 // §steps: K1 and K2 over the whole batch on `stream`, in `steps` steps as above; `carry` holds two
-// [H, 128, 128] fp32 states when steps > 1 (step s reads the one step s - 1 wrote).
-cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, cudaStream_t stream) {
+// [H, 128, 128] fp32 states when steps > 1 (step s reads the one step s - 1 wrote). Step s covers the chunks
+// [step_edge(s), step_edge(s + 1)) of each sequence: each step `growth` times as long as the one before (1: equal
+// steps), so that the first, whose K1 runs alone while K2 waits for it, is short.
+int64_t step_edge(int64_t s, int64_t steps, int64_t chunks, double growth) {
+    if (s <= 0) return 0;
+    if (s >= steps) return chunks;
+    const double w = growth == 1.0 ? double(s) / double(steps) : (std::pow(growth, double(s)) - 1.0) / (std::pow(growth, double(steps)) - 1.0);
+    const int64_t edge = static_cast<int64_t>(std::llround(w * double(chunks)));
+    return std::max<int64_t>(s, std::min<int64_t>(chunks - (steps - s), edge));   // at least one chunk a step
+}
+
+cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, cudaStream_t stream,
+                           double growth = PIPELINE_GROWTH) {
     cudaError_t err;
     if (steps == 1) {
         if ((err = kda::launch_prepare(a, stream)) != cudaSuccess) return err;
@@ -251,11 +268,11 @@ cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, c
     }
     SideStream* side = nullptr;
     if ((err = side_stream(side)) != cudaSuccess) return err;
-    const int64_t per = (a.max_chunks + steps - 1) / steps, carry_floats = static_cast<int64_t>(a.H) * 128 * 128;
+    const int64_t carry_floats = static_cast<int64_t>(a.H) * 128 * 128;
     for (int64_t s = 0; s < steps; ++s) {
         kda::FwdArgs step = a;
-        step.chunk_lo = s * per;
-        step.chunk_hi = s + 1 == steps ? INT64_MAX : (s + 1) * per;
+        step.chunk_lo = step_edge(s, steps, a.max_chunks, growth);
+        step.chunk_hi = s + 1 == steps ? INT64_MAX : step_edge(s + 1, steps, a.max_chunks, growth);
         step.carry_in = s > 0 ? carry + ((s - 1) & 1) * carry_floats : nullptr;
         step.carry_out = s + 1 < steps ? carry + (s & 1) * carry_floats : nullptr;
         if ((err = kda::launch_prepare(step, stream)) != cudaSuccess) return err;

@@ -31,16 +31,22 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
     recurrence_block<WARPS, NSTAGE, 0, NoPrepare>(p, smem, full, empty);
 }
 
+// Whether the shared-memory attribute of each configuration's kernel is set, per device. A variable of the file
+// (internal linkage), not a static inside launch_recurrence_with: a template's static local is one object per
+// process, which two builds of these kernels loaded side by side (a before/after comparison) would share, so the
+// second build's kernel went without its attribute and failed to launch ("invalid argument", 2026-12-04).
+namespace { bool k2_attribute_set[2][MAX_DEVICES] = {}; }
+
 template <int NSTAGE>
 cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
     using Ly = K2Layout<K2_WARPS>;
     constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
     void (*kernel)(FwdArgs) = kda_fwd_recurrence<K2_WARPS, NSTAGE>;
-    static bool ready[MAX_DEVICES] = {};       // the shared-memory attribute, set once per device
-    if (!ready[device]) {
+    bool& ready = k2_attribute_set[NSTAGE == K2_STAGES ? 0 : 1][device];
+    if (!ready) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
-        ready[device] = true;
+        ready = true;
     }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     const dim3 grid(a.H * (D / Ly::VB), ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
