@@ -26,7 +26,8 @@ def check_sources(p: Profile, expected=ALL_KERNELS) -> list[Finding]:
         rows = p.pcs[p.pcs.kernel == k]
         if not len(p.launches[p.launches.kernel == k]): continue
         if rows.empty:
-            out.append(Finding('error', 'source', f"{k}: no per-line stall samples (Source Counters); capture with --set full"))
+            out.append(Finding('error', 'source', f"{k}: no per-line stall samples (Source Counters); capture with --set full, and read the "
+                                   "report with ncu_report (the ncu command's raw page, --reader cli, has none)"))
             continue
         with_line = rows[rows.line.notna()]
         if with_line.empty:
