@@ -51,6 +51,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 status=0
+# The commit the benchmark records: COMMIT=<sha> from the machine that sent the tree. The GPU machine's copy of the
+# tree has carried the git metadata of an earlier commit (2026-12-04: records said "25789d5 + uncommitted changes" for
+# a later tree), so pass it: COMMIT=$(git rev-parse --short=12 HEAD) in the command line written on this side.
+COMMIT_ARG=(); [ -n "${COMMIT:-}" ] && COMMIT_ARG=(--commit "$COMMIT")
 echo "== build (this tree and $BASE)"
 python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
@@ -79,7 +83,7 @@ if [ "$BENCH" = --train ]; then
   done
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   bounded python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
-    --no-plots --out "$LOG" --tag train_h200 2>&1 | tee "$LOG/train.txt" || status=1
+    --no-plots --out "$LOG" --tag train_h200 "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --capture ]; then
@@ -120,7 +124,7 @@ echo "== GPU tests (not the slow ones)"
 bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then
   echo "== benchmark: anchor and small calls, this tree against $BASE"
-  bounded python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house 2>&1 \
+  bounded python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house "${COMMIT_ARG[@]}" 2>&1 \
     | tee "$LOG/bench.txt" || status=1
 fi
 exit $status
