@@ -150,6 +150,28 @@ def test_binding_one_entry_point_per_path():
     assert all('#include "kda_layout.cuh"' in src[f] for f in KERNEL_UNITS) and '#include "kda_layout.cuh"' in src['kda_launch.h']
 
 
+def shared_statics(src: str) -> list[str]:
+    """The function-local `static` variables of `src` inside a function template or an inline function: `[(function
+    line, static line)]` (a function starts at a line at column 0 and ends at the next `}` at column 0)."""
+    found, head, kind = [], None, None
+    lines = [l.split('//')[0] for l in src.splitlines()]
+    for i, l in enumerate(lines):
+        if l.startswith('}'): head = None
+        elif l and not l[0].isspace() and '(' in l and not l.startswith(('#', 'constexpr', 'struct', 'namespace', 'using')):
+            before = lines[i - 1] if i else ''
+            shared = l.startswith(('template', 'inline', '__device__ __forceinline__')) or before.startswith('template') or ' inline ' in f' {l}'
+            head = l.strip() if shared else None
+        elif head and re.match(r'\s+static\s+(?!constexpr|_assert|const\b)', l):
+            found.append((head, l.strip()))
+    return found
+
+def test_no_shared_statics():
+    offenders = {f: s for f in CSRC_FILES for s in [shared_statics((csrc_dir() / f).read_text())] if s}
+    assert offenders == {'kda_launch.h': [('inline int sm_count(int device) {', 'static int sms[MAX_DEVICES] = {};')]}, offenders
+    demo = 'template <int N>\ncudaError_t launch(int d) {\n    static bool ready[64] = {};\n    return 0;\n}\nint plain() {\n    static int x = 0;\n}\n'
+    assert shared_statics(demo) == [('cudaError_t launch(int d) {', 'static bool ready[64] = {};')]
+
+
 def test_failed_build_fails_once(monkeypatch):
     "A build that fails raises its reason, and later calls raise it again without building again."
     import kda_nb.kernels as K
