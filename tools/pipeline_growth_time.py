@@ -19,34 +19,22 @@ from kda_nb.layout import random_inputs
 
 CASES = [('one of 8192, H = 96', 8192, 96), ('one of 8192, H = 64', 8192, 64), ('one of 32768, H = 32', 32768, 32)]
 CONFIGS = [(4, 1.0), (4, 1.4), (4, 1.5), (4, 1.6), (4, 1.7), (4, 1.8), (4, 2.0), (5, 1.4), (5, 1.6), (3, 1.6)]
-ENTRY = '''void kda_fwd_chunked_growth(KDA_CALL_PARAMS, int64_t steps, double growth) {
-    TORCH_CHECK(steps >= 1 && steps <= MAX_STEPS && growth > 0, "steps must be 1 to 8 and growth positive");
-    const c10::DeviceGuard guard(q.device());
-    const Call c = prepare(KDA_CALL_TENSORS, true);
-    torch::Tensor tables;
-    kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
-    steps = std::max<int64_t>(1, std::min<int64_t>(steps, a.max_chunks));
-    const int64_t rec_bytes = a.max_chunks * c.H * static_cast<int64_t>(kda::record_bytes());
-    const int64_t ws_bytes = rec_bytes + (steps > 1 ? 2 * c.H * 128 * 128 * 4 : 0);
-    const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
-    a.workspace = ws.data_ptr();
-    const cudaError_t err = launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes),
-                                           c.stream, growth);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd_chunked_growth: launching K1 and K2 failed: ", cudaGetErrorString(err));
-    finish(c, out, final_state);
-}
-
-'''
-MARK = '// The fused path:'
+HEAD = 'void kda_fwd_chunked(KDA_CALL_PARAMS, int64_t steps) {'   # the entry point the variant copies
+MARK = '// The fused path:'                                        # where the copy goes
 
 
 def variant(folder: Path) -> Path:
-    "This tree's kernel sources in `folder`, the binding with kda_fwd_chunked_growth added."
+    """This tree's kernel sources in `folder`, the binding with kda_fwd_chunked_growth added: a copy of the binding's own
+    kda_fwd_chunked that takes the growth and hands it to launch_chunked."""
     for f in kernels.csrc_dir().iterdir():
         if f.is_file(): shutil.copy(f, folder / f.name)
     b = (folder / 'kda_binding.cpp').read_text()
-    if MARK not in b: sys.exit(f"pipeline_growth_time: the binding has no '{MARK}' to put the entry point before")
-    (folder / 'kda_binding.cpp').write_text(b.replace(MARK, ENTRY + MARK, 1))
+    if HEAD not in b or MARK not in b: sys.exit(f"pipeline_growth_time: the binding has no '{HEAD}' or '{MARK}'")
+    body = b[b.index(HEAD):b.index('\n}\n', b.index(HEAD)) + 3]
+    entry = (body.replace(HEAD, 'void kda_fwd_chunked_growth(KDA_CALL_PARAMS, int64_t steps, double growth) {')
+                 .replace('c.stream);', 'c.stream, growth);'))
+    if 'c.stream, growth);' not in entry: sys.exit("pipeline_growth_time: kda_fwd_chunked's call of launch_chunked has changed")
+    (folder / 'kda_binding.cpp').write_text(b.replace(MARK, entry + '\n' + MARK, 1))
     return folder
 
 
