@@ -133,10 +133,14 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     du = torch.empty(M, H, CHUNK, D, **f32)
     invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
     factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
+    identity = bool(torch.equal(order, torch.arange(N)))             # one sequence, or the sequences longest first already
     order = order.pin_memory().to(dev, non_blocking=True)           # no wait for the stream (the binding's tables too)
-    dS = (grad_state.float()[order] if grad_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
+    def sorted_states(x):        # the caller's states in the passes' order, fp32, in a tensor of their own (the passes write it)
+        if x is None: return torch.zeros(N, H, D, D, **f32)
+        return x.to(torch.float32, copy=True).contiguous() if identity else x.float()[order].contiguous()
+    dS = sorted_states(grad_state)
     dSo, dR, dS0 = torch.empty(M, H, D, D, device=dev, dtype=states_dtype), torch.empty_like(du), torch.empty_like(dS)
-    S0 = (initial_state.float()[order] if initial_state is not None else torch.zeros(N, H, D, D, **f32)).contiguous()
+    S0 = sorted_states(initial_state)
     Sc = torch.empty_like(dSo)
     R, U = torch.empty_like(du), torch.empty_like(du)
     v16, do16 = aligned16(v), aligned16(do)
@@ -172,8 +176,10 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     dbeta = new(B, T, H, device=dev, dtype=grads_dtype)
     dA_part, ddt_part = torch.empty(M, H, **f32), torch.empty(M, H, D, **f32)
     ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part, 0, M)
-    dinit = torch.empty_like(dS0)
-    dinit[order] = dS0                                                # back to the original sequence order
+    if identity: dinit = dS0                                          # no gathers and no scatter in the sequences' own order
+    else:
+        dinit = torch.empty_like(dS0)
+        dinit[order] = dS0                                            # back to the original sequence order
     return (dq, dk, dv, dg, dbeta, dA_part.sum(0).reshape(A_log.shape), ddt_part.sum(0).reshape(dt_bias.shape),
             dinit if initial_state is not None else None)
 
