@@ -301,18 +301,8 @@ __device__ __forceinline__ void load_tile(float (*dst)[LD], const float* src) {
     }
 }
 
-// four consecutive channels of row v of a state, fp32 or bf16, as floats
-template <bool BF16>
-__device__ __forceinline__ float4 state4(const void* base, int64_t off) {
-    if constexpr (BF16) {
-        const uint2 w = __ldg(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(base) + off));
-        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
-        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
-        return make_float4(lo.x, lo.y, hi.x, hi.y);
-    } else {
-        return __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(base) + off));
-    }
-}
+// four consecutive channels of row v of an fp32 state
+__device__ __forceinline__ float4 state4(const float* base, int64_t off) { return __ldg(reinterpret_cast<const float4*>(base + off)); }
 __device__ __forceinline__ float at4(const float4& v, int e) { return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w; }
 
 // A fragment (16 x 8, k = v) of a shared [CHUNK][LD] tile at k-step s, split into tf32 hi and lo parts
@@ -322,35 +312,37 @@ __device__ __forceinline__ void a_frag(const float (*X)[LD], int s, int g, int t
     split_tf32(X[g][8 * s + t + 4], hi[2], lo[2]);
     split_tf32(X[g + 8][8 * s + t + 4], hi[3], lo[3]);
 }
-// d += a b in 3xTF32; where b is a bf16 state's value (EXACT_B), b is a tf32 already (its lo part is zero) and the
-// lo x hi product that adds nothing is left out: 2xTF32, the same bits (until ee1abe6 of main three products always)
-template <bool EXACT_B>
+// d += a b in 3xTF32 (about fp32's accuracy): a and b each split into tf32 hi and lo parts, the lo x lo product left out
 __device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
                                      uint32_t bh0, uint32_t bl0, uint32_t bh1, uint32_t bl1) {
     mma_tf32(d, al, bh0, bh1);
-    if constexpr (!EXACT_B) mma_tf32(d, ah, bl0, bl1);
+    mma_tf32(d, ah, bl0, bl1);
     mma_tf32(d, ah, bh0, bh1);
-}
-// b as the hi and lo parts of 3xTF32 (a bf16 state's value is its own hi part: no split)
-template <bool EXACT_B>
-__device__ __forceinline__ void split_b(float x, uint32_t& hi, uint32_t& lo) {
-    if constexpr (EXACT_B) { hi = __float_as_uint(x); lo = 0u; }
-    else split_tf32(x, hi, lo);
 }
 
 // X_q = dP Sc, X_k = dR Sc, dkr = U dSo ([CHUNK][D] each, into f.qd, f.kd, f.ki) and ddecay = sum_v Sc * dSo.
 // Warp w, lane 4g + t: n-tile e of the warp holds channel 32w + 4n + e at its column n, so that a lane's
 // B fragments are 4 consecutive channels of one state row (one 16- or 8-byte load).
-// §state stages (bf16 states): rows 8 st .. 8 st + 7 of Sc and of dSo for k-step st, copied by cp.async SP_STAGES - 1
-// k-steps ahead into stages that lie in tiles no one reads during the products (f.kd, f.qd: R and dU are spent; do_raw);
-// rows padded to 288 bytes, so that a half-warp's 8-byte reads (rows t, channels 4g) hit different banks. (Until the
-// commit after 021f6cf of main each lane loaded its values from global memory itself, two k-steps ahead at most:
-// 18% of the kernel's stalls waited for them.)
+//
+// fp32 states: m16n8k8 in 3xTF32, each lane loading its values from global memory (rows t and t + 4 of k-step st).
+// bf16 states (what the library keeps, STATES_DTYPE): the states' values are bf16 already, so the products run as
+// m16n8k16 bf16 mma with the left operand (dP, dR, U: fp32 tiles) split into bf16 hi = rn(x) and lo = rn(x - hi),
+// two products, leaving x - hi - lo, at most 2^-18 |x| (the bf16 state itself is rounded by 2^-9): half the mma
+// instructions of m16n8k8 tf32 with its hi and lo (2xTF32 until 336c3dd of main, whose left operand kept 2^-21), and no
+// conversion of the states' values to fp32 for the products. A k-step's 16 rows v sit in the mma's k slots permuted
+// (slots 2t, 2t + 1, 2t + 8, 2t + 9 hold rows t, t + 4, 8 + t, 12 + t), the same for both operands, so that a lane
+// reads the rows t and t + 4 of each half that the m16n8k8 layout read, with the same conflict-free loads.
+// §state stages (bf16 states): rows 8 st .. 8 st + 7 of Sc and of dSo for half-step st (two make one k-step of 16),
+// copied by cp.async SP_STAGES - 1 half-steps ahead into stages that lie in tiles no one reads during the products
+// (f.kd, f.qd: R and dU are spent; do_raw); rows padded to 288 bytes, so that a half-warp's 8-byte reads (rows t,
+// channels 4g) hit different banks. (Until the commit after 021f6cf of main each lane loaded its values from global
+// memory itself, two k-steps ahead at most: 18% of the kernel's stalls waited for them.)
 constexpr int SP_LD = D + 16;                           // bf16 elements in a padded row
 constexpr int SP_STAGE = 2 * 8 * SP_LD * 2;             // bytes: 8 rows of Sc, then 8 of dSo
 constexpr int SP_STAGES = 4;
 // stage i: three in f.kd and f.qd (contiguous in Factors), the fourth in do_raw
 static_assert(3 * SP_STAGE <= 2 * sizeof(float) * CHUNK * LD && SP_STAGE <= CHUNK * D * 4 && SP_STAGES == 4, "the stages fit");
+static_assert((SP_LD * 2) % 16 == 0, "16-byte rows");
 __device__ __forceinline__ unsigned char* sp_stage(Adjoint& s, int i) {
     return i < 3 ? reinterpret_cast<unsigned char*>(&s.f.kd[0][0]) + i * SP_STAGE : s.do_raw;
 }
@@ -361,12 +353,22 @@ __device__ __forceinline__ void sp_copy(const AdjointArgs& p, int64_t state_off,
         cp_async16(stage + (row * SP_LD + 8 * piece) * 2, src);
     }
 }
-__device__ __forceinline__ float4 bf16x4(const __nv_bfloat16* at) {
-    const uint2 w = *reinterpret_cast<const uint2*>(at);
-    const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.x));
-    const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w.y));
-    return make_float4(lo.x, lo.y, hi.x, hi.y);
+// A fragment of m16n8k16 at k-step s of a shared fp32 [CHUNK][LD] tile, as bf16 hi and lo parts: rows g, g + 8; the k
+// slots 2t, 2t + 1 (+ 8) hold columns 16 s + t, + 4 (+ 8), the permutation above (each load a warp's 32 banks, as a_frag's)
+__device__ __forceinline__ void a_frag_bf16(const float (*X)[LD], int s, int g, int t, uint32_t (&hi)[4], uint32_t (&lo)[4]) {
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+        const float* at = &X[g + 8 * (r & 1)][16 * s + 8 * (r >> 1) + t];
+        const float x0 = at[0], x1 = at[4];
+        hi[r] = pack_bf16(x0, x1);
+        lo[r] = pack_bf16(x0 - __uint_as_float(hi[r] << 16), x1 - __uint_as_float(hi[r] & 0xffff0000u));
+    }
 }
+// the 16-bit halves of a pair of state words as one B register (k = the two rows, n = one channel): lo halves or hi halves
+__device__ __forceinline__ uint32_t pair_lo(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x5410); }
+__device__ __forceinline__ uint32_t pair_hi(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x7632); }
+__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 template <bool BF16>
 __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adjoint& s) {
@@ -377,37 +379,71 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
     if constexpr (BF16) {
 #pragma unroll
         for (int i = 0; i < SP_STAGES - 1; ++i) { sp_copy(p, state_off, sp_stage(s, i), i); cp_async_commit(); }
-    }
-#pragma unroll 2
-    for (int st = 0; st < D / 8; ++st) {
-        float4 sc0, sc1, ds0, ds1;
-        if constexpr (BF16) {
-            cp_async_wait<SP_STAGES - 2>();
-            __syncthreads();                           // k-step st has landed, and the stage of st - 1 is free
-            if (st + SP_STAGES - 1 < D / 8) sp_copy(p, state_off, sp_stage(s, (st + SP_STAGES - 1) % SP_STAGES), st + SP_STAGES - 1);
-            cp_async_commit();
-            const __nv_bfloat16* at = reinterpret_cast<const __nv_bfloat16*>(sp_stage(s, st % SP_STAGES)) + t * SP_LD + ch;
-            sc0 = bf16x4(at); sc1 = bf16x4(at + 4 * SP_LD);
-            ds0 = bf16x4(at + 8 * SP_LD); ds1 = bf16x4(at + 12 * SP_LD);
-        } else {
-            const int64_t r0 = state_off + static_cast<int64_t>(8 * st + t) * D + ch, r1 = r0 + 4 * D;
-            sc0 = state4<false>(p.sc, r0); sc1 = state4<false>(p.sc, r1);
-            ds0 = state4<false>(p.dso, r0); ds1 = state4<false>(p.dso, r1);
-        }
-        uint32_t ph[4], pl[4], rh[4], rl[4], uh[4], ul[4];
-        a_frag(s.f.ki, st, g, t, ph, pl);
-        a_frag(s.dr, st, g, t, rh, rl);
-        a_frag(s.u, st, g, t, uh, ul);
+#pragma unroll 1
+        for (int ks = 0; ks < D / 16; ++ks) {
+            // rows t, t + 4 of half-steps 2 ks and 2 ks + 1 (k slots 2t, 2t + 1 and 2t + 8, 2t + 9), channels ch .. ch + 3, of
+            // Sc and dSo: [half][row][Sc, dSo]; each half's stage read before the next half's copy may overwrite it
+            uint2 v[2][2][2];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const float s0 = at4(sc0, e), s1 = at4(sc1, e), d0 = at4(ds0, e), d1 = at4(ds1, e);
-            dd[e] = fmaf(s0, d0, fmaf(s1, d1, dd[e]));
-            uint32_t sh0, sl0, sh1, sl1, dh0, dl0, dh1, dl1;
-            split_b<BF16>(s0, sh0, sl0); split_b<BF16>(s1, sh1, sl1);
-            split_b<BF16>(d0, dh0, dl0); split_b<BF16>(d1, dh1, dl1);
-            mma3<BF16>(xq[e], ph, pl, sh0, sl0, sh1, sl1);
-            mma3<BF16>(xk[e], rh, rl, sh0, sl0, sh1, sl1);
-            mma3<BF16>(dkr[e], uh, ul, dh0, dl0, dh1, dl1);
+            for (int half = 0; half < 2; ++half) {
+                const int st = 2 * ks + half;
+                cp_async_wait<SP_STAGES - 2>();
+                __syncthreads();                       // half-step st has landed, and the stage of st - 1 is read
+                if (st + SP_STAGES - 1 < D / 8) sp_copy(p, state_off, sp_stage(s, (st + SP_STAGES - 1) % SP_STAGES), st + SP_STAGES - 1);
+                cp_async_commit();
+                const __nv_bfloat16* at = reinterpret_cast<const __nv_bfloat16*>(sp_stage(s, st % SP_STAGES)) + t * SP_LD + ch;
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    v[half][r][0] = *reinterpret_cast<const uint2*>(at + 4 * r * SP_LD);
+                    v[half][r][1] = *reinterpret_cast<const uint2*>(at + (8 + 4 * r) * SP_LD);
+                }
+            }
+            uint32_t ph[4], pl[4], rh[4], rl[4], uh[4], ul[4];
+            a_frag_bf16(s.f.ki, ks, g, t, ph, pl);
+            a_frag_bf16(s.dr, ks, g, t, rh, rl);
+            a_frag_bf16(s.u, ks, g, t, uh, ul);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {              // channel ch + e: word e / 2 of each row, its low or high half
+                uint32_t b[2][2];                      // [Sc, dSo][k-half]
+#pragma unroll
+                for (int m = 0; m < 2; ++m)
+#pragma unroll
+                    for (int half = 0; half < 2; ++half) {
+                        const uint32_t w0 = e < 2 ? v[half][0][m].x : v[half][0][m].y, w1 = e < 2 ? v[half][1][m].x : v[half][1][m].y;
+                        b[m][half] = (e & 1) ? pair_hi(w0, w1) : pair_lo(w0, w1);
+                    }
+#pragma unroll
+                for (int half = 0; half < 2; ++half) {  // sum over the lane's four rows of Sc * dSo at channel ch + e
+                    const uint32_t s0 = b[0][half], d0 = b[1][half];
+                    dd[e] = fmaf(bf_lo(s0), bf_lo(d0), fmaf(bf_hi(s0), bf_hi(d0), dd[e]));
+                }
+                mma_bf16(xq[e], pl, b[0][0], b[0][1]);  mma_bf16(xq[e], ph, b[0][0], b[0][1]);
+                mma_bf16(xk[e], rl, b[0][0], b[0][1]);  mma_bf16(xk[e], rh, b[0][0], b[0][1]);
+                mma_bf16(dkr[e], ul, b[1][0], b[1][1]); mma_bf16(dkr[e], uh, b[1][0], b[1][1]);
+            }
+        }
+    } else {
+#pragma unroll 2
+        for (int st = 0; st < D / 8; ++st) {
+            const int64_t r0 = state_off + static_cast<int64_t>(8 * st + t) * D + ch, r1 = r0 + 4 * D;
+            const float* sc = static_cast<const float*>(p.sc); const float* dso = static_cast<const float*>(p.dso);
+            const float4 sc0 = state4(sc, r0), sc1 = state4(sc, r1);
+            const float4 ds0 = state4(dso, r0), ds1 = state4(dso, r1);
+            uint32_t ph[4], pl[4], rh[4], rl[4], uh[4], ul[4];
+            a_frag(s.f.ki, st, g, t, ph, pl);
+            a_frag(s.dr, st, g, t, rh, rl);
+            a_frag(s.u, st, g, t, uh, ul);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const float s0 = at4(sc0, e), s1 = at4(sc1, e), d0 = at4(ds0, e), d1 = at4(ds1, e);
+                dd[e] = fmaf(s0, d0, fmaf(s1, d1, dd[e]));
+                uint32_t sh0, sl0, sh1, sl1, dh0, dl0, dh1, dl1;
+                split_tf32(s0, sh0, sl0); split_tf32(s1, sh1, sl1);
+                split_tf32(d0, dh0, dl0); split_tf32(d1, dh1, dl1);
+                mma3(xq[e], ph, pl, sh0, sl0, sh1, sl1);
+                mma3(xk[e], rh, rl, sh0, sl0, sh1, sl1);
+                mma3(dkr[e], uh, ul, dh0, dl0, dh1, dl1);
+            }
         }
     }
     __syncthreads();                                   // every warp is done reading dP: its tile takes dkr
@@ -447,7 +483,7 @@ __device__ __forceinline__ void tile_products_part(const float (*X)[LD], const f
             uint32_t bh0, bl0, bh1, bl1;
             split_tf32(Y[8 * nt + g][col], bh0, bl0);
             split_tf32(Y[8 * nt + g][col + 4], bh1, bl1);
-            mma3<false>(acc[nt], ah, al, bh0, bl0, bh1, bl1);
+            mma3(acc[nt], ah, al, bh0, bl0, bh1, bl1);
         }
     }
 #pragma unroll
