@@ -222,7 +222,7 @@ def chunk_state_adjoint_tf32(f: dict, dP: torch.Tensor, U: torch.Tensor, Sc: tor
         if n > len(dS): dS = torch.cat([dS, seeds[len(dS):n]])
         c = slice(r - n, r); r -= n
         dSo = dS if kept is None else dS.to(kept).to(dS.dtype)
-        torch.matmul(U[c], dSo, out=dkr[c])                       # the adjoint's products with dSo (3xTF32 there)
+        torch.matmul(U[c], dSo, out=dkr[c])                       # the adjoint's products with dSo (near fp32's accuracy there)
         torch.linalg.vecdot(dSo, Sc[c], dim=-2, out=ddecay[c])
         dU[c] += kr[c] @ tf32(dS).transpose(-1, -2)
         dPR[c, :, C:] = invb_t[c] @ tf32(dU[c])
