@@ -1,13 +1,19 @@
 """Where a training step's GPU time goes in time, not only in sum: a trace of a few back-to-back calls under torch's
 profiler, each kernel's start and end on its stream, and the stretches where no kernel runs on the GPU at all.
 
-    python tools/backward_timeline.py [--T 8192] [--H 64] [--N 1] [--what step|backward] [--calls 3] [--out DIR]
+    python tools/backward_timeline.py [--H 64] [--case fixed|six|8x1024|long] [--what step|backward] [--calls 3]
+                                      [--host 25] [--out DIR]
 
-`step` is what the benchmark's train group times: `kda_nb.kda`'s forward and the backward from upstream gradients of
-out and the final state (bf16 inputs, fp32 states); `backward` is `kda_backward_cuda` alone with bf16 gradients, as
-the autograd calls it. The calls run back to back with no synchronisation between them (the host may run ahead), after
-warm-up calls. Prints the last call's kernels in the order they start (offsets in us from that call's first kernel),
-the idle stretches longer than --gap us over all the traced calls, and the busy share; writes timeline.json."""
+The cases are the benchmark's train group (`kda_nb.bench.cases.train_cases`: the anchors' three layouts at T = 8192
+and --H, or `long`, one sequence of 32768 at H = 32), with its inputs (`make_inputs`). `step` is the step that group
+times (`kda_nb.bench.backends.train_step`: `kda_nb.kda`'s forward and the backward from fixed upstream gradients);
+`backward` is `kda_backward_cuda` alone from the same upstream gradients, with bf16 gradients as the autograd asks. The
+calls run back to back with no synchronisation between them (the host may run ahead), after warm-up calls. Prints the
+last call's kernels in the order they start (offsets in us from that call's first), the idle stretches longer than
+--gap us over all the traced calls, and the busy share; with --host, the host's time to issue a call, events around
+each of 10 calls (the benchmark's way), where a call makes the host wait for the GPU (`train_stages.host_waits`) and
+the host's slowest Python functions; writes timeline.json. (`benchmarks/timeline_h200_step_T8192_H64.json` was taken
+by this tool's first version, 44899b7, on `kda_nb.layout.random_inputs` of the same shape.)"""
 from __future__ import annotations
 
 import argparse, cProfile, io, json, pstats, statistics, tempfile, time
@@ -15,27 +21,29 @@ from pathlib import Path
 
 import torch
 
-import kda_nb
+from train_stages import host_waits            # the same check (tools/ is on a script's path)
+
+from kda_nb import kda
 from kda_nb.backward_kernels import kda_backward_cuda
-from kda_nb.layout import random_inputs
+from kda_nb.bench.backends import train_step
+from kda_nb.bench.cases import make_inputs, train_cases
+
+CASES = {'fixed': 'fixed', 'six': 'varlen six', '8x1024': 'varlen 1024 x 8'}
 
 
-def make_call(what: str, T: int, H: int, N: int):
-    seqlens = None if N == 1 else [T // N] * N
-    inp = random_inputs(1, T if N == 1 else 0, H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
-    gen = torch.Generator(device='cuda').manual_seed(1)
-    go = torch.randn(inp['v'].shape, generator=gen, device='cuda').to(torch.bfloat16)
-    gs = torch.randn(inp['initial_state'].shape, generator=gen, device='cuda')
-    if what == 'backward':
-        return lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, grads_dtype=torch.bfloat16)
-    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
-    leaves = {n: inp[n].clone().requires_grad_() for n in names}
-    rest = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=inp['cu_seqlens'])
-    def call():
-        for x in leaves.values(): x.grad = None
-        out, fs = kda_nb.kda(**leaves, **rest)
-        torch.autograd.backward([out, fs], [go, gs])
-    return call
+def pick_case(name: str, H: int):
+    "The benchmark's training case `name` (a key of CASES at H heads, or 'long')."
+    if name == 'long': return train_cases(Hs=())[-1]
+    return next(c for c in train_cases(Hs=(H,), long_T=0) if c.name == CASES[name])
+
+
+def make_call(what: str, case):
+    "`call()` for one step (or backward) of `case`, as the benchmark's train group makes it."
+    step = train_step(lambda **x: kda(**x, backend='cuda'), make_inputs(case, 'cuda'), case)
+    if what == 'step': return step
+    inp = make_inputs(case, 'cuda')
+    go, gs = step.upstream
+    return lambda: kda_backward_cuda(**inp, grad_out=go, grad_state=gs, grads_dtype=torch.bfloat16)
 
 
 def kernels_of(trace: dict) -> list[dict]:
@@ -63,16 +71,16 @@ def idle_stretches(ks: list[dict], gap: float) -> tuple[list[tuple[float, float,
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
-    ap.add_argument('--T', type=int, default=8192)
     ap.add_argument('--H', type=int, default=64)
-    ap.add_argument('--N', type=int, default=1)
+    ap.add_argument('--case', choices=(*CASES, 'long'), default='fixed')
     ap.add_argument('--what', choices=('step', 'backward'), default='step')
     ap.add_argument('--calls', type=int, default=3)
     ap.add_argument('--gap', type=float, default=10.0, help='idle stretches shorter than this (us) are not listed')
     ap.add_argument('--out', default='.')
     ap.add_argument('--host', type=int, default=0, help="also the host's own time: that many python functions of one call by cProfile")
     a = ap.parse_args()
-    call = make_call(a.what, a.T, a.H, a.N)
+    case = pick_case(a.case, a.H)
+    call = make_call(a.what, case)
     for _ in range(3): call()
     torch.cuda.synchronize()
     if a.host:
@@ -86,6 +94,9 @@ def main():
         per = [s.elapsed_time(e) for s, e in ev]
         print(f"host time to issue a call: median {statistics.median(host):.3f} ms (range {min(host):.3f} - {max(host):.3f}); "
               f"events around each of 10 back-to-back calls (the benchmark's way): median {statistics.median(per):.3f} ms")
+        waits = host_waits(call)
+        print(f"the host waited for the GPU {sum(waits.values())} times in a call" +
+              ''.join(f"\n  {n} x {where}" for where, n in waits.items()))
         pr = cProfile.Profile(); pr.enable(); call(); pr.disable(); torch.cuda.synchronize()
         buf = io.StringIO(); pstats.Stats(pr, stream=buf).sort_stats('tottime').print_stats(a.host)
         print('\n'.join(l for l in buf.getvalue().splitlines() if l.strip())[:6000])
@@ -93,8 +104,7 @@ def main():
     start.record()
     for _ in range(5): call()
     end.record(); torch.cuda.synchronize()
-    print(f"{a.what}, T = {a.T}, H = {a.H}, N = {a.N}: {start.elapsed_time(end) / 5:.3f} ms a call between CUDA events "
-          f"(5 back to back)")
+    print(f"{a.what}, {case}: {start.elapsed_time(end) / 5:.3f} ms a call between CUDA events (5 back to back)")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]) as prof:
         for i in range(a.calls):
             with torch.profiler.record_function(f'call {i}'): call()
