@@ -80,29 +80,40 @@ static_assert(StatesStage::BYTES % 16 == 0 && DStatesStage::BYTES % 16 == 0 && S
               DStatesStage::DO % 16 == 0 && DStatesStage::DU % 16 == 0 && (LDH * 2) % 16 == 0 && (LDVH * 2) % 16 == 0 &&
               (LDV * 4) % 16 == 0, "16-byte aligned tiles and rows");
 
-// §copies: `cols` columns of `rows` rows of src (row length src_ld elements of `eb` bytes), starting at element col0, into
-// dst (row length ld elements); whole 16-byte pieces, spread over the block's THREADS threads
-template <int THREADS>
-__device__ __forceinline__ void copy_rows(void* dst, int ld, const void* src, int src_ld, int64_t col0, int rows, int cols, int eb) {
-    const int per = cols * eb / 16;
-    for (int e = threadIdx.x; e < rows * per; e += THREADS) {
-        const int r = e / per, q = e % per;
-        cp_async16(static_cast<unsigned char*>(dst) + r * ld * eb + 16 * q,
-                   static_cast<const unsigned char*>(src) + (static_cast<int64_t>(r) * src_ld + col0) * eb + 16 * q);
+// §copies: COLS columns of ROWS rows of src (rows SRC_LD elements of EB bytes apart), from element col0 on, into dst (rows
+// LD elements apart): whole 16-byte pieces, piece e by thread e % THREADS. The shape is a compile-time constant, so each
+// thread's pieces and their offsets are too: no loop to count and no division each chunk, and the offsets can be made
+// once before the chunks' loop (until the commit after 3f6be6e of main the shape came as run-time arguments, and every
+// copy of every chunk counted a loop and divided).
+template <int THREADS, int ROWS, int COLS, int EB, int LD, int SRC_LD>
+__device__ __forceinline__ void copy_rows(void* dst, const void* src, int64_t col0) {
+    constexpr int PER = COLS * EB / 16, PIECES = ROWS * PER;
+    static_assert(COLS * EB % 16 == 0 && (LD * EB) % 16 == 0, "whole 16-byte pieces into 16-byte rows");
+#pragma unroll
+    for (int k = 0; k < (PIECES + THREADS - 1) / THREADS; ++k) {
+        const int e = threadIdx.x + k * THREADS;
+        if (PIECES % THREADS == 0 || e < PIECES) {
+            const int r = e / PER, q = e % PER;
+            cp_async16(static_cast<unsigned char*>(dst) + (r * LD * EB + 16 * q),
+                       static_cast<const unsigned char*>(src) + col0 * EB + (static_cast<int64_t>(r) * SRC_LD * EB + 16 * q));
+        }
     }
 }
-// the block's VB columns from col0 of the chunk's token rows of a caller's [tokens, H, 128] tensor (elements of `eb`
-// bytes, the base 16-byte aligned) into dst [CHUNK][ld]: tokens tok0 .. tok0 + len - 1, rows past len zero (a copy of
-// none of the chunk's own first row's bytes: nothing outside the chunk is read)
-template <int THREADS>
-__device__ __forceinline__ void copy_token_rows(void* dst, int ld, const void* src, int eb, int64_t tok0, int len, int h,
-                                                int H, int col0) {
-    const int per = VB * eb / 16;
-    for (int e = threadIdx.x; e < CHUNK * per; e += THREADS) {
-        const int i = e / per, q = e % per;
-        const int64_t tok = tok0 + (i < len ? i : 0);
-        cp_async16(static_cast<unsigned char*>(dst) + i * ld * eb + 16 * q,
-                   static_cast<const unsigned char*>(src) + ((tok * H + h) * D + col0) * eb + 16 * q, i < len ? 16 : 0);
+// the block's VB columns from col0 of the chunk's token rows of a caller's [tokens, H, 128] tensor (elements of EB bytes,
+// the base 16-byte aligned) into dst [CHUNK][LD]: tokens tok0 .. tok0 + len - 1, rows past len zero (a copy of none of
+// the chunk's own first row's bytes: nothing outside the chunk is read)
+template <int THREADS, int EB, int LD>
+__device__ __forceinline__ void copy_token_rows(void* dst, const void* src, int64_t tok0, int len, int h, int H, int col0) {
+    constexpr int PER = VB * EB / 16, PIECES = CHUNK * PER;
+#pragma unroll
+    for (int k = 0; k < (PIECES + THREADS - 1) / THREADS; ++k) {
+        const int e = threadIdx.x + k * THREADS;
+        if (PIECES % THREADS == 0 || e < PIECES) {
+            const int i = e / PER, q = e % PER;
+            const int64_t tok = tok0 + (i < len ? i : 0);
+            cp_async16(static_cast<unsigned char*>(dst) + (i * LD * EB + 16 * q),
+                       static_cast<const unsigned char*>(src) + ((tok * H + h) * D + col0) * EB + 16 * q, i < len ? 16 : 0);
+        }
     }
 }
 
@@ -378,11 +389,11 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         if (i < cnt) {
             unsigned char* st = smem + (i % NSTAGE) * St::BYTES;
             const int64_t rh = row * H + h;                           // (row, head)
-            copy_rows<Sp::THREADS>(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
-            copy_rows<Sp::THREADS>(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
-            copy_rows<Sp::THREADS>(st + St::INVB, LDS_PAIR, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
-            copy_rows<Sp::THREADS>(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
-            copy_token_rows<Sp::THREADS>(st + St::V, LDVH, p.v, 2, tok, len, h, H, VB * blockIdx.z);
+            copy_rows<Sp::THREADS, CHUNK, D, 2, LDH, D>(st + St::KD, p.kd, rh * TILE);
+            copy_rows<Sp::THREADS, CHUNK, D, 2, LDH, D>(st + St::KR, p.kr, rh * TILE);
+            copy_rows<Sp::THREADS, CHUNK, CHUNK, 4, LDS_PAIR, CHUNK>(st + St::INVB, p.invb, rh * SMALL);
+            copy_rows<Sp::THREADS, 1, D, 4, D, D>(st + St::DECAY, p.decay, rh * D);
+            copy_token_rows<Sp::THREADS, 2, LDVH>(st + St::V, p.v, tok, len, h, H, VB * blockIdx.z);
         }
         cp_async_commit();
     };
@@ -432,7 +443,6 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
     const int lo = p.step_lo, top = min(p.step_hi, nch), cnt = max(top - lo, 0);   // this launch's chunks (§segments)
     if (cnt == 0 && lo > 0) return;                              // none, and not the first chunks: nothing to do
     const int vl = 16 * rg, vrow = VB * blockIdx.z + vl, c0 = Sp::KW * kh;
-    const int do_eb = p.dout_fp32 ? 4 : 2, do_ld = p.dout_fp32 ? LDV : LDVH;   // dO's element bytes and row in the stage
     __nv_bfloat16* stage_out = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * St::BYTES) + warp * 16 * Sp::OUT_LD;
     float* xch = reinterpret_cast<float*>(smem + NSTAGE * St::BYTES + Sp::OUT_BYTES);
     const int64_t s_off = (static_cast<int64_t>(n) * H + h) * D * D + vrow * D + c0;
@@ -443,14 +453,14 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         if (it < cnt) {
             unsigned char* st = smem + (it % NSTAGE) * St::BYTES;
             const int64_t rh = row * H + h;
-            copy_rows<Sp::THREADS>(st + St::KR, LDH, p.kr, D, rh * TILE, CHUNK, D, 2);
-            copy_rows<Sp::THREADS>(st + St::QD, LDH, p.qd, D, rh * TILE, CHUNK, D, 2);
-            copy_rows<Sp::THREADS>(st + St::KD, LDH, p.kd, D, rh * TILE, CHUNK, D, 2);
-            copy_rows<Sp::THREADS>(st + St::INVB, LDS_COL, p.invb, CHUNK, rh * SMALL, CHUNK, CHUNK, 4);
-            copy_rows<Sp::THREADS>(st + St::DECAY, D, p.decay, D, rh * D, 1, D, 4);
-            if (p.dout)
-                copy_token_rows<Sp::THREADS>(st + St::DO, do_ld, p.dout, do_eb, tok, len, h, H, VB * blockIdx.z);
-            copy_rows<Sp::THREADS>(st + St::DU, LDV, p.du, D, rh * TILE + VB * blockIdx.z, CHUNK, VB, 4);
+            copy_rows<Sp::THREADS, CHUNK, D, 2, LDH, D>(st + St::KR, p.kr, rh * TILE);
+            copy_rows<Sp::THREADS, CHUNK, D, 2, LDH, D>(st + St::QD, p.qd, rh * TILE);
+            copy_rows<Sp::THREADS, CHUNK, D, 2, LDH, D>(st + St::KD, p.kd, rh * TILE);
+            copy_rows<Sp::THREADS, CHUNK, CHUNK, 4, LDS_COL, CHUNK>(st + St::INVB, p.invb, rh * SMALL);
+            copy_rows<Sp::THREADS, 1, D, 4, D, D>(st + St::DECAY, p.decay, rh * D);
+            if (p.dout && p.dout_fp32) copy_token_rows<Sp::THREADS, 4, LDV>(st + St::DO, p.dout, tok, len, h, H, VB * blockIdx.z);
+            if (p.dout && !p.dout_fp32) copy_token_rows<Sp::THREADS, 2, LDVH>(st + St::DO, p.dout, tok, len, h, H, VB * blockIdx.z);
+            copy_rows<Sp::THREADS, CHUNK, VB, 4, LDV, D>(st + St::DU, p.du, rh * TILE + VB * blockIdx.z);
         }
         cp_async_commit();
     };
