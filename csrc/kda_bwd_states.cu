@@ -339,29 +339,33 @@ __device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, in
 // §ahead: the step-major row of each chunk and its tokens, read from global memory an iteration or two before their use
 // (until the commit after 021f6cf of main each was read where it was used, at the top of the chunk loop: dependent
 // loads the chunk's copies and stores waited for). Iteration `it` works on chunk `it` of the pass's order (`chunk_of`),
-// copies chunk it + 2 in, and reads chunk it + 3's tokens and chunk it + 4's row.
+// copies chunk it + 2 in, reads chunk it + 3's tokens and chunk it + 4's step offset. That offset is kept as read and
+// becomes a row (+ n) only in the next iteration: until the commit after 3c12b50 of main the row was made where it was
+// read, so each iteration waited there for the load (ncu at one sequence of 32768, H = 32: an eighth of the warps'
+// stall samples in both passes, on that one add).
 struct Ahead {
-    int64_t r0, r1, r2, r3;     // the rows of the pass's chunks it .. it + 3
+    int64_t r0, r1, r2;         // the rows of the pass's chunks it .. it + 2
+    int64_t s3;                 // chunk it + 3's step offset, as read (its row is s3 + n)
     int64_t t2;                 // chunk it + 2's first token and length
     int l2;
 };
 template <class ChunkOf>
-__device__ __forceinline__ int64_t row_of(const int64_t* step_off, int n, int cnt, int it, ChunkOf chunk_of) {
-    return it < cnt ? step_off[chunk_of(it)] + n : 0;
+__device__ __forceinline__ int64_t offset_of(const int64_t* step_off, int cnt, int it, ChunkOf chunk_of) {
+    return it < cnt ? step_off[chunk_of(it)] : 0;
 }
 template <class ChunkOf>
 __device__ __forceinline__ void ahead_start(Ahead& a, const int64_t* step_off, const int64_t* row_tok, const int* row_len,
                                             int n, int cnt, ChunkOf chunk_of) {
-    a.r0 = row_of(step_off, n, cnt, 0, chunk_of); a.r1 = row_of(step_off, n, cnt, 1, chunk_of);
-    a.r2 = row_of(step_off, n, cnt, 2, chunk_of); a.r3 = row_of(step_off, n, cnt, 3, chunk_of);
+    a.r0 = offset_of(step_off, cnt, 0, chunk_of) + n; a.r1 = offset_of(step_off, cnt, 1, chunk_of) + n;
+    a.r2 = offset_of(step_off, cnt, 2, chunk_of) + n; a.s3 = offset_of(step_off, cnt, 3, chunk_of);
     a.t2 = 2 < cnt ? row_tok[a.r2] : 0; a.l2 = 2 < cnt ? row_len[a.r2] : 0;
 }
 template <class ChunkOf>
 __device__ __forceinline__ void ahead_next(Ahead& a, const int64_t* step_off, const int64_t* row_tok, const int* row_len,
                                            int n, int cnt, int it, ChunkOf chunk_of) {
-    a.r0 = a.r1; a.r1 = a.r2; a.r2 = a.r3;
+    a.r0 = a.r1; a.r1 = a.r2; a.r2 = a.s3 + n;
     a.t2 = it + 3 < cnt ? row_tok[a.r2] : 0; a.l2 = it + 3 < cnt ? row_len[a.r2] : 0;
-    a.r3 = row_of(step_off, n, cnt, it + 4, chunk_of);
+    a.s3 = offset_of(step_off, cnt, it + 4, chunk_of);
 }
 
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
