@@ -154,13 +154,21 @@ __device__ __forceinline__ void rows_times_tile(const float (&X)[NJ][4], const _
 }
 
 // §ksplit: the full sum over k of the KS warps' partial products `part` (the warps of one row group: warp rg + 4 kh),
-// in the same order in every warp (the same bits); a named barrier (1 + rg) for the group's KS warps
+// in the same order in every warp (the same bits), in two halves: publish_k leaves this warp's part in shared memory,
+// gather_k waits for the group's KS warps (a named barrier, 1 + rg) and adds their parts. Work that needs no sum runs
+// between the two, so that a warp waits at the barrier only for what its partner has not yet published (until the commit
+// after 3c12b50 of main the two halves ran back to back, and the passes' chains waited there every chunk).
 template <int KS>
-__device__ __forceinline__ void sum_over_k(float (&part)[2][4], float* xch, int rg, int kh, int lane) {
+__device__ __forceinline__ void publish_k(const float (&part)[2][4], float* xch, int rg, int kh, int lane) {
     if constexpr (KS > 1) {
         float4* mine = reinterpret_cast<float4*>(xch + ((kh * ROW_WARPS + rg) * 32 + lane) * 8);
         mine[0] = make_float4(part[0][0], part[0][1], part[0][2], part[0][3]);
         mine[1] = make_float4(part[1][0], part[1][1], part[1][2], part[1][3]);
+    }
+}
+template <int KS>
+__device__ __forceinline__ void gather_k(float (&part)[2][4], const float* xch, int rg, int kh, int lane) {
+    if constexpr (KS > 1) {
         asm volatile("bar.sync %0, %1;" :: "r"(1 + rg), "r"(32 * KS) : "memory");
         float sum[2][4] = {};
 #pragma unroll
@@ -415,8 +423,10 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         store_state<KS>(p.sc, p.sc_bf16, (rh * D + vrow) * D + c0, S, stage_out, lane);   // the state entering chunk i
         float W[2][4], R[2][4], U[2][4];
         rows_times_tile<NJ>(S, reinterpret_cast<const __half*>(st + St::KD) + c0, lane, W);   // (S kd^T)[v][token], own k
-        sum_over_k<KS>(W, xch, rg, kh, lane);                                                 // all of k
+        publish_k<KS>(W, xch, rg, kh, lane);
         slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::V), vl, lane, R);       // V
+        apply_decay<NJ>(S, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);     // S diag(decay): needs no sum
+        gather_k<KS>(W, xch, rg, kh, lane);                                                   // all of k
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -426,7 +436,6 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         uint32_t au[2][4];
         a_from_c(U[0], au[0]);
         a_from_c(U[1], au[1]);
-        apply_decay<NJ>(S, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
         add_rows_product<NJ>(S, au, reinterpret_cast<const __half*>(st + St::KR) + c0, lane);   // S <- S diag(decay) + U^T kr
     }
     cp_async_wait<0>();
@@ -480,36 +489,41 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         const int64_t rh = a.r0 * H + h;
         ahead_next(a, p.step_off, p.row_tok, p.row_len, n, cnt, it, chunk_of);
         store_state<KS>(p.dso, p.sc_bf16, (rh * D + vrow) * D + c0, dS, stage_out, lane);   // dS leaving chunk i
-        const float* du = reinterpret_cast<const float*>(st + St::DU);
-        float dU[2][4], dR[2][4];
+        float dU[2][4];
         rows_times_tile<NJ>(dS, reinterpret_cast<const __half*>(st + St::KR) + c0, lane, dU);   // (dS kr^T)[v][token], own k
-        sum_over_k<KS>(dU, xch, rg, kh, lane);
+        publish_k<KS>(dU, xch, rg, kh, lane);
+        // what needs no sum over k, while the row group's other warps publish theirs: dS diag(decay) + dP^T qd, dP^T as A
+        // fragments in a_from_c's token order (dP = scale dO, rounded to tf32 as an operand; zero without dO)
+        {
+            float dp[2][4] = {};
+            if (p.dout) {
+                if (p.dout_fp32) {
+#pragma unroll
+                    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) dp[nt][e] = reinterpret_cast<const float*>(st + St::DO)[slice_index(LDV, vl, lane, nt, e)];
+                } else {
+                    slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::DO), vl, lane, dp);
+                }
+            }
+            uint32_t ap[2][4];
+            a_from_c(dp[0], ap[0], p.scale);
+            a_from_c(dp[1], ap[1], p.scale);
+            apply_decay<NJ>(dS, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
+            add_rows_product<NJ>(dS, ap, reinterpret_cast<const __half*>(st + St::QD) + c0, lane);   // + dP^T qd
+        }
+        gather_k<KS>(dU, xch, rg, kh, lane);
+        const float* du = reinterpret_cast<const float*>(st + St::DU);
+        float dR[2][4];
 #pragma unroll
         for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) dU[nt][e] += du[slice_index(LDV, vl, lane, nt, e)];   // + the outputs' share
         times_invb<true>(dU, reinterpret_cast<const float*>(st + St::INVB), lane, dR);   // dR = INVb^T dU
         store_pair_t<KS>(p.du + rh * TILE, dU, p.dr + rh * TILE, dR, vrow, kh, lane);
-        // dP^T as A fragments, in a_from_c's token order: dP = scale dO, rounded to tf32 as an operand (zero without dO)
-        float dp[2][4] = {};
-        if (p.dout) {
-            if (p.dout_fp32) {
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) dp[nt][e] = reinterpret_cast<const float*>(st + St::DO)[slice_index(LDV, vl, lane, nt, e)];
-            } else {
-                slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::DO), vl, lane, dp);
-            }
-        }
-        uint32_t ap[2][4], ar[2][4];
-#pragma unroll
-        for (int kb = 0; kb < 2; ++kb) {
-            a_from_c(dp[kb], ap[kb], p.scale);
-            a_from_c(dR[kb], ar[kb], -1.f);
-        }
-        apply_decay<NJ>(dS, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);
-        add_rows_product<NJ>(dS, ap, reinterpret_cast<const __half*>(st + St::QD) + c0, lane);   // + dP^T qd
+        uint32_t ar[2][4];
+        a_from_c(dR[0], ar[0], -1.f);
+        a_from_c(dR[1], ar[1], -1.f);
         add_rows_product<NJ>(dS, ar, reinterpret_cast<const __half*>(st + St::KD) + c0, lane);   // - dR^T kd
     }
     cp_async_wait<0>();
