@@ -157,7 +157,7 @@ __device__ __forceinline__ void rows_times_tile(const float (&X)[NJ][4], const _
 // in the same order in every warp (the same bits), in two halves: publish_k leaves this warp's part in shared memory,
 // gather_k waits for the group's KS warps (a named barrier, 1 + rg) and adds their parts. Work that needs no sum runs
 // between the two, so that a warp waits at the barrier only for what its partner has not yet published (until the commit
-// after 3c12b50 of main the two halves ran back to back, and the passes' chains waited there every chunk).
+// after 7708cef of main the two halves ran back to back, and the passes' chains waited there every chunk).
 template <int KS>
 __device__ __forceinline__ void publish_k(const float (&part)[2][4], float* xch, int rg, int kh, int lane) {
     if constexpr (KS > 1) {
