@@ -2,7 +2,7 @@
 `kda_nb.backward_kernels.kda_backward_cuda`, its total and peak memory, for the chunks' states in fp32 and bf16.
 
     python tools/backward_stages.py [--T 8192] [--H 64] [--N 1] [--out DIR] [--once] [--before COMMIT] [--sequential]
-                                    [--ksplit 1 2] [--segments 1 4 8] [--states bf16]
+                                    [--ksplit 1 2] [--segments 1 4 8] [--states bf16] [--interleave 9]
 
 Prints a table per states dtype and writes backward_stages.json to --out (default: the current folder). With
 --before, the kernels of that commit of main (built from git history) are timed too, in the same process, and
@@ -13,7 +13,10 @@ as it was. Each build is also timed as kda_nb.kda's autograd calls it for bf16 i
 run side by side on two streams since bc78446). With --ksplit, this tree is timed once for each k-split of the passes
 named (warps sharing a group of 16 state rows) instead of with the kernels' own choice; --states keeps one states dtype.
 A call's time is the median of 7 rounds of 5 calls between CUDA events (the rounds' range is kept too); the
-kernels' times are torch's profiler's."""
+kernels' times are torch's profiler's. Those rounds run build after build, so a drift of the machine's speed during
+the run falls on one build more than another; --interleave N adds N rounds in which every build is timed once, the
+order rotated from round to round (`interleaved_ms` and `interleaved_range` in each row): the comparison to quote
+when two builds are within a few percent."""
 from __future__ import annotations
 
 import argparse, functools, inspect, json, statistics, subprocess, time, types
@@ -62,12 +65,33 @@ def timed_kernels(call, reps: int = 5) -> dict:
                 kernels=dict(sorted(per.items(), key=lambda kv: -kv[1])))
 
 
-def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
+def interleaved(calls: dict, rounds: int = 9, reps: int = 5, timer=None) -> dict:
+    """Each of `calls` (label -> call) timed in `rounds` rounds of `reps` calls, every call once a round and the order
+    rotated from round to round, so that a drift of the machine's speed falls on all alike: the median and the range
+    of each call's rounds, ms per call. `timer(call, reps)` gives one round's ms per call (default: CUDA events)."""
+    if timer is None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        def timer(call, reps):
+            start.record()
+            for _ in range(reps): call()
+            end.record(); torch.cuda.synchronize()
+            return start.elapsed_time(end) / reps
+    names, got = list(calls), {k: [] for k in calls}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]: got[k].append(timer(calls[k], reps))
+    return {k: dict(ms=statistics.median(v), ms_range=[min(v), max(v)]) for k, v in got.items()}
+
+
+def inputs(T: int, H: int, N: int) -> dict:
+    "The backward's inputs at this shape (seed 0), and upstream gradients of the output and the final state (torch's generator)."
     seqlens = None if N == 1 else [T // N] * N
     inp = random_inputs(1, T if N == 1 else 0, H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
-    go = torch.randn_like(inp['v'])
-    gs = torch.randn_like(inp['initial_state'])
-    call = lambda: backward(**inp, grad_out=go, grad_state=gs, states_dtype=states_dtype)
+    return dict(inp, grad_out=torch.randn_like(inp['v']), grad_state=torch.randn_like(inp['initial_state']))
+
+
+def stages(backward, T: int, H: int, N: int, states_dtype: torch.dtype, reps: int = 5) -> dict:
+    inp = inputs(T, H, N)
+    call = lambda: backward(**inp, states_dtype=states_dtype)
     call(); torch.cuda.synchronize()
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
@@ -130,6 +154,8 @@ def main():
     ap.add_argument('--segments', type=int, nargs='+', default=None,
                     help="time this tree with the passes cut into each of these numbers of launches (0: the library's rule)")
     ap.add_argument('--states', choices=('fp32', 'bf16'), default=None, help="one states dtype only")
+    ap.add_argument('--interleave', type=int, default=0, metavar='ROUNDS',
+                    help="also time the builds in this many rounds, every build once a round, the order rotated")
     a = ap.parse_args()
     before = None
     if a.before:
@@ -163,6 +189,14 @@ def main():
             print(f"\n{label}: T = {a.T}, H = {a.H}, N = {a.N}, states {r['states']}: backward {r['total_ms']:.2f} ms, "
                   f"extra peak {r['extra_peak_gb']:.2f} GB ({time.time() - t:.0f} s)")
             for name, ms in list(r['kernels'].items())[:12]: print(f"  {ms:8.3f} ms  {name}")
+        if a.interleave:
+            inp = inputs(a.T, a.H, a.N)
+            calls = {label: functools.partial(backward, **inp, states_dtype=dt) for label, backward in builds}
+            for label, t in interleaved(calls, a.interleave).items():
+                row = next(r for r in rows if r['build'] == label and r['states'] == str(dt).split('.')[-1])
+                row['interleaved_ms'], row['interleaved_range'] = t['ms'], t['ms_range']
+                print(f"interleaved, {label}, states {row['states']}: {t['ms']:.3f} ms [{t['ms_range'][0]:.3f}, {t['ms_range'][1]:.3f}]")
+            del inp, calls
         if before is not None: print(f"gradients, states {dt}: " + same_bits(a, dt, before))
     Path(a.out).mkdir(parents=True, exist_ok=True)
     (Path(a.out) / 'backward_stages.json').write_text(json.dumps(rows, indent=1))
