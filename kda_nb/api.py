@@ -167,19 +167,24 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, 
         state_indices: Tensor | None = None) -> str:
     """KDA forward, FlashKDA-compatible: writes `out` and `final_state` in place; returns the backend used.
 
-    q, k, g: [B, T, H, K]; v, out: [B, T, H, V]; beta: [B, T, H] (logits); all one float dtype
-    (bfloat16 for the kernels). A_log: [H], dt_bias: [H, K], float32 or float64. scale: a float, usually
-    K ** -0.5. lower_bound: a float in [-5, 0), the safe gate's floor. initial_state, final_state:
-    [N, H, V, K] (V-first) in bfloat16, float32 or float64, or None. cu_seqlens: int64 [N + 1] token
-    offsets of a variable-length batch (then B = 1 and N sequences), or None (N = B rows of T tokens).
-    backend: 'auto' (the CUDA kernels where they run: Hopper GPU, bfloat16, K = V = 128; else the
-    PyTorch reference), 'cuda' (the kernels or an error) or 'reference'; which kernel runs is
-    `kda_nb.plan`'s choice. state_indices: int32 or int64 [N], for state pools: initial_state and
-    final_state are then pools [P, H, V, K] (they may be one tensor, updated in place), sequence n reads
-    and writes slot state_indices[n], -1 marks a padding sequence (no state read or written, zero
-    outputs), and slots no entry names are left as they are. check_seqlens: check the values of
-    cu_seqlens and state_indices on the host (once per tensor version; skipped while capturing a CUDA
-    graph). No gradient is recorded, on any device: use `kda` for that."""
+    What happens inside (as in FlashKDA, and in fla's chunk_kda with use_qk_l2norm_in_kernel, use_gate_in_kernel,
+    use_beta_sigmoid_in_kernel and safe_gate all True): q and k are L2-normalised over K per token and head; beta is
+    a logit, turned into the write strength sigmoid(beta); g is the raw gate, turned into the per-channel log-decay
+    lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), in [lower_bound, 0). So pass q, k, beta and g as the
+    projections give them, not normalised, not sigmoided.
+
+    q, k, g: [B, T, H, K]; v, out: [B, T, H, V]; beta: [B, T, H]; all one float dtype (bfloat16 for the kernels).
+    A_log: [H], dt_bias: [H, K], float32 or float64. scale: a float, usually K ** -0.5. lower_bound: a float in [-5,
+    0), the gate's floor. initial_state, final_state: [N, H, V, K] (V-first, fla's state_v_first=True) in bfloat16,
+    float32 or float64, or None. cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and
+    N sequences), or None (N = B rows of T tokens). backend: 'auto' (the CUDA kernels where they run: Hopper GPU,
+    bfloat16, K = V = 128; else the PyTorch reference), 'cuda' (the kernels or an error) or 'reference';
+    `kda_nb.plan_for(...)` says which kernel runs and why. state_indices: int32 or int64 [N], for state pools:
+    initial_state and final_state are then pools [P, H, V, K] (they may be one tensor, updated in place), sequence n
+    reads and writes slot state_indices[n], -1 marks a padding sequence (no state read or written, zero outputs),
+    and slots no entry names are left as they are. check_seqlens: check the values of cu_seqlens and state_indices
+    on the host (once per tensor version; skipped while capturing a CUDA graph). No gradient is recorded, on any
+    device: use `kda` for that."""
     if torch.compiler.is_compiling():
         p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                          cu_seqlens, state_indices=state_indices, values=False)
@@ -242,14 +247,26 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor,
         cu_seqlens: Tensor | None = None, output_final_state: bool = True, state_dtype: torch.dtype | None = None,
         backend: str = 'auto', check_seqlens: bool = True,
         cp_group: 'torch.distributed.ProcessGroup | None' = None):
-    """KDA forward, functional: returns `(out, final_state)`; `final_state` is None unless `output_final_state`.
+    """KDA, functional and differentiable: returns `(out, final_state)`; `final_state` is None unless `output_final_state`.
 
-    Shapes, dtypes and `backend`, `check_seqlens` as for `fwd`. scale defaults to K ** -0.5 and
-    lower_bound (in [-5, 0)) to -5. state_dtype: the final state's dtype (bfloat16, float32 or float64;
-    default: the initial state's, else float64 for float64 inputs and float32 otherwise). Differentiable:
-    its gradient is the chunked backward ([the backward](03a_backward.ipynb)), with its loops over the chunks
-    in CUDA when the forward ran on the kernels ([the backward on the GPU](04c_backward_kernels.ipynb)). cp_group: a torch.distributed process
-    group over which the token axis is sharded ([context parallelism](10_cp.ipynb))."""
+    What happens inside (as in FlashKDA, and in fla's chunk_kda with use_qk_l2norm_in_kernel, use_gate_in_kernel,
+    use_beta_sigmoid_in_kernel and safe_gate all True): q and k are L2-normalised over K per token and head; beta is
+    a logit, turned into the write strength sigmoid(beta); g is the raw gate, turned into the per-channel log-decay
+    lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), in [lower_bound, 0). So pass q, k, beta and g as the
+    projections give them, not normalised, not sigmoided.
+
+    q, k, g: [B, T, H, K]; v: [B, T, H, V]; beta: [B, T, H]; all one float dtype (bfloat16 for the CUDA kernels).
+    A_log: [H], dt_bias: [H, K], float32 or float64. scale: default K ** -0.5. lower_bound: the gate's floor, in
+    [-5, 0), default -5. initial_state: [N, H, V, K] (V-first, fla's state_v_first=True) in bfloat16, float32 or
+    float64, or None (zeros). cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and N
+    sequences), or None (N = B rows of T tokens). state_dtype: the final state's dtype (bfloat16, float32 or
+    float64; default: the initial state's, else float64 for float64 inputs and float32 otherwise). backend: 'auto'
+    (the CUDA kernels where they run: Hopper GPU, bfloat16, K = V = 128; else the PyTorch reference), 'cuda' (the
+    kernels or an error) or 'reference'; `kda_nb.plan_for(...)` says which kernel runs and why. check_seqlens: check
+    the values of cu_seqlens on the host (once per tensor version; skipped while capturing a CUDA graph). Gradients
+    reach every tensor input (q, k, v, g, beta, A_log, dt_bias, initial_state): a chunked backward, on the GPU when
+    the forward ran on the kernels. cp_group: a torch.distributed process group over which the token axis of one
+    long sequence is sharded (context parallelism). `fwd` is the same forward in FlashKDA's in-place form."""
     if cp_group is not None and _context_parallel:
         return _context_parallel[0](q, k, v, g, beta, A_log, dt_bias, cp_group=cp_group, scale=scale,
                                     lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,

@@ -149,7 +149,7 @@ def _fla_registry():
     "fla's backend module and its dispatched `chunk_kda`, or an error that names what is missing."
     if importlib.util.find_spec('fla') is None:
         raise ImportError("register_fla_backend needs fla (pip package fla-core >= 0.6), which is not installed: "
-                          'pip install "kda_nb[fla]"')
+                          'pip install fla-core (from a kda_nb checkout: pip install -e ".[fla]")')
     try: import fla
     except Exception as e: raise ImportError(f"fla (pip package fla-core) is installed but does not import: {e}") from e
     version = getattr(fla, '__version__', 'of unknown version')

@@ -15,7 +15,7 @@ __all__ = ['fla_unavailable_reason', 'flash_kda_unavailable_reason', 'fla_forwar
 # %% ../nbs/06_peers.ipynb #2a0df5d6
 def fla_unavailable_reason() -> str | None:
     "Why fla's `chunk_kda` cannot be called here (None if it can)."
-    if importlib.util.find_spec('fla') is None: return 'fla (pip package fla-core) is not installed: pip install "kda_nb[fla]"'
+    if importlib.util.find_spec('fla') is None: return 'fla (pip package fla-core) is not installed: pip install fla-core (from a kda_nb checkout: pip install -e ".[fla]")'
     if not torch.cuda.is_available(): return "fla's kernels need a GPU"
     return None
 

@@ -20,8 +20,8 @@ from .api import kda
 from .peers import fla_forward
 
 # %% auto #0
-__all__ = ['ATTENTION', 'corpus_text', 'corpus_bytes', 'packed_batch', 'kda_attention', 'fla_attention', 'KDAMixer', 'TinyLM',
-           'train_run', 'plot_runs', 'main']
+__all__ = ['ATTENTION', 'GPU_SIZE', 'CPU_SIZE', 'corpus_text', 'corpus_bytes', 'packed_batch', 'kda_attention', 'fla_attention',
+           'KDAMixer', 'TinyLM', 'train_run', 'plot_runs', 'main']
 
 # %% ../nbs/09a_train_lm.ipynb #5a78b879
 def corpus_text(root: Path | str | None = None) -> str:
@@ -117,6 +117,8 @@ def train_run(impl: str = 'kda_nb', steps: int = 200, device='cuda', *, seed: in
               layers: int = 2, H: int = 4, D: int = 128, tokens: int = 4096, n_seqs: int = 8, lr: float = 2e-3,
               eval_every: int = 50, root=None, progress: bool = True) -> dict:
     "Train a `TinyLM` with `ATTENTION[impl]`: `{'impl', 'loss' (per step), 'eval' ([step, loss]...), 'tokens_per_s', ...}`."
+    if impl not in ATTENTION: raise ValueError(f"impl {impl!r}: choose from {', '.join(sorted(ATTENTION))}")
+    if steps < 1: raise ValueError(f"steps = {steps}: train at least one step")
     attention = ATTENTION[impl]
     train_data, test_data = corpus_bytes(root)
     torch.manual_seed(seed)
@@ -170,29 +172,77 @@ def plot_runs(runs: list[dict], path=None):
     if path is not None: fig.savefig(path, dpi=120)
     return fig
 
+GPU_SIZE = dict(d_model=512, layers=2, H=4, D=128, tokens=4096, n_seqs=8)   # train_run's defaults
+CPU_SIZE = dict(d_model=64, layers=2, H=2, D=16, tokens=256, n_seqs=4)      # what a CPU finishes in a minute or two
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog='python -m kda_nb.train_lm',
+        description="Train a small byte-level KDA language model (TinyLM) on the prose of this repository's notebooks, "
+                    "from the same initial weights with each implementation named; write every run's record to "
+                    "OUT/train_lm.json, print a summary, and draw the loss curves to OUT/train_lm.png (with "
+                    "matplotlib). On a CPU, where the reference computes kda and its gradient, the model is made "
+                    "small: the size options below give both sizes.")
+    ap.add_argument('--impls', default='kda_nb,fla', metavar='LIST',
+                    help=f"comma-separated implementations of the attention, of {', '.join(sorted(ATTENTION))} "
+                         "(default: %(default)s)")
+    ap.add_argument('--steps', type=int, default=300, metavar='N',
+                    help='training steps per implementation, at least 1 (default: %(default)s)')
+    ap.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
+                    help="'cuda' (kda_nb's kernels on a Hopper GPU) or 'cpu' (default here: %(default)s)")
+    ap.add_argument('--seed', type=int, default=0, metavar='N',
+                    help='picks the initial weights and the batches (default: %(default)s)')
+    ap.add_argument('--out', default='.', metavar='DIR', help='folder for train_lm.json and train_lm.png (default: %(default)s)')
+    for name, key, what in (('--d-model', 'd_model', 'model width'), ('--layers', 'layers', 'KDA blocks'),
+                            ('--heads', 'H', 'KDA heads'), ('--head-dim', 'D', 'head dimension'),
+                            ('--tokens', 'tokens', 'tokens per step'), ('--windows', 'n_seqs', 'packed windows per step')):
+        ap.add_argument(name, dest=key, type=int, default=None, metavar='N',
+                        help=f"{what} (default: {GPU_SIZE[key]} on a GPU, {CPU_SIZE[key]} on a CPU)")
+    return ap
+
+def _check_args(ap: argparse.ArgumentParser, a) -> list[str]:
+    "The implementations to run; a usage error (exit 2, no traceback) for what cannot run."
+    impls = [i.strip() for i in a.impls.split(',') if i.strip()]
+    unknown = [i for i in impls if i not in ATTENTION]
+    if not impls or unknown:
+        ap.error(f"--impls {a.impls!r}: unknown {unknown or 'empty list'}; choose from {', '.join(sorted(ATTENTION))}")
+    if a.steps < 1: ap.error(f"--steps {a.steps}: train at least one step")
+    try: dev = torch.device(a.device)
+    except RuntimeError as e: ap.error(f"--device {a.device!r}: not a device torch knows ({e})")
+    if dev.type == 'cuda' and not torch.cuda.is_available():
+        ap.error(f"--device {a.device}: this machine has no CUDA device (torch.cuda.is_available() is False); "
+                 f"use --device cpu")
+    for key in ('d_model', 'layers', 'H', 'D', 'tokens', 'n_seqs'):
+        if getattr(a, key) is not None and getattr(a, key) < 1: ap.error(f"{key} = {getattr(a, key)}: must be at least 1")
+    return impls
+
 def main(argv=None) -> int:
-    "`python -m kda_nb.train_lm [--impls kda_nb,fla] [--steps 300] [--device cuda] [--out DIR]`"
-    ap = argparse.ArgumentParser(prog='python -m kda_nb.train_lm', description=__doc__)
-    ap.add_argument('--impls', default='kda_nb,fla')
-    ap.add_argument('--steps', type=int, default=300)
-    ap.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    ap.add_argument('--seed', type=int, default=0)
-    ap.add_argument('--out', default='.')
+    "`python -m kda_nb.train_lm [--impls kda_nb,fla] [--steps 300] [--device cuda] [--out DIR]`; `--help` lists the rest."
+    ap = _parser()
     a = ap.parse_args(argv)
-    cpu = a.device == 'cpu'
-    size = dict(d_model=64, H=2, D=16, tokens=256, n_seqs=4) if cpu else {}
+    impls = _check_args(ap, a)
+    cpu = torch.device(a.device).type == 'cpu'
+    size = {k: getattr(a, k) if getattr(a, k) is not None else v for k, v in (CPU_SIZE if cpu else GPU_SIZE).items()}
+    if cpu and size != GPU_SIZE:
+        print(f"on the CPU: a small model, {size} (the GPU's is {GPU_SIZE}; the size options change it)", flush=True)
     runs = []
-    for impl in a.impls.split(','):
+    for impl in impls:
         try: runs.append(train_run(impl, a.steps, a.device, seed=a.seed, **size))
         except ImportError as e: print(f"{impl}: not available here ({e})", flush=True)
-    if not runs: return 1
+    if not runs:
+        print("no implementation could run: nothing written", file=sys.stderr)
+        return 1
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / 'train_lm.json').write_text(json.dumps(runs))
-    plot_runs(runs, out / 'train_lm.png')
     for r in runs:
         print(f"{r['impl']}: final loss {r['loss'][-1]:.3f}, held-out {r['eval'][-1][1]:.3f}, "
               f"{r['tokens_per_s']:.0f} tokens/s")
+    print(f"records: {out / 'train_lm.json'}")
+    try: plot_runs(runs, out / 'train_lm.png')
+    except ImportError as e:
+        print(f"no plot: matplotlib is not installed ({e}); pip install matplotlib, then plot_runs(json.load(...))")
+    else: print(f"plot: {out / 'train_lm.png'}")
     return 0
 
 # %% ../nbs/09a_train_lm.ipynb #a138bb12

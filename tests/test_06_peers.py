@@ -12,7 +12,7 @@ from kda_nb.layout import random_inputs, rel_rms
 from kda_nb.recurrence import kda_recurrent
 
 def test_peer_reasons_name_what_is_missing():
-    for mod, reason, word in (('fla', fla_unavailable_reason(), 'kda_nb[fla]'), ('flash_kda', flash_kda_unavailable_reason(), 'FlashKDA')):
+    for mod, reason, word in (('fla', fla_unavailable_reason(), 'fla-core'), ('flash_kda', flash_kda_unavailable_reason(), 'FlashKDA')):
         if importlib.util.find_spec(mod) is None: assert reason is not None and word in reason, reason
         elif not torch.cuda.is_available(): assert reason is not None and 'GPU' in reason, reason
 

@@ -22,3 +22,35 @@ def test_packed_batches_keep_their_windows_apart():
     x, y, cu = packed_batch(data, 50, 5, gen)
     assert (torch.diff(cu) > 0).all() and cu[-1] == 50
     assert torch.equal(y, x + 1)                                       # next bytes of an increasing text
+
+
+import json
+import sys
+
+import pytest
+
+def test_command_line_says_what_is_wrong(capsys, monkeypatch):
+    "Bad arguments end in a usage error naming the argument (exit 2), never a traceback; --help shows the defaults."
+    with pytest.raises(SystemExit) as e: main(['--help'])
+    help_text = ' '.join(capsys.readouterr().out.split())              # unwrapped
+    assert e.value.code == 0 and 'default: 300' in help_text and '64 on a CPU' in help_text
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    for argv, says in ((['--device', 'cuda'], 'no CUDA device'), (['--device', 'nowhere'], 'not a device'),
+                       (['--impls', 'foo'], "unknown ['foo']"), (['--impls', ''], 'empty'),
+                       (['--steps', '0'], 'at least one step'), (['--heads', '0'], 'at least 1')):
+        with pytest.raises(SystemExit) as e: main(argv + (['--device', 'cpu'] if argv[0] != '--device' else []))
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and says in err and 'Traceback' not in err, (argv, err)
+    with pytest.raises(ValueError, match='at least one step'): train_run('kda_nb', 0, 'cpu')
+    with pytest.raises(ValueError, match='choose from'): train_run('foo', 1, 'cpu')
+
+def test_command_line_on_a_cpu_without_matplotlib(capsys, monkeypatch, tmp_path):
+    "On a CPU it says that the model is small; without matplotlib the summary and the records come, the plot is skipped."
+    monkeypatch.setitem(sys.modules, 'matplotlib', None)          # `import matplotlib` raises ImportError
+    assert main(['--impls', 'kda_nb', '--steps', '2', '--device', 'cpu', '--out', str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert 'on the CPU: a small model' in out and 'kda_nb: final loss' in out and 'no plot: matplotlib' in out
+    assert out.index('final loss') < out.index('no plot')
+    runs = json.loads((tmp_path / 'train_lm.json').read_text())
+    assert [r['impl'] for r in runs] == ['kda_nb'] and runs[0]['d_model'] == CPU_SIZE['d_model'] and len(runs[0]['loss']) == 2
+    assert not (tmp_path / 'train_lm.png').exists()
