@@ -723,11 +723,13 @@ cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
 cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream) {
     if (a.rows == 0 || a.heads == 0) return cudaSuccess;
     constexpr size_t smem = sizeof(bwdc::Adjoint);
-    auto kernel = a.states_bf16 ? bwdc::kda_bwd_adjoint<true> : bwdc::kda_bwd_adjoint<false>;
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    kernel<<<dim3(static_cast<unsigned>(a.rows), a.heads), bwdc::THREADS, smem, stream>>>(a);
-    return cudaGetLastError();
+    return dispatch_bool(a.states_bf16, [&](auto states_bf16) {      // the chunks' states in bf16 or fp32
+        auto kernel = bwdc::kda_bwd_adjoint<decltype(states_bf16)::value>;
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return err;
+        kernel<<<dim3(static_cast<unsigned>(a.rows), a.heads), bwdc::THREADS, smem, stream>>>(a);
+        return cudaGetLastError();
+    });
 }
 
 }  // namespace kda

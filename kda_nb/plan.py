@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -15,25 +17,45 @@ from .kernels import kernels_unavailable_reason, load_kernels
 from .layout import max_chunks
 
 # %% auto #0
-__all__ = ['PATHS', 'BACKENDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
-           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'Plan',
-           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'kernel_path', 'plan', 'state_dtypes_of',
-           'plan_for', 'backward_backend', 'forced']
+__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
+           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH',
+           'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD',
+           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'kernel_refusal', 'use_decode', 'use_fused',
+           'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'sm_count', 'path_plan', 'kernel_path', 'plan',
+           'state_dtypes_of', 'plan_for', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
+           'forced', 'forced_backward']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
 BACKENDS = ('auto', 'cuda', 'reference')               # what a caller may ask for
+K1_GRIDS = ('persistent', 'per-step')                  # K1: as many blocks as fit at once; or about two items a warp
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Plan:
-    "The path that computes a call (one of `PATHS`), why, and for K1 + K2 the pipeline's steps."
+    """Every choice the kernels obey for one forward call, with its reason. `path` (one of `PATHS`) and `reason`, why
+    that path; for K1 + K2 the pipeline's `steps` and their `growth` (each step that many times the one before), K1's
+    grid (`k1_grid`, one of `K1_GRIDS`) and K2's stages (`k2_stages`, 3 or 4); `sms`, the SM count the choices were
+    made for (0 where none needed it). `why` holds the reason of each choice after the path, `(field, reason)`."""
     path: str
     reason: str
     steps: int = 1
+    growth: float = 1.0
+    k1_grid: str = 'persistent'
+    k2_stages: int = 4
+    sms: int = 0
+    why: tuple = ()
 
     @property
     def backend(self) -> str: return 'reference' if self.path == 'reference' else 'cuda'
 
+    def launch_args(self) -> dict:
+        "The plan as the binding's `kda_forward` takes it, by keyword (everything it obeys)."
+        return dict(path=self.path, steps=self.steps, growth=self.growth, k2_stages=self.k2_stages,
+                    k1_persistent=self.k1_grid == 'persistent', sms=self.sms)
+
+    def __repr__(self) -> str:
+        return '\n'.join([f"Plan({self.path!r}: {self.reason}"]
+                         + [f"  {name} = {getattr(self, name)!r}: {why}" for name, why in self.why]) + ")"
 
 # %% ../nbs/04b_plan.ipynb #6218f232
 def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes) -> str | None:
@@ -63,7 +85,13 @@ FUSED_MIN_CHUNKS = 4         # the fused kernel: sequences of at least this many
 FUSED_MIN_FILL_PERCENT = 80  # ... whose blocks fill at least this much of the waves they take
 PIPELINE_STEPS = 4           # one long sequence on K1 + K2: this many pipeline steps
 PIPELINE_STEP_ITEMS = 8192   # ... when each step has at least this many (chunk, head) items of K1
-MAX_PIPELINE_STEPS = 8       # what the binding can run (csrc/kda_binding.cpp)
+MAX_PIPELINE_STEPS = 8       # what the binding can run (csrc/kda_pipeline.h: MAX_STEPS)
+PIPELINE_GROWTH = 1.6        # each pipeline step this many times as long as the one before (1: equal steps)
+K2_STAGES = 4                # K2's stages for a grid that fits on the GPU at once, and for a pipeline step
+K2_STAGES_MANY_WAVES = 3     # ... for a grid of more than K2_WAVES_FOR_3_STAGES waves (4 blocks per SM, not 3)
+K2_WAVES_FOR_3_STAGES = 2    # waves of K2_BLOCKS_PER_SM blocks per SM (the 4-stage residency)
+K2_BLOCKS_PER_SM = 3         # 4-stage K2 blocks resident on one SM (its shared memory allows no more)
+K2_BLOCKS_PER_HEAD = 2       # K2's blocks per (sequence, head): 128 state rows, 64 per block (csrc: K2_WARPS = 4)
 
 def use_decode(T: int, N: int, varlen: bool, max_len: int | float | None = None) -> bool:
     "Whether K3 runs rather than the chunked kernels: `T` tokens per row (or in all, `varlen`), `N` sequences, the longest if known."
@@ -82,11 +110,43 @@ def pipeline_steps(N: int, chunks: int, H: int) -> int:
     steps = PIPELINE_STEPS if N == 1 and chunks * H >= PIPELINE_STEPS * PIPELINE_STEP_ITEMS else 1
     return max(1, min(steps, MAX_PIPELINE_STEPS, chunks))
 
+def k1_grid(steps: int) -> str:
+    "K1's grid: persistent for the whole batch at once; about two items a warp in a pipeline's steps (blocks come and go beside K2's)."
+    return 'persistent' if steps == 1 else 'per-step'
+
+def k2_stages(N: int, H: int, steps: int, sms: int) -> int:
+    "K2's stages: 3 for the whole batch when its blocks (2 per sequence and head) take more than 2 waves of 3 per SM, else 4."
+    blocks = N * H * K2_BLOCKS_PER_HEAD
+    many_waves = blocks > K2_WAVES_FOR_3_STAGES * K2_BLOCKS_PER_SM * sms
+    return K2_STAGES_MANY_WAVES if steps == 1 and many_waves else K2_STAGES
+
+def step_edges(steps: int, chunks: int, growth: float = PIPELINE_GROWTH) -> list[int]:
+    """Where the pipeline's `steps` steps cut a batch of `chunks` chunks: step s takes chunks `[e[s], e[s + 1])`, each step
+    `growth` times as long as the one before (1: equal steps), every step at least one chunk. The binding's `step_edge`
+    (csrc/kda_pipeline.h) computes the same in C++ from the plan's growth; this one shows a plan's steps and is tested
+    against it."""
+    def edge(s: int) -> int:
+        if s <= 0: return 0
+        if s >= steps: return chunks
+        w = s / steps if growth == 1.0 else (growth ** s - 1.0) / (growth ** steps - 1.0)
+        x = w * chunks
+        f = math.floor(x)
+        rounded = f + (1 if x - f >= 0.5 else 0)            # std::llround: halves away from zero (x >= 0 here)
+        return max(s, min(chunks - (steps - s), rounded))
+    return [edge(s) for s in range(steps + 1)]
+
 # %% ../nbs/04b_plan.ipynb #11fff762
 _forced: list = []           # the override of `forced`, innermost last
 
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
+@functools.lru_cache(maxsize=None)
+def _device_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+def sm_count(device) -> int:
+    "The SM count of a CUDA device, read once per device: the one count every launch choice (forward and backward) is made for."
+    d = torch.device(device)
+    if d.type != 'cuda': raise ValueError(f"sm_count needs a CUDA device, got {d}")
+    return _device_sms(d.index if d.index is not None else torch.cuda.current_device())
 
 @functools.lru_cache(maxsize=4096)
 def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force) -> Plan:
@@ -97,29 +157,58 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
     if force is not None:
-        return Plan(force[0], f"forced by kda_nb.plan.forced({force[0]!r}, steps={force[1]})", force[1])
+        path, steps, growth = force
+        why = f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "") + ")"
+        return path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth)
     if step: return Plan('decode', "a prepared decode step runs K3")
-    return kernel_path(B, T, H, N, varlen, max_len, lambda: _sm_count(device))
+    return kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device))
+
+def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bool, sms: int, steps: int = 1,
+              growth: float | None = None) -> Plan:
+    """The plan of a kernel path chosen already (`reason`: why), every launch choice filled in by the rules: for K1 + K2
+    the steps (cut to the batch's chunks) and their growth (`PIPELINE_GROWTH` unless given), K1's grid and K2's stages
+    on `sms` SMs. 'decode' and 'fused' have no choices beyond the path."""
+    if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
+    if path == 'decode': return Plan('decode', reason)
+    if path == 'fused': return Plan('fused', reason, sms=sms)
+    chunks = max_chunks(B, T, N, varlen)
+    steps = max(1, min(steps, chunks))
+    growth = (PIPELINE_GROWTH if growth is None else float(growth)) if steps > 1 else 1.0
+    grid, stages = k1_grid(steps), k2_stages(N, H, steps, sms)
+    blocks = N * H * K2_BLOCKS_PER_HEAD
+    why = [('steps', f"cut the batch's {chunks} chunks at {step_edges(steps, chunks, growth)}" if steps > 1 else
+                     "the whole batch at once")]
+    if steps > 1:
+        why.append(('growth', "each step that many times the one before, so that the first, whose K1 runs alone, is short"))
+    why.append(('k1_grid', "as many blocks as fit at once, each warp striding over the items" if grid == 'persistent' else
+                           "about two items a warp, so that K1's blocks come and go beside K2's of the step before"))
+    why.append(('k2_stages', f"{blocks} blocks take more than {K2_WAVES_FOR_3_STAGES} waves of {K2_BLOCKS_PER_SM} per SM:"
+                             " 4 blocks per SM" if stages == K2_STAGES_MANY_WAVES else
+                             "a pipeline step" if steps > 1 else
+                             f"{blocks} blocks fit in {K2_WAVES_FOR_3_STAGES} waves of {K2_BLOCKS_PER_SM} per SM"))
+    why.append(('sms', "the SM count of the device, read once"))
+    return Plan('chunked', reason, steps, growth, grid, stages, sms, tuple(why))
 
 def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms) -> Plan:
-    """Which kernels run a call the kernels can take (K3, the fused kernel, or K1 + K2 in how many steps): the shapes'
-    part of the plan, on a GPU of `sms` SMs (an int, or a function giving it, asked only when the choice needs it)."""
+    """Which kernels run a call the kernels can take (K3, the fused kernel, or K1 + K2 in how many steps) and how: the
+    shapes' part of the plan, on a GPU of `sms` SMs (an int, or a function giving it, asked only when the choice needs it)."""
     if use_decode(T, N, varlen, max_len):
         L = T if not varlen else max_len if max_len is not None else f"{T / max(N, 1):.3g} on average"
         return Plan('decode', f"{L} tokens per sequence in {N} sequences: K3 (decode)")
     chunks = max_chunks(B, T, N, varlen)
     sms = sms() if callable(sms) else sms
     if use_fused(N, chunks, H, sms):
-        return Plan('fused', f"{N} sequences x {H} heads fill their waves on {sms} SMs, at most {chunks} chunks: "
-                             "the fused kernel")
+        return path_plan('fused', f"{N} sequences x {H} heads fill their waves on {sms} SMs, at most {chunks} chunks: "
+                                  "the fused kernel", B, T, H, N, varlen, sms)
     steps = pipeline_steps(N, chunks, H)
     why = ("fewer than 4 chunks per sequence" if chunks < FUSED_MIN_CHUNKS * N
            else f"{N * H} blocks fill less than {FUSED_MIN_FILL_PERCENT}% of their waves on {sms} SMs")
-    return Plan('chunked', f"{why}: K1 + K2" + (f" in {steps} pipeline steps" if steps > 1 else ""), steps)
+    return path_plan('chunked', f"{why}: K1 + K2" + (f" in {steps} pipeline steps" if steps > 1 else ""),
+                     B, T, H, N, varlen, sms, steps)
 
 def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varlen: bool, max_len: int | None = None,
          state_dtypes: tuple = (), backend: str = 'auto', step: bool = False) -> Plan:
-    "The path for a call of these shapes: `N` sequences (`varlen`: sharing `T` tokens, the longest `max_len` if known)."
+    "The plan for a call of these shapes: `N` sequences (`varlen`: sharing `T` tokens, the longest `max_len` if known)."
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
                  _forced[-1] if _forced else None)
 
@@ -139,20 +228,114 @@ def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch
                 state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step)
 
 # %% ../nbs/04b_plan.ipynb #c2cc3f93
+PASS_KSPLIT = 2                  # warps of each backward pass sharing a group of 16 state rows, each with half its
+                                 # columns (eight warps a block; four warps a group were slower on every shape measured)
+STATES_DTYPE = torch.bfloat16    # the chunks' states between the passes and the adjoint: within fla's errors (04c's
+                                 # precision study), 2.1 GB less than fp32 at T = 8192, H = 64
+SEGMENT_MIN_STEPS = 32           # chunks a launch of a pass walks at least
+
+def pass_segments(N: int, H: int, steps: int, sms: int) -> int:
+    """How many launches each backward pass is cut into: two for one sequence whose passes fill the GPU's SMs (both
+    passes, two blocks a head; the last half's chunk factors are made first, so that the backward pass starts after
+    half of kda_bwd_prepare and the forward pass once the rest is made), else one. Measured on the H200 (04c,
+    §segments): T = 8192 one sequence, bf16 gradients, H = 96 8.24 -> 8.00 ms and H = 64 5.60 -> 5.56; one sequence
+    of 32768 at H = 32 (128 blocks, a third of the GPU idle) was not faster cut into 2, 4 or 8."""
+    return 2 if N == 1 and 2 * H * 2 >= sms and steps >= 2 * SEGMENT_MIN_STEPS else 1
+
+@dataclass(frozen=True, repr=False)
+class BackwardPlan:
+    """Every choice the backward's kernels obey for one gradient, with its reason: where it is computed (`backend`:
+    'cuda', the kernels' backward, or 'reference') and `reason`, why; on the kernels, how many launches each pass is
+    cut into (`segments`, 0 until the shapes are known), how many warps of a pass share a group of 16 state rows
+    (`ksplit`), the dtype the chunks' states are kept in (`states_dtype`), the dtype the kernel writes dq, dk, dv, dg
+    and dbeta in (`grads_dtype`); `sms`, the SM count the segments were chosen for. `why`: `(field, reason)` pairs."""
+    backend: str
+    reason: str
+    segments: int = 0
+    ksplit: int = PASS_KSPLIT
+    states_dtype: torch.dtype = STATES_DTYPE
+    grads_dtype: torch.dtype = torch.float32
+    sms: int = 0
+    why: tuple = ()
+
+    def __repr__(self) -> str:
+        return '\n'.join([f"BackwardPlan({self.backend!r}: {self.reason}"]
+                         + [f"  {name} = {getattr(self, name)!r}: {why}" for name, why in self.why]) + ")"
+
+    def shaped(self, N: int, H: int, steps: int, device) -> BackwardPlan:
+        "This plan with the segments chosen for `N` sequences, `H` heads, `steps` chunks in the longest (where not forced)."
+        if self.backend != 'cuda' or self.segments: return self
+        sms = sm_count(device)
+        k = pass_segments(N, H, steps, sms)
+        why = (f"one sequence of {steps} chunks whose passes ({4 * H} blocks) fill the {sms} SMs: the chunk factors of "
+               "the second half made while the passes walk the first" if k > 1 else
+               f"{N} sequences, {H} heads, {steps} chunks on {sms} SMs: one launch a pass")
+        return self.with_choice('segments', k, why, sms=sms)
+
+    def with_choice(self, field: str, value, why: str, **more) -> BackwardPlan:
+        "This plan with `field` set to `value` for the reason `why` (replacing the reason it had)."
+        if field not in ('segments', 'ksplit', 'states_dtype', 'grads_dtype'): raise ValueError(f"no choice {field!r}")
+        reasons = tuple((f, w) for f, w in self.why if f != field) + ((field, why),)
+        return dataclasses.replace(self, **{field: value}, why=reasons, **more)
+
+_forced_backward: list = []      # the overrides of `forced_backward`, innermost last
+
 def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto') -> str:
     "Where the gradient of a call is computed: 'cuda' (the kernels' backward) where its forward ran on the kernels, else 'reference'."
+    return backward_plan(device, dtype, K, V, state_dtypes, backend).backend
+
+def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto', *,
+                  inputs_dtype: torch.dtype | None = None) -> BackwardPlan:
+    """The backward's plan for a call of this kind (no shapes: `BackwardPlan.shaped` adds the segments once they are
+    known). `inputs_dtype`: the one dtype of q, k, v, g and beta where the caller casts the gradients to it (`kda`'s
+    autograd does): bf16 inputs then get bf16 gradients from the kernel itself; else (None) they are written in fp32."""
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == 'reference': return 'reference'
+    force = _forced_backward[-1] if _forced_backward else {}
+    if force.get('backend') == 'reference': return BackwardPlan('reference', "forced by kda_nb.plan.forced_backward")
+    if backend == 'reference': return BackwardPlan('reference', "backend='reference' was asked for")
     refusal = kernel_refusal(torch.device(device), dtype, int(K), int(V), tuple(state_dtypes))
-    return 'reference' if refusal is not None else 'cuda'
+    if refusal is not None:
+        if force.get('backend') == 'cuda':
+            raise RuntimeError(f"the kernels' backward cannot run these inputs: {refusal}")
+        return BackwardPlan('reference', f"its forward ran on the reference: {refusal}")
+    half = inputs_dtype == torch.bfloat16
+    p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=torch.bfloat16 if half else torch.float32,
+                     why=(('ksplit', f"{PASS_KSPLIT} warps to a group of 16 state rows, each with half its columns"),
+                          ('states_dtype', "bf16: within fla's errors, half the memory of fp32"),
+                          ('grads_dtype', "bf16 inputs: the gradients cast to them anyway, written so by the kernel"
+                                          if half else "fp32: the gradients' full precision")))
+    for field in ('segments', 'ksplit', 'states_dtype', 'grads_dtype'):
+        if force.get(field) is not None: p = p.with_choice(field, force[field], "forced by kda_nb.plan.forced_backward")
+    return p
 
 # %% ../nbs/04b_plan.ipynb #09f9e3a7
 @contextlib.contextmanager
-def forced(path: str, steps: int = 1):
-    "Inside the block, every call the kernels can run takes `path` ('decode', 'fused' or 'chunked' in `steps` steps)."
+def forced(path: str, steps: int = 1, growth: float | None = None):
+    """Inside the block, every call the kernels can run takes `path` ('decode', 'fused' or 'chunked' in `steps` steps,
+    each `growth` times the one before: `PIPELINE_GROWTH` unless given)."""
     if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
     if not (isinstance(steps, int) and 1 <= steps <= MAX_PIPELINE_STEPS) or (steps > 1 and path != 'chunked'):
         raise ValueError(f"steps must be 1 to {MAX_PIPELINE_STEPS}, and more than 1 only for 'chunked', got {steps}")
-    _forced.append((path, steps))
+    if growth is not None and not (steps > 1 and isinstance(growth, (int, float)) and math.isfinite(growth) and growth > 0):
+        raise ValueError(f"growth must be a positive number, and only for 'chunked' in more than one step, got {growth!r}")
+    _forced.append((path, steps, None if growth is None else float(growth)))
     try: yield
     finally: _forced.pop()
+
+@contextlib.contextmanager
+def forced_backward(backend: str | None = None, *, segments: int | None = None, ksplit: int | None = None,
+                    states_dtype: torch.dtype | None = None, grads_dtype: torch.dtype | None = None):
+    """Inside the block, every gradient takes the choices given (None: the rule's): `backend` 'cuda' or 'reference'
+    ('cuda' never sends a call to kernels that cannot run it: it raises), the passes' `segments` (1 to 64) and `ksplit`
+    (1 or 2), `states_dtype` and `grads_dtype` (torch.float32 or torch.bfloat16)."""
+    if backend not in (None, 'cuda', 'reference'): raise ValueError(f"backend must be 'cuda' or 'reference', got {backend!r}")
+    if segments is not None and not (isinstance(segments, int) and 1 <= segments <= 64):
+        raise ValueError(f"segments must be 1 to 64, got {segments!r}")
+    if ksplit not in (None, 1, 2): raise ValueError(f"ksplit must be 1 or 2, got {ksplit!r}")
+    for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
+        if dt not in (None, torch.float32, torch.bfloat16):
+            raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt!r}")
+    _forced_backward.append(dict(backend=backend, segments=segments, ksplit=ksplit, states_dtype=states_dtype,
+                                 grads_dtype=grads_dtype))
+    try: yield
+    finally: _forced_backward.pop()
