@@ -234,6 +234,19 @@ int64_t kda_bwd_factor_floats() { return kda::BWD_FACTOR_FLOATS; }
 // (kda_checks.h) before they are copied to the device, so that no kernel can be sent outside its tensors, whatever
 // cu_seqlens held. The k-split and the states' dtype are kda_nb.plan.BackwardPlan's, obeyed here.
 
+namespace {
+// the fields both passes share (kda::PassArgs), the tables already on the device
+void fill_pass(kda::PassArgs& a, const torch::Tensor& kd, const torch::Tensor& kr, const torch::Tensor& invb,
+               const torch::Tensor& decay, const torch::Tensor& row_tok, const torch::Tensor& row_len,
+               const torch::Tensor& step_off, const torch::Tensor& chunks, int64_t N, int64_t H, bool states_bf16,
+               int64_t ksplit) {
+    a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>();
+    a.row_tok = row_tok.data_ptr<int64_t>(); a.row_len = row_len.data_ptr<int>(); a.step_off = step_off.data_ptr<int64_t>();
+    a.chunks = chunks.data_ptr<int>(); a.n_seq = static_cast<int>(N); a.heads = static_cast<int>(H);
+    a.sc_bf16 = states_bf16; a.ksplit = check_ksplit(ksplit);
+}
+}  // namespace
+
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
                     torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
                     torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit,
@@ -257,10 +270,9 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
     const torch::Device dev = kd.device();
     const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
     const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
-    kda::StatesArgs a{kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(), s0.data_ptr<float>(),
-                      v.data_ptr(), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(), step_off.data_ptr<int64_t>(),
-                      chunks.data_ptr<int>(), sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N),
-                      static_cast<int>(H), sc.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
+    kda::StatesArgs a{};
+    fill_pass(a, kd, kr, invb, decay, row_tok, row_len, step_off, chunks, N, H, sc.scalar_type() == at::kBFloat16, ksplit);
+    a.s0 = s0.data_ptr<float>(); a.v = v.data_ptr(); a.sc = sc.data_ptr(); a.r = r.data_ptr<float>(); a.u = u.data_ptr<float>();
     check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
     a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
     const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
@@ -296,12 +308,11 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
     const torch::Device dev = kd.device();
     const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
     const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
-    kda::DStatesArgs a{qd.data_ptr(), kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(),
-                       ds_final.data_ptr<float>(), dout.numel() ? dout.data_ptr() : nullptr, dout.scalar_type() == at::kFloat,
-                       static_cast<float>(scale), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(),
-                       step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(), du.data_ptr<float>(), dso.data_ptr(),
-                       dr.data_ptr<float>(), ds0.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
-                       dso.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
+    kda::DStatesArgs a{};
+    fill_pass(a, kd, kr, invb, decay, row_tok, row_len, step_off, chunks, N, H, dso.scalar_type() == at::kBFloat16, ksplit);
+    a.qd = qd.data_ptr(); a.ds_final = ds_final.data_ptr<float>(); a.dout = dout.numel() ? dout.data_ptr() : nullptr;
+    a.dout_fp32 = dout.scalar_type() == at::kFloat; a.scale = static_cast<float>(scale); a.du = du.data_ptr<float>();
+    a.dso = dso.data_ptr(); a.dr = dr.data_ptr<float>(); a.ds0 = ds0.data_ptr<float>();
     check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
     a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
     const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
@@ -341,10 +352,13 @@ ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, con
 kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g, const torch::Tensor& beta,
                           const torch::Tensor& dout, const torch::Tensor& A_log, const torch::Tensor& dt_bias,
                           const ChunkRows& rows, double scale, double lower_bound) {
-    return kda::ChunkArgs{q.data_ptr(), k.data_ptr(), g.data_ptr(), beta.data_ptr(), dout.numel() ? dout.data_ptr() : nullptr,
-                          dout.scalar_type() == at::kFloat, A_log.data_ptr<float>(), dt_bias.data_ptr<float>(), rows.tok.data_ptr<int64_t>(),
-                          rows.len.data_ptr<int>(), rows.M, static_cast<int>(rows.H), static_cast<float>(scale),
-                          static_cast<float>(lower_bound)};
+    kda::ChunkArgs a{};
+    a.q = q.data_ptr(); a.k = k.data_ptr(); a.v = nullptr; a.g = g.data_ptr(); a.beta = beta.data_ptr();
+    a.A_log = A_log.data_ptr<float>(); a.dt_bias = dt_bias.data_ptr<float>(); a.H = static_cast<int>(rows.H);
+    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
+    a.dout = dout.numel() ? dout.data_ptr() : nullptr; a.dout_fp32 = dout.scalar_type() == at::kFloat;
+    a.row_tok = rows.tok.data_ptr<int64_t>(); a.row_len = rows.len.data_ptr<int>(); a.rows = rows.M; a.row0 = 0;
+    return a;
 }
 }  // namespace
 
