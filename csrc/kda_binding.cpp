@@ -235,86 +235,84 @@ int64_t kda_bwd_factor_floats() { return kda::BWD_FACTOR_FLOATS; }
 // cu_seqlens held. The k-split and the states' dtype are kda_nb.plan.BackwardPlan's, obeyed here.
 
 namespace {
-// the fields both passes share (kda::PassArgs), the tables already on the device
-void fill_pass(kda::PassArgs& a, const torch::Tensor& kd, const torch::Tensor& kr, const torch::Tensor& invb,
-               const torch::Tensor& decay, const torch::Tensor& row_tok, const torch::Tensor& row_len,
-               const torch::Tensor& step_off, const torch::Tensor& chunks, int64_t N, int64_t H, bool states_bf16,
-               int64_t ksplit) {
+// What both passes take alike, checked and filled into `a`: the tiles kd, kr [M, H, 16, 128] fp16, invb [M, H, 16, 16]
+// and decay [M, H, 128] fp32; the per-sequence states `seq` ([N, H, 128, 128] fp32 each, N from the first); the chunks'
+// states `kept` [M, H, 128, 128], fp32 or bf16 (sc_bf16); the row tables, rows inside `total` tokens; the step tables;
+// the k-split and the steps [step_lo, step_hi). The tables are copied to the device and kept alive in `tables`.
+struct PassShape { int64_t M, H, N; };
+PassShape fill_pass(kda::PassArgs& a, std::vector<torch::Tensor>& tables, const torch::Tensor& kd, const torch::Tensor& kr,
+                    const torch::Tensor& invb, const torch::Tensor& decay,
+                    std::initializer_list<std::pair<torch::Tensor, const char*>> seq, const torch::Tensor& kept,
+                    const char* kept_name, const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host,
+                    int64_t total, const torch::Tensor& step_off_host, const torch::Tensor& chunks_host, int64_t ksplit,
+                    int64_t step_lo, int64_t step_hi) {
+    TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
+    const int64_t M = kd.size(0), H = kd.size(1), N = seq.begin()->first.size(0);
+    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
+    check_tile(invb, "invb", kd, {M, H, 16, 16});
+    check_tile(decay, "decay", kd, {M, H, 128});
+    for (const auto& [t, name] : seq) check_tile(t, name, kd, {N, H, 128, 128});
+    check_rows(row_tok_host, row_len_host, total);
+    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
+    TORCH_CHECK(kept.scalar_type() == at::kFloat || kept.scalar_type() == at::kBFloat16, kept_name, " must be float32 or bfloat16");
+    check_tensor(kept, kept_name, kept.scalar_type(), kd);
+    TORCH_CHECK(kept.is_contiguous() && kept.sizes() == c10::IntArrayRef({M, H, 128, 128}), kept_name, " must be [M, H, 128, 128]");
+    check_steps(step_off_host, chunks_host, M, N);
+    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
+    const int ks = check_ksplit(ksplit);
+    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
+    const torch::Device dev = kd.device();
+    tables = {to_device_async(step_off_host, dev), to_device_async(chunks_host, dev), to_device_async(row_tok_host, dev),
+              to_device_async(row_len_host, dev)};
     a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>();
-    a.row_tok = row_tok.data_ptr<int64_t>(); a.row_len = row_len.data_ptr<int>(); a.step_off = step_off.data_ptr<int64_t>();
-    a.chunks = chunks.data_ptr<int>(); a.n_seq = static_cast<int>(N); a.heads = static_cast<int>(H);
-    a.sc_bf16 = states_bf16; a.ksplit = check_ksplit(ksplit);
+    a.step_off = tables[0].data_ptr<int64_t>(); a.chunks = tables[1].data_ptr<int>();
+    a.row_tok = tables[2].data_ptr<int64_t>(); a.row_len = tables[3].data_ptr<int>();
+    a.n_seq = static_cast<int>(N); a.heads = static_cast<int>(H); a.sc_bf16 = kept.scalar_type() == at::kBFloat16;
+    a.ksplit = ks; a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
+    return {M, H, N};
 }
 }  // namespace
 
+// The backward's forward pass (kda_bwd_states.cu): the chunk loop from s0, keeping each chunk's entering state in sc
+// and R, U; v the caller's bf16 [..., H, 128].
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
                     torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
                     torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit,
                     int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
-    const int64_t M = kd.size(0), H = kd.size(1), N = s0.size(0);
-    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
-    for (auto [t, name] : {std::pair{r, "r"}, {u, "u"}}) check_tile(t, name, kd, {M, H, 16, 128});
-    check_tile(invb, "invb", kd, {M, H, 16, 16});
-    check_tile(decay, "decay", kd, {M, H, 128});
-    check_tile(s0, "s0", kd, {N, H, 128, 128});
     TORCH_CHECK(v.scalar_type() == at::kBFloat16, "v must be bfloat16");
-    check_rows(row_tok_host, row_len_host, check_tokens(v, "v", H, kd));
-    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
-    TORCH_CHECK(sc.scalar_type() == at::kFloat || sc.scalar_type() == at::kBFloat16, "sc must be float32 or bfloat16");
-    check_tensor(sc, "sc", sc.scalar_type(), kd);
-    TORCH_CHECK(sc.is_contiguous() && sc.sizes() == c10::IntArrayRef({M, H, 128, 128}), "sc must be [M, H, 128, 128]");
-    check_steps(step_off_host, chunks_host, M, N);
-    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
     const c10::DeviceGuard guard(kd.device());
-    const torch::Device dev = kd.device();
-    const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
-    const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
     kda::StatesArgs a{};
-    fill_pass(a, kd, kr, invb, decay, row_tok, row_len, step_off, chunks, N, H, sc.scalar_type() == at::kBFloat16, ksplit);
+    std::vector<torch::Tensor> tables;
+    const PassShape n = fill_pass(a, tables, kd, kr, invb, decay, {{s0, "s0"}}, sc, "sc", row_tok_host, row_len_host,
+                                  check_tokens(v, "v", kd.size(1), kd), step_off_host, chunks_host, ksplit, step_lo, step_hi);
+    for (auto [t, name] : {std::pair{r, "r"}, {u, "u"}}) check_tile(t, name, kd, {n.M, n.H, 16, 128});
     a.s0 = s0.data_ptr<float>(); a.v = v.data_ptr(); a.sc = sc.data_ptr(); a.r = r.data_ptr<float>(); a.u = u.data_ptr<float>();
-    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
-    a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
     const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
 }
 
+// The backward's reverse pass (kda_bwd_states.cu): dS from ds_final back through the chunks, keeping each chunk's
+// leaving dS in dso and dU, dR; dout the caller's dO (bf16 or fp32 [..., H, 128]) or empty (zero).
 void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
                      torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
                      torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit,
                      int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
-    const int64_t M = kd.size(0), H = kd.size(1), N = ds_final.size(0);
-    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
-    for (auto [t, name] : {std::pair{du, "du"}, {dr, "dr"}}) check_tile(t, name, kd, {M, H, 16, 128});
-    check_tile(invb, "invb", kd, {M, H, 16, 16});
-    check_tile(decay, "decay", kd, {M, H, 128});
-    check_tile(ds_final, "ds_final", kd, {N, H, 128, 128});
-    check_tile(ds0, "ds0", kd, {N, H, 128, 128});
-    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
-    if (dout.numel()) {
-        TORCH_CHECK(dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat, "dout must be bfloat16 or float32");
-        check_rows(row_tok_host, row_len_host, check_tokens(dout, "dout", H, kd));
-    } else {
-        check_rows(row_tok_host, row_len_host, INT64_MAX);  // (no tokens are read)
-    }
-    TORCH_CHECK(dso.scalar_type() == at::kFloat || dso.scalar_type() == at::kBFloat16, "dso must be float32 or bfloat16");
-    check_tensor(dso, "dso", dso.scalar_type(), kd);
-    TORCH_CHECK(dso.is_contiguous() && dso.sizes() == c10::IntArrayRef({M, H, 128, 128}), "dso must be [M, H, 128, 128]");
-    check_steps(step_off_host, chunks_host, M, N);
-    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
+    TORCH_CHECK(!dout.numel() || dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat,
+                "dout must be bfloat16 or float32");
+    const int64_t total = dout.numel() ? check_tokens(dout, "dout", kd.size(1), kd) : INT64_MAX;   // (none read: no dO)
     const c10::DeviceGuard guard(kd.device());
-    const torch::Device dev = kd.device();
-    const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
-    const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
     kda::DStatesArgs a{};
-    fill_pass(a, kd, kr, invb, decay, row_tok, row_len, step_off, chunks, N, H, dso.scalar_type() == at::kBFloat16, ksplit);
+    std::vector<torch::Tensor> tables;
+    const PassShape n = fill_pass(a, tables, kd, kr, invb, decay, {{ds_final, "ds_final"}, {ds0, "ds0"}}, dso, "dso",
+                                  row_tok_host, row_len_host, total, step_off_host, chunks_host, ksplit, step_lo, step_hi);
+    check_tile(qd, "qd", kd, {n.M, n.H, 16, 128}, at::kHalf);
+    for (auto [t, name] : {std::pair{du, "du"}, {dr, "dr"}}) check_tile(t, name, kd, {n.M, n.H, 16, 128});
     a.qd = qd.data_ptr(); a.ds_final = ds_final.data_ptr<float>(); a.dout = dout.numel() ? dout.data_ptr() : nullptr;
     a.dout_fp32 = dout.scalar_type() == at::kFloat; a.scale = static_cast<float>(scale); a.du = du.data_ptr<float>();
     a.dso = dso.data_ptr(); a.dr = dr.data_ptr<float>(); a.ds0 = ds0.data_ptr<float>();
-    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
-    a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
     const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
 }
@@ -422,14 +420,14 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_adjoint launch failed: ", cudaGetErrorString(err));
 }
 
-// The module: every entry point with its arguments named, so that Python passes them by keyword. The forward's
-// plan (after the 14 arguments of a call) is keyword-only.
+// The module: every entry point with its arguments named, so that Python may pass them by keyword (kda_nb.kernels.launch
+// passes kda_forward's positionally: a call's host time matters for small decode steps).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
     namespace py = pybind11;
     m.def("kda_forward", torch::wrap_pybind_function(kda_forward), "the forward on the plan's path, obeying its choices; 0, or a prepared decode step's id (keep)",
           py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"), py::arg("scale"), py::arg("out"),
           py::arg("A_log"), py::arg("dt_bias"), py::arg("lower_bound"), py::arg("initial_state"),
-          py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::kw_only(), py::arg("path"),
+          py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
           py::arg("keep"));
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",

@@ -23,7 +23,7 @@ def test_kernel_path_on_the_anchors_shapes():
     assert kernel_path(1, 256, 32, 256, True, 1, lambda: asked.append(1) or 132).path == 'decode' and not asked
 
 
-import shutil, subprocess, sysconfig
+import re, shutil, subprocess, sysconfig
 from pathlib import Path
 
 def test_k2_stages_by_waves():
@@ -76,6 +76,53 @@ def test_step_edges_match_the_binding():
     for row in rows:
         g, n, c, *edges = row.split()
         assert step_edges(int(n), int(c), float(g)) == [int(e) for e in edges], row
+
+
+STUB_LAUNCHERS = """#include "kda_launch.h"
+namespace kda {   // stand-ins for the kernels' launchers: the binding's Python surface, without nvcc or a GPU
+size_t record_bytes() { return 13840; }
+cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+}
+"""
+
+def test_binding_takes_the_plan(tmp_path, monkeypatch):
+    """The binding built with the host compiler against stand-in launchers: `launch` hands it every field of a plan in the
+    order its module names them, and it refuses a plan it cannot obey, before it looks at the tensors."""
+    import os, inspect
+    from torch.utils.cpp_extension import load
+    import kda_nb.kernels as K
+    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
+    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
+        pytest.skip("needs a C++ compiler and the CUDA runtime's headers and library")
+    (tmp_path / 'stubs.cpp').write_text(STUB_LAUNCHERS)
+    ext = load('kda_binding_surface', [str(K.csrc_dir() / 'kda_binding.cpp'), str(tmp_path / 'stubs.cpp')],
+               extra_include_paths=[str(K.csrc_dir()), str(cuda / 'include')],
+               extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
+    assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
+    names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
+    assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep']
+    assert list(Plan('decode', '').launch_args()) == names[14:20]
+    q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
+    args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+            None, None, None, None)
+    monkeypatch.setitem(K._loaded, K.KERNEL_VERSION, ext)
+    for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', '')):
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(p, *args)     # the plan taken, the tensors refused
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(Plan('decode', ''), *args, keep=True)
+    good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False)
+    for bad, words in [(dict(path='x'), 'path must be'), (dict(steps=9), 'steps must be 1 to 8'), (dict(k2_stages=5), 'k2_stages'),
+                       (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
+                       (dict(keep=True), 'keep')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
+    assert ext.kda_decode_free(-5) is False
 
 
 def test_backward_plan_choices_and_forcing():
