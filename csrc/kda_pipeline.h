@@ -1,10 +1,4 @@
 // kda_pipeline.h: K1 and K2 over a batch in steps of consecutive chunks (the binding's kda_forward, path 'chunked').
-// §pipeline: K2 runs each sequence's chunks one after another, so a batch of one long sequence gives it few blocks
-// (192 at H = 96: two per head) and leaves most of the GPU idle while it runs. Such a batch can be cut into steps of
-// consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step s on a second stream of higher
-// priority, and the state passes from one step to the next in fp32 (the carry), so the results are bitwise those of
-// one step. Which batches take it, in how many steps, how much each step grows, K1's grid and K2's stages are the
-// plan's (kda_nb.plan.Plan, handed over as kda::FwdPlan); how the chunks are cut into the steps is step_edge's.
 // step_edge needs no CUDA: kda_nb.plan.step_edges is the same rule in Python, and the plan notebook's tests compile
 // this header with the host compiler alone and compare the two.
 #pragma once
@@ -17,9 +11,15 @@
 namespace kda {
 namespace {    // internal linkage: two builds of the binding loaded side by side share none of this (no shared statics)
 
+// §pipeline: K2 runs each sequence's chunks one after another, so a batch of one long sequence gives it few blocks
+// (192 at H = 96: two per head) and leaves most of the GPU idle while it runs. Such a batch can be cut into steps of
+// consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step s on a second stream of higher
+// priority, and the state passes from one step to the next in fp32 (the carry), so the results are bitwise those of
+// one step. Which batches take it, in how many steps, how much each step grows, K1's grid and K2's stages are the
+// plan's (kda_nb.plan.Plan, handed over as kda::FwdPlan); how the chunks are cut into the steps is step_edge's.
 constexpr int MAX_STEPS = 8;               // the most steps a call may take (kda_nb.plan.MAX_PIPELINE_STEPS)
 
-// §steps: step s of `steps` covers the chunks [step_edge(s), step_edge(s + 1)) of the batch's `chunks`: each step
+// §edges: step s of `steps` covers the chunks [step_edge(s), step_edge(s + 1)) of the batch's `chunks`: each step
 // `growth` times as long as the one before (1: equal steps), so that the first, whose K1 runs alone while K2 waits
 // for it, is short; every step at least one chunk.
 int64_t step_edge(int64_t s, int64_t steps, int64_t chunks, double growth) {
@@ -53,7 +53,7 @@ cudaError_t side_stream(SideStream*& out) {
     return cudaSuccess;
 }
 
-// K1 and K2 over the whole batch on `stream`, as plan `p` says: in p.steps steps (K2 on the side stream, joined
+// §steps: K1 and K2 over the whole batch on `stream`, as plan `p` says: in p.steps steps (K2 on the side stream, joined
 // back to `stream` after the last), each p.growth times the one before; K1's grid and K2's stages as p says.
 // `carry` holds two [H, 128, 128] fp32 states when p.steps > 1 (step s reads the one step s - 1 wrote).
 cudaError_t launch_chunked(const FwdArgs& a, const FwdPlan& p, float* carry, cudaStream_t stream) {
