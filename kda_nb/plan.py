@@ -156,11 +156,11 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
     if refusal is not None:
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
+    if step: return Plan('decode', "a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)")
     if force is not None:
         path, steps, growth = force
         why = f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "") + ")"
         return path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth)
-    if step: return Plan('decode', "a prepared decode step runs K3")
     return kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device))
 
 def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bool, sms: int, steps: int = 1,

@@ -177,6 +177,7 @@ def test_plan_on_the_gpu():
     with forced('chunked', 3):
         p = plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False)
         assert (p.path, p.steps) == ('chunked', 3) and 'forced' in p.reason
+        assert plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False, step=True).path == 'decode'   # a DecodeStep: K3
     assert plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False).path == ('fused' if use_fused(8, 512, 64, sms) else 'chunked')
     assert one.sms == sms == sm_count(dev) and plan(dev, bf, 1, 1, 32, 128, 128, 256, varlen=True, max_len=1).sms == 0
 
