@@ -1,9 +1,10 @@
-// kda_args.h: what the binding (kda_binding.cpp) hands each kernel launcher, plain pointers and sizes only,
-// so that the kernels compile with nvcc alone. kda::Args holds the fields every path shares (the tensors and
-// the state formats); FwdArgs (the layout kernel, K1, K2, the fused kernel) and DecodeArgs (K3) add their own.
-// The backward's two sequential passes (kda_bwd_states.cu) take the chunk tiles kda_bwd_prepare made and the caller's
-// v and dO: StatesArgs and DStatesArgs; the token-parallel kernels on either side of them (kda_bwd_chunk.cu)
-// take ChunkArgs' PrepArgs and AdjointArgs.
+// kda_args.h: what the binding (kda_binding.cpp) hands each kernel launcher, plain pointers and sizes only, so that
+// the kernels compile with nvcc alone. One hierarchy: kda::Params holds what every kernel of a call reads (the token
+// tensors and the gates); Args adds the forward's outputs and state formats,
+// and FwdArgs (the layout kernel, K1, K2, the fused kernel) and DecodeArgs (K3) what each forward path adds; ChunkArgs
+// adds the backward's row tables for its token-parallel kernels (kda_bwd_chunk.cu), PrepArgs and AdjointArgs what each
+// of those writes. The backward's two sequential passes (kda_bwd_states.cu) read tiles, not the token tensors:
+// PassArgs holds what both take, StatesArgs and DStatesArgs what each adds.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -12,7 +13,10 @@ namespace kda {
 
 enum StateKind : int { STATE_NONE = 0, STATE_BF16 = 1, STATE_FP32 = 2 };
 
-struct Args {
+// The call's token tensors and gates, which every kernel of a call reads. A kernel that reads no v (the backward's
+// token-parallel kernels) gets null there. The sizes (H, scale, the gate's floor) are declared by each kind after
+// its own fields: the forward's kernels keep the parameter layout (and so the machine code) they were tuned with.
+struct Params {
     const void* q;            // [total_tokens, H, 128] bf16 (B*T tokens, or the varlen concatenation)
     const void* k;            // same
     const void* v;            // same
@@ -20,6 +24,10 @@ struct Args {
     const void* beta;         // [total_tokens, H] bf16 logits
     const float* A_log;       // [H]
     const float* dt_bias;     // [H, 128]
+};
+
+// The forward: its outputs and the states' formats, every path alike
+struct Args : Params {
     void* out;                // [total_tokens, H, 128] bf16
     const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
     void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
@@ -27,7 +35,7 @@ struct Args {
     int state_out_kind;
 };
 
-// The chunked forward: Args first, so the fields sit where they always have in the kernels' parameters.
+// The chunked forward (the layout kernel, K1, K2, the fused kernel)
 struct FwdArgs : Args {
     const int64_t* state_slot;  // [N]: the pool slot sequence n reads and writes, or null (slot n); a slot
                               // outside [0, n_slots) marks a padding sequence (no state, zero outputs)
@@ -44,7 +52,7 @@ struct FwdArgs : Args {
     int64_t max_chunks;       // max_chunks_varlen / max_chunks_fixed (kda_layout.cuh): it sizes K1's grid and
                               // the workspace; K1 reads the count itself
     float scale;
-    float lower_bound;
+    float lower_bound;        // the safe gate's floor
     void* workspace;          // max_chunks * H * record_bytes() bytes, written by K1, read by K2 (the fused kernel: none)
     // One step of a pipeline (kda_binding.cpp): K1 and K2 take only the chunks [chunk_lo, chunk_hi) of the
     // batch. K2 takes the state of a sequence that began before chunk_lo from carry_in, and leaves that of
@@ -77,54 +85,48 @@ struct DecodeArgs : Args {
 // (their values are exact tf32 operands), dU fp32; INVb [M, H, 16, 16] fp32 (read as tf32 operands: values already
 // rounded to tf32 are read exactly, others cut); decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted
 // order. v and dO are the caller's own [tokens, H, 128] tensors, 16-byte aligned.
-struct StatesArgs {
+// What both passes take: the chunk tiles, the row tables, the walk
+struct PassArgs {
     const void *kd, *kr;      // fp16 tiles
     const float *invb, *decay;
-    float* s0;                // [N, H, 128, 128]: the state entering chunk step_lo (the initial state when 0); where a
-                              // sequence has chunks past step_hi, the state entering chunk step_hi is left there
-    const void* v;            // the caller's v, bf16
     const int64_t* row_tok;   // [M]
     const int* row_len;       // [M]
     const int64_t* step_off;  // [steps + 1]
     const int* chunks;        // [N]
+    int n_seq, heads, sc_bf16;
+    int ksplit;               // warps sharing a group of 16 state rows: 1 or 2 (kda_nb.plan.BackwardPlan.ksplit)
+    int step_lo, step_hi;     // the chunks this launch walks: steps step_lo .. step_hi - 1 of each sequence (dS: from the last)
+};
+struct StatesArgs : PassArgs {
+    float* s0;                // [N, H, 128, 128]: the state entering chunk step_lo (the initial state when 0); where a
+                              // sequence has chunks past step_hi, the state entering chunk step_hi is left there
+    const void* v;            // the caller's v, bf16
     void* sc;                 // [M, H, 128, 128]: the state entering each chunk, fp32 or bf16 (sc_bf16)
     float *r, *u;             // [M, H, 16, 128]: R = V - kd S^T and U = INVb R
-    int n_seq, heads, sc_bf16;
-    int ksplit;               // warps sharing a group of 16 state rows: 1 or 2 (kda_nb.backward_kernels.PASS_KSPLIT)
-    int step_lo, step_hi;     // the chunks this launch walks: steps step_lo .. step_hi - 1 of each sequence
 };
-struct DStatesArgs {
-    const void *qd, *kd, *kr; // fp16 tiles
-    const float *invb, *decay;
+struct DStatesArgs : PassArgs {
+    const void* qd;           // fp16 tile
     float* ds_final;          // [N, H, 128, 128]: dS leaving chunk step_hi - 1 (or the sequence's last); unless
                               // step_lo is 0, dS entering chunk step_lo is left there for the next launch
     const void* dout;         // the caller's dO, bf16 or fp32 (dout_fp32), or null (zero); dP = scale dO
     int dout_fp32;
     float scale;
-    const int64_t* row_tok;
-    const int* row_len;
-    const int64_t* step_off;
-    const int* chunks;
     float* du;                // [M, H, 16, 128] in: the outputs' share of dU (Mqk^T dP); out: all of dU
     void* dso;                // [M, H, 128, 128]: dS leaving each chunk, fp32 or bf16 (sc_bf16)
     float *dr, *ds0;          // [M, H, 16, 128] dR = INVb^T dU; [N, H, 128, 128] the entering states' gradient
-    int n_seq, heads, sc_bf16;
-    int ksplit;               // as in StatesArgs
-    int step_lo, step_hi;     // as in StatesArgs, walked from the last
 };
 
 // The backward's token-parallel kernels (kda_bwd_chunk.cu), one block per (row, head). Row r of the tiles is the
 // chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 of the flat token axis (1 <= row_len[r] <= 16).
-// Inputs as in Args (bf16 [total_tokens, H, 128], beta [total_tokens, H]); dout like v (bf16 or fp32), or null (zero).
-struct ChunkArgs {
-    const void *q, *k, *g, *beta, *dout;
+// Inputs as in Params (v: null); dout like q (bf16 or fp32), or null (zero).
+struct ChunkArgs : Params {
+    const void* dout;
     int dout_fp32;            // dout is fp32 (else bf16)
-    const float *A_log, *dt_bias;   // [H], [H, 128]
+    int H;
+    float scale, lower_bound;
     const int64_t* row_tok;   // [M]
     const int* row_len;       // [M]
     int64_t rows;             // the rows this launch computes, row0 .. row0 + rows - 1 (of the tables' M)
-    int heads;
-    float scale, lower_bound;
     int64_t row0;
 };
 // The chunk's small factors that kda_bwd_prepare keeps for kda_bwd_adjoint, [M, H, BWD_FACTOR_FLOATS] fp32:

@@ -1,18 +1,18 @@
-// kda_binding.cpp: the torch side of the kernels. Checks what the kernels assume (devices, dtypes,
-// shapes), makes misaligned or strided tensors safe to hand over, builds the batch layout on the device,
-// fills kda::FwdArgs (or DecodeArgs) and launches the kernels of one path on torch's current stream of the
-// inputs' device. It chooses nothing: one entry point per path, each with the same 14 arguments
-// (KDA_CALL_PARAMS), and the choice between them (and of the pipeline's steps) is kda_nb.plan's, in Python:
-//   kda_fwd_chunked(<14>, steps)  the layout kernel (variable lengths), K1 and K2, in `steps` pipeline steps
-//   kda_fwd_fused(<14>)           the layout kernel (variable lengths) and the fused kernel
-//   kda_decode(<14>)              K3; kda_decode_plan(<14>) / kda_decode_run(id) / kda_decode_free(id)
+// kda_binding.cpp: the torch side of the kernels, the entry points Python calls (by keyword: the module at the end
+// names every argument). Each checks its tensors (kda_checks.h), fills the kernels' arguments (kda_args.h) and
+// launches on torch's current stream of the inputs' device. It chooses nothing: every launch choice arrives from
+// kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
+//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=)  the forward on the plan's
+//       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
+//       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
+//       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id)
 //   kda_bwd_prepare(...)          the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
 //   kda_bwd_adjoint(...)          the rest of the backward, into the gradients (kda_bwd_chunk.cu)
+//   kda_layout, kda_record_bytes, kda_bwd_factor_floats   the layout kernel alone (tests) and two sizes
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
-// torch (CI does). kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages before it
-// gets here; these checks are the last line of defence for direct callers.
+// torch (CI does).
 #include <torch/extension.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -22,11 +22,13 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 
-#include "kda_launch.h"
+#include "kda_checks.h"
+#include "kda_pipeline.h"
 
-// The 14 arguments of every entry point, as parameters and as the names passed on: written once here.
+// The 14 arguments of the forward, as parameters and as the names passed on: written once here.
 #define KDA_CALL_PARAMS                                                                                        \
     torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta, double scale,        \
         torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,                       \
@@ -36,255 +38,7 @@
 
 namespace {
 
-// Integers and shapes in error messages go to TORCH_CHECK as C strings: streaming an int64_t (or sizes())
-// into its message killed the process (SIGSEGV) instead of raising, seen on the H200 with torch 2.11.
-std::string num(int64_t v) { return std::to_string(v); }
-
-// "[2, 3, 4]": a tensor's shape for error messages
-std::string shape_of(const torch::Tensor& t) {
-    std::string s = "[";
-    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-    return s + "]";
-}
-
-void check_tensor(const torch::Tensor& t, const char* name, at::ScalarType dtype, const torch::Tensor& like) {
-    TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
-    TORCH_CHECK(t.device() == like.device(), name, " must be on ", like.device(), ", got ", t.device());
-    TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
-}
-
-int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const torch::Tensor& like,
-               int64_t N, int64_t H) {
-    if (!s.has_value()) return kda::STATE_NONE;
-    const auto& t = *s;
-    TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, name,
-                " must be float32 or bfloat16, got ", t.scalar_type());
-    check_tensor(t, name, t.scalar_type(), like);
-    TORCH_CHECK(t.dim() == 4 && t.size(0) == N && t.size(1) == H && t.size(2) == 128 && t.size(3) == 128,
-                name, " must have shape [", num(N).c_str(), ", ", num(H).c_str(), ", 128, 128], got ", shape_of(t).c_str());
-    return t.scalar_type() == at::kFloat ? kda::STATE_FP32 : kda::STATE_BF16;
-}
-
-// Do the bytes of a and b overlap? (kda_nb.api checks the same, with the same words.)
-bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
-    const auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()), pb = reinterpret_cast<uintptr_t>(b.data_ptr());
-    return a.device() == b.device() && pa < pb + b.nbytes() && pb < pa + a.nbytes();
-}
-
-// A float32 tensor: `t` itself if it is one (no dispatch), else a converted copy.
-torch::Tensor as_float(const torch::Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }
-
-// 16-byte aligned and contiguous, as the kernels' vector loads need: `t` itself, or a copy of it. A view
-// at an odd offset (flat[1:].view(...)) gets a copy here instead of a misaligned-address fault.
-bool usable_as_is(const torch::Tensor& t) {
-    return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-}
-torch::Tensor kernel_ready(const torch::Tensor& t) {
-    if (usable_as_is(t)) return t;
-    return t.is_contiguous() ? t.clone() : t.contiguous();     // fresh allocations are aligned
-}
-
-
-// The checked, kernel-ready form of a call's tensors, shared by every path (kda_fwd_chunked, kda_fwd_fused,
-// kda_decode, kda_decode_plan). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
-// [H, 128] fp32; states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
-// (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
-// Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
-// `s_out`), which `finish` copies back.
-struct Call {
-    torch::Tensor qc, kc, vc, gc, bc, Ac, dc, o, slots, cu;
-    c10::optional<torch::Tensor> s_in, s_out;
-    int64_t B = 0, T = 0, H = 0, N = 0, P = 0;
-    bool varlen = false, pooled = false;
-    int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
-    cudaStream_t stream = nullptr;
-};
-
-Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
-             const torch::Tensor& beta, const torch::Tensor& out, const torch::Tensor& A_log,
-             const torch::Tensor& dt_bias, const c10::optional<torch::Tensor>& initial_state,
-             const c10::optional<torch::Tensor>& final_state, const c10::optional<torch::Tensor>& cu_seqlens,
-             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64) {
-    Call c;
-    TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
-    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    c.B = q.size(0); c.T = q.size(1); c.H = q.size(2);
-    c.varlen = cu_seqlens.has_value();
-    if (c.varlen) {
-        TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
-        TORCH_CHECK(cu_seqlens->scalar_type() == at::kLong, "cu_seqlens must be int64, got ", cu_seqlens->scalar_type());
-        TORCH_CHECK(c.B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", num(c.B).c_str());
-        const torch::Tensor& cu = *cu_seqlens;
-        c.cu = cu.device() == q.device() && cu.is_contiguous() ? cu : cu.to(q.device()).contiguous();
-    }
-    c.N = c.varlen ? cu_seqlens->numel() - 1 : c.B;
-    TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
-    TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
-    const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
-    const char* names[] = {"q", "k", "v", "g", "out"};
-    for (int i = 0; i < 5; ++i) {
-        check_tensor(*same_shape[i], names[i], at::kBFloat16, q);
-        TORCH_CHECK(same_shape[i]->sizes() == q.sizes(), names[i], " must have the shape of q ", shape_of(q).c_str(),
-                    ", got ", shape_of(*same_shape[i]).c_str());
-    }
-    check_tensor(beta, "beta", at::kBFloat16, q);
-    TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
-                "beta must be [B, T, H], got ", shape_of(beta).c_str());
-    for (const auto* t : {&A_log, &dt_bias}) {
-        const char* name = t == &A_log ? "A_log" : "dt_bias";
-        TORCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
-                    " must be float32 or float64, got ", t->scalar_type());
-        TORCH_CHECK(t->device() == q.device(), name, " must be on ", q.device(), ", got ", t->device());
-    }
-    TORCH_CHECK(A_log.dim() == 1 && A_log.size(0) == c.H, "A_log must be [H] = [", num(c.H).c_str(), "], got ", shape_of(A_log).c_str());
-    TORCH_CHECK(dt_bias.dim() == 2 && dt_bias.size(0) == c.H && dt_bias.size(1) == 128, "dt_bias must be [H, 128] = [",
-                num(c.H).c_str(), ", 128], got ", shape_of(dt_bias).c_str());
-    {   // fwd leaves its inputs untouched: out and final_state must not share memory with them
-        const torch::Tensor* ins[] = {&q, &k, &v, &g, &beta, &A_log, &dt_bias};
-        const char* in_names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias"};
-        for (int i = 0; i < 7; ++i)
-            TORCH_CHECK(!overlap(out, *ins[i]), "out must not share memory with ", in_names[i],
-                        ": fwd leaves its inputs untouched");
-        if (initial_state.has_value())
-            TORCH_CHECK(!overlap(out, *initial_state), "out must not share memory with initial_state: fwd leaves its inputs untouched");
-        if (final_state.has_value()) {
-            for (int i = 0; i < 5; ++i)
-                TORCH_CHECK(!overlap(*final_state, *ins[i]), "final_state must not share memory with ", in_names[i]);
-            TORCH_CHECK(!overlap(*final_state, out), "final_state must not share memory with out");
-        }
-    }
-
-    c.qc = kernel_ready(q); c.kc = kernel_ready(k); c.vc = kernel_ready(v); c.gc = kernel_ready(g);
-    c.bc = kernel_ready(beta);
-    c.Ac = kernel_ready(as_float(A_log)); c.dc = kernel_ready(as_float(dt_bias));
-    c.o = usable_as_is(out) ? out : torch::empty_like(out, at::MemoryFormat::Contiguous);
-    // States: one per sequence ([N, H, 128, 128]), or pools of P slots with state_indices [N] naming the
-    // slot each sequence reads and writes (-1: a padding sequence); the two may be one tensor.
-    c.pooled = state_indices.has_value();
-    c.P = c.N;
-    if (c.pooled) {
-        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == c.N, "state_indices must be [N = ", num(c.N).c_str(),
-                    "], got ", shape_of(*state_indices).c_str());
-        TORCH_CHECK(state_indices->scalar_type() == at::kLong || state_indices->scalar_type() == at::kInt,
-                    "state_indices must be int32 or int64, got ", state_indices->scalar_type());
-        TORCH_CHECK(state_indices->device() == q.device(), "state_indices must be on ", q.device(), ", got ",
-                    state_indices->device());
-        const torch::Tensor& idx = *state_indices;
-        c.slots = slots_as_int64 && idx.scalar_type() != at::kLong ? idx.to(at::kLong).contiguous() : idx.contiguous();
-        c.P = initial_state.has_value() ? initial_state->size(0) : final_state.has_value() ? final_state->size(0) : INT64_MAX;
-        TORCH_CHECK(!(initial_state.has_value() && final_state.has_value()) || initial_state->size(0) == final_state->size(0),
-                    "initial_state and final_state must be pools of the same size");
-    }
-    if (initial_state.has_value()) {
-        state_kind(initial_state, "initial_state", q, c.P, c.H);
-        c.s_in = kernel_ready(*initial_state);
-    }
-    if (final_state.has_value()) {
-        state_kind(final_state, "final_state", q, c.P, c.H);
-        if (usable_as_is(*final_state)) c.s_out = *final_state;
-        else if (c.pooled) c.s_out = final_state->contiguous().clone();      // slots no sequence names keep their values
-        else c.s_out = torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
-    }
-    c.in_kind = state_kind(c.s_in, "initial_state", q, c.P, c.H);
-    c.out_kind = state_kind(c.s_out, "final_state", q, c.P, c.H);
-    c.stream = static_cast<cudaStream_t>(
-        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
-    return c;
-}
-
-// The fields kda::FwdArgs and kda::DecodeArgs share, from a prepared call.
-template <typename Args>
-void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
-    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
-    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
-    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
-    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
-    a.state_in_kind = c.in_kind;
-    a.state_out_kind = c.out_kind;
-    a.n_slots = c.P;
-    a.n_seq = static_cast<int>(c.N); a.H = static_cast<int>(c.H);
-    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
-}
-
-void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
-    if (!c.o.is_same(out)) out.copy_(c.o);
-    if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
-}
-
-// §pipeline: K2 runs each sequence's chunks one after another, so a batch of one long sequence gives it
-// few blocks (192 at H = 96: two per head) and leaves most of the GPU idle while it runs. Such a batch can
-// be cut into steps of consecutive chunks: K1 prepares step s + 1 on the caller's stream while K2 runs step
-// s on a second stream of higher priority, and the state passes from one step to the next in fp32 (the
-// carry), so the results are bitwise those of one step. Which batches take it, and in how many steps, is
-// kda_nb.plan's rule (the kernels notebook and the plan notebook say why); how the chunks are cut into the steps
-// is step_edge's (below): each step PIPELINE_GROWTH times the one before. Measured on the H200 in one process
-// (benchmarks/pipeline_growth_h200.md), 4 steps, one sequence of 8192: H = 96 0.967 -> 0.946 ms, H = 64
-// 0.755 -> 0.737 ms, of 32768 at H = 32 the same; other growths (1.3 to 3) were bumpy around it. Equal steps
-// until the growth's commit.
-constexpr int MAX_STEPS = 8;
-constexpr double PIPELINE_GROWTH = 1.6;    // §steps: each step this many times the one before (1: equal steps)
-
-struct SideStream {                        // per thread and device: the second stream and the events that join it
-    cudaStream_t stream = nullptr;
-    cudaEvent_t ready[MAX_STEPS + 1] = {};
-};
-
-cudaError_t side_stream(SideStream*& out) {
-    thread_local SideStream sides[kda::MAX_DEVICES];
-    int device = 0;
-    const cudaError_t found = kda::current_device(device);
-    if (found != cudaSuccess) return found;
-    SideStream& s = sides[device];
-    if (!s.stream) {
-        int least = 0, greatest = 0;
-        cudaError_t err = cudaDeviceGetStreamPriorityRange(&least, &greatest);
-        if (err == cudaSuccess) err = cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, greatest);
-        for (auto& e : s.ready)
-            if (err == cudaSuccess) err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
-        if (err != cudaSuccess) { s.stream = nullptr; return err; }
-    }
-    out = &s;
-    return cudaSuccess;
-}
-
-// §steps: K1 and K2 over the whole batch on `stream`, in `steps` steps as above; `carry` holds two
-// [H, 128, 128] fp32 states when steps > 1 (step s reads the one step s - 1 wrote). Step s covers the chunks
-// [step_edge(s), step_edge(s + 1)) of each sequence: each step `growth` times as long as the one before (1: equal
-// steps), so that the first, whose K1 runs alone while K2 waits for it, is short.
-int64_t step_edge(int64_t s, int64_t steps, int64_t chunks, double growth) {
-    if (s <= 0) return 0;
-    if (s >= steps) return chunks;
-    const double w = growth == 1.0 ? double(s) / double(steps) : (std::pow(growth, double(s)) - 1.0) / (std::pow(growth, double(steps)) - 1.0);
-    const int64_t edge = static_cast<int64_t>(std::llround(w * double(chunks)));
-    return std::max<int64_t>(s, std::min<int64_t>(chunks - (steps - s), edge));   // at least one chunk a step
-}
-
-cudaError_t launch_chunked(const kda::FwdArgs& a, int64_t steps, float* carry, cudaStream_t stream,
-                           double growth = PIPELINE_GROWTH) {
-    cudaError_t err;
-    if (steps == 1) {
-        if ((err = kda::launch_prepare(a, stream)) != cudaSuccess) return err;
-        return kda::launch_recurrence(a, stream);
-    }
-    SideStream* side = nullptr;
-    if ((err = side_stream(side)) != cudaSuccess) return err;
-    const int64_t carry_floats = static_cast<int64_t>(a.H) * 128 * 128;
-    for (int64_t s = 0; s < steps; ++s) {
-        kda::FwdArgs step = a;
-        step.chunk_lo = step_edge(s, steps, a.max_chunks, growth);
-        step.chunk_hi = s + 1 == steps ? INT64_MAX : step_edge(s + 1, steps, a.max_chunks, growth);
-        step.carry_in = s > 0 ? carry + ((s - 1) & 1) * carry_floats : nullptr;
-        step.carry_out = s + 1 < steps ? carry + (s & 1) * carry_floats : nullptr;
-        if ((err = kda::launch_prepare(step, stream)) != cudaSuccess) return err;
-        if ((err = cudaEventRecord(side->ready[s], stream)) != cudaSuccess) return err;
-        if ((err = cudaStreamWaitEvent(side->stream, side->ready[s], 0)) != cudaSuccess) return err;
-        if ((err = kda::launch_recurrence(step, side->stream)) != cudaSuccess) return err;
-    }
-    if ((err = cudaEventRecord(side->ready[steps], side->stream)) != cudaSuccess) return err;
-    return cudaStreamWaitEvent(stream, side->ready[steps], 0);     // the caller's stream goes on after the last step
-}
-
-// §forward: what both forward paths share. The call's FwdArgs, with the layout tables [offsets N+1 | chunk
+// §forward: what the chunked and fused paths share. The call's FwdArgs, with the layout tables [offsets N+1 | chunk
 // offsets N+1 | order, N int32] filled by the layout kernel from cu_seqlens (a fixed-length batch needs
 // none: the kernels find its chunks by division), and the bound on the chunks (kda_layout.cuh) that sizes
 // K1's grid and the workspace. Everything is derived on the device from shapes and cu_seqlens, with no copy
@@ -308,47 +62,8 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
     return a;
 }
 
-}  // namespace
-
-// The chunked path: the layout kernel (variable lengths only), K1 and K2, on torch's current stream of q's
-// device, in `steps` pipeline steps (1 to 8, at most one per chunk; K2 on a second stream joined back to
-// the caller's, if steps > 1). The workspace holds K1's records, then (a pipeline) the two carry states.
-void kda_fwd_chunked(KDA_CALL_PARAMS, int64_t steps) {
-    TORCH_CHECK(steps >= 1 && steps <= MAX_STEPS, "steps must be 1 to ", num(MAX_STEPS).c_str(), ", got ", num(steps).c_str());
-    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    const c10::DeviceGuard guard(q.device());
-    const Call c = prepare(KDA_CALL_TENSORS, true);
-    torch::Tensor tables;
-    kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
-    steps = std::max<int64_t>(1, std::min<int64_t>(steps, a.max_chunks));
-    const int64_t H = c.H;
-    const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
-    const int64_t ws_bytes = rec_bytes + (steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
-    const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
-    a.workspace = ws.data_ptr();
-    const cudaError_t err = launch_chunked(a, steps, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes),
-                                           c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd_chunked: launching K1 and K2 failed: ", cudaGetErrorString(err));
-    finish(c, out, final_state);
-}
-
-// The fused path: the layout kernel (variable lengths only) and the fused kernel (kda_fwd_fused.cu), one
-// launch for the whole batch, with no workspace.
-void kda_fwd_fused(KDA_CALL_PARAMS) {
-    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    const c10::DeviceGuard guard(q.device());
-    const Call c = prepare(KDA_CALL_TENSORS, true);
-    torch::Tensor tables;
-    kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
-    const torch::Tensor ws = torch::empty({16}, q.options().dtype(at::kByte));
-    a.workspace = ws.data_ptr();
-    const cudaError_t err = kda::launch_fused(a, c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_fwd_fused: launching the fused kernel failed: ", cudaGetErrorString(err));
-    finish(c, out, final_state);
-}
-
 // K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given
-static kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
+kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
     kda::DecodeArgs a{};
     fill_common(a, c, scale, lower_bound);
     a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
@@ -359,27 +74,13 @@ static kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bou
     return a;
 }
 
-// The decode path: K3 alone, one launch, the token recurrence on each state (kda_decode.cu). Same
-// arguments and results as the forward paths; fast for sequences of a few tokens, slow for long ones
-// (kda_nb.plan picks the path by the shapes).
-void kda_decode(KDA_CALL_PARAMS) {
-    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    const c10::DeviceGuard guard(q.device());
-    const Call c = prepare(KDA_CALL_TENSORS, false);
-    const cudaError_t err = kda::launch_decode(decode_args(c, scale, lower_bound), c.stream);
-    TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
-    finish(c, out, final_state);
-}
-
-// §plans: a decode call prepared once (kda_nb.DecodeStep). A serving loop calls the same step on the same
-// buffers every token; kda_decode checks and packs its 14 arguments each time, which costs more host time
-// than K3 takes on the GPU for a small batch. A plan does that once: kda_decode_plan checks the tensors as
-// kda_decode does, refuses any that would need a copy (a plan runs on the caller's tensors themselves, so
-// that what the caller writes into them before a call is what that call reads), and keeps them alive;
-// kda_decode_run(id) launches K3 on torch's current stream; kda_decode_free(id) lets the tensors go.
-// The kernel reads cu_seqlens and state_indices on the device at every launch and makes any values safe,
-// so a plan stays in bounds whatever is written into them between calls.
-namespace {
+// §plans: a decode call prepared once (kda_nb.DecodeStep: kda_forward with keep). A serving loop calls the same step
+// on the same buffers every token; checking and packing the 14 arguments each time costs more host time than K3
+// takes on the GPU for a small batch. A prepared step does that once: it checks the tensors as any call does,
+// refuses any that would need a copy (it runs on the caller's tensors themselves, so that what the caller writes
+// into them before a call is what that call reads), and keeps them alive; kda_decode_run(id) launches K3 on torch's
+// current stream; kda_decode_free(id) lets the tensors go. The kernel reads cu_seqlens and state_indices on the
+// device at every launch and makes any values safe, so a step stays in bounds whatever is written into them.
 
 struct DecodePlan {
     Call c;
@@ -396,11 +97,27 @@ void require_as_is(const torch::Tensor& given, const torch::Tensor& used, const 
                 " for a prepared decode step: it runs on the tensors themselves at every call");
 }
 
-}  // namespace
+// the plan's choices for the forward, checked: what a launcher can obey
+kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth, int64_t k2_stages, bool k1_persistent,
+                          int64_t sms, bool keep) {
+    TORCH_CHECK(path == "chunked" || path == "fused" || path == "decode",
+                "path must be 'chunked', 'fused' or 'decode', got '", path, "'");
+    TORCH_CHECK(steps >= 1 && steps <= kda::MAX_STEPS, "steps must be 1 to ", num(kda::MAX_STEPS).c_str(), ", got ",
+                num(steps).c_str());
+    TORCH_CHECK(steps == 1 || path == "chunked", "steps above 1 are for the 'chunked' path only");
+    TORCH_CHECK(std::isfinite(growth) && growth > 0.0, "growth must be a positive number");
+    TORCH_CHECK(k2_stages == 3 || k2_stages == 4, "k2_stages must be 3 or 4, got ", num(k2_stages).c_str());
+    TORCH_CHECK(!(path == "chunked" && k1_persistent) || sms >= 1,
+                "sms must be the device's SM count (>= 1) for K1's persistent grid, got ", num(sms).c_str());
+    TORCH_CHECK(sms <= INT32_MAX, "sms is too large");
+    TORCH_CHECK(!keep || path == "decode", "keep (a prepared step) is for the 'decode' path only");
+    kda::FwdPlan p;
+    p.steps = static_cast<int>(steps); p.growth = growth; p.k2_stages = static_cast<int>(k2_stages);
+    p.k1_persistent = k1_persistent; p.sms = static_cast<int>(sms);
+    return p;
+}
 
-int64_t kda_decode_plan(KDA_CALL_PARAMS) {
-    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    const c10::DeviceGuard guard(q.device());
+int64_t keep_decode_step(KDA_CALL_PARAMS) {
     auto plan = std::make_shared<DecodePlan>();
     plan->c = prepare(KDA_CALL_TENSORS, false);
     const Call& c = plan->c;
@@ -417,6 +134,49 @@ int64_t kda_decode_plan(KDA_CALL_PARAMS) {
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));
     return id;
+}
+
+}  // namespace
+
+// The forward on the plan's path, obeying its choices (kda_nb.plan.Plan: path, steps, growth, k2_stages,
+// k1_persistent, sms), on torch's current stream of q's device; writes out and final_state. 'chunked': the
+// workspace holds K1's records, then (a pipeline) the two carry states; the steps are at most the batch's chunks
+// (the plan picks no more; a direct caller's are cut to them). 0, or with keep the id of a prepared decode step.
+int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
+                    bool k1_persistent, int64_t sms, bool keep) {
+    const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    const c10::DeviceGuard guard(q.device());
+    if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+                                      final_state, cu_seqlens, state_indices);
+    const Call c = prepare(KDA_CALL_TENSORS, path != "decode");
+    cudaError_t err;
+    if (path == "decode") {
+        err = kda::launch_decode(decode_args(c, scale, lower_bound), c.stream);
+        TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
+    } else {
+        torch::Tensor tables;
+        kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
+        if (path == "fused") {
+            const torch::Tensor ws = torch::empty({16}, q.options().dtype(at::kByte));
+            a.workspace = ws.data_ptr();
+            err = kda::launch_fused(a, c.stream);
+            TORCH_CHECK(err == cudaSuccess, "kda_forward: launching the fused kernel failed: ", cudaGetErrorString(err));
+        } else {
+            kda::FwdPlan p = p0;
+            p.steps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.steps, a.max_chunks)));
+            const int64_t H = c.H;
+            const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
+            const int64_t ws_bytes = rec_bytes + (p.steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
+            const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
+            a.workspace = ws.data_ptr();
+            err = kda::launch_chunked(a, p, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes),
+                                      c.stream);
+            TORCH_CHECK(err == cudaSuccess, "kda_forward: launching K1 and K2 failed: ", cudaGetErrorString(err));
+        }
+    }
+    finish(c, out, final_state);
+    return 0;
 }
 
 void kda_decode_run(int64_t id) {
@@ -470,147 +230,89 @@ int64_t kda_record_bytes() { return static_cast<int64_t>(kda::record_bytes()); }
 // floats of the small factors kda_bwd_prepare keeps for kda_bwd_adjoint, per (chunk row, head)
 int64_t kda_bwd_factor_floats() { return kda::BWD_FACTOR_FLOATS; }
 
-// The backward's kernels. Their tables are made on the host by the caller (kda_nb.backward_kernels) and checked here
-// before they are copied to the device, so that no kernel can be sent outside its tensors, whatever cu_seqlens held:
-// row_tok [M] int64 and row_len [M] int32 (row r: the tokens row_tok[r] .. row_tok[r] + row_len[r] - 1, 1 to 16 of
-// them, inside the caller's tokens), and for the passes step_off [steps + 1] int64 and chunks [N] int32 (row
-// step_off[i] + n is chunk i of sorted sequence n, which has chunks[n] chunks), against M and N.
+// The backward's kernels. Their tables are made on the host by the caller (kda_nb.backward_kernels) and checked
+// (kda_checks.h) before they are copied to the device, so that no kernel can be sent outside its tensors, whatever
+// cu_seqlens held. The k-split and the states' dtype are kda_nb.plan.BackwardPlan's, obeyed here.
+
 namespace {
-void check_tile(const torch::Tensor& t, const char* name, const torch::Tensor& like, std::vector<int64_t> shape,
-                at::ScalarType dtype = at::kFloat) {
-    check_tensor(t, name, dtype, like);
-    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
-    TORCH_CHECK(t.sizes() == c10::IntArrayRef(shape), name, " has shape ", shape_of(t).c_str());
-}
-void check_steps(const torch::Tensor& step_off_host, const torch::Tensor& chunks_host, int64_t M, int64_t N) {
-    TORCH_CHECK(step_off_host.device().is_cpu() && step_off_host.scalar_type() == at::kLong && step_off_host.dim() == 1 &&
-                step_off_host.is_contiguous(), "step_off must be a contiguous CPU int64 tensor");
-    TORCH_CHECK(chunks_host.device().is_cpu() && chunks_host.scalar_type() == at::kInt && chunks_host.numel() == N &&
-                chunks_host.is_contiguous(), "chunks must be a contiguous CPU int32 tensor [N]");
-    const int64_t* off = step_off_host.data_ptr<int64_t>();
-    const int* ch = chunks_host.data_ptr<int>();
-    const int64_t steps = step_off_host.numel() - 1;
-    TORCH_CHECK(steps >= 0 && off[0] == 0 && off[steps] == M, "step_off must run from 0 to M");
-    for (int64_t n = 0; n < N; ++n)
-        TORCH_CHECK(ch[n] >= 0 && ch[n] <= steps && (n == 0 || ch[n] <= ch[n - 1]), "chunks must fall from the first sequence");
-    for (int64_t i = 0; i < steps; ++i) {                  // step i holds the sequences with more than i chunks
-        int64_t active = 0;
-        while (active < N && ch[active] > i) ++active;
-        TORCH_CHECK(off[i + 1] - off[i] == active, "step_off does not match chunks at step ", num(i).c_str());
-    }
-}
-void check_rows(const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host, int64_t total) {
-    TORCH_CHECK(row_tok_host.device().is_cpu() && row_tok_host.scalar_type() == at::kLong && row_tok_host.dim() == 1 &&
-                row_tok_host.is_contiguous(), "row_tok must be a contiguous CPU int64 tensor [M]");
-    const int64_t M = row_tok_host.numel();
-    TORCH_CHECK(row_len_host.device().is_cpu() && row_len_host.scalar_type() == at::kInt && row_len_host.numel() == M &&
-                row_len_host.is_contiguous(), "row_len must be a contiguous CPU int32 tensor [M]");
-    const int64_t* tok = row_tok_host.data_ptr<int64_t>();
-    const int* len = row_len_host.data_ptr<int>();
-    for (int64_t r = 0; r < M; ++r)
-        TORCH_CHECK(len[r] >= 1 && len[r] <= 16 && tok[r] >= 0 && tok[r] + len[r] <= total,
-                    "row ", num(r).c_str(), " must be 1 to 16 tokens inside the ", num(total).c_str(), " given");
-}
-// a caller's [..., H, 128] tensor of tokens that a pass copies with cp.async: contiguous, 16-byte aligned; its tokens
-int64_t check_tokens(const torch::Tensor& t, const char* name, int64_t H, const torch::Tensor& like) {
-    TORCH_CHECK(t.dim() >= 2 && t.size(-1) == 128 && t.size(-2) == H, name, " must be [..., H, 128] with H = ", num(H).c_str(),
-                ", got ", shape_of(t).c_str());
-    TORCH_CHECK(t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be contiguous and 16-byte aligned");
-    check_tensor(t, name, t.scalar_type(), like);
-    return t.numel() / (H * 128);
-}
-// a small host table on the device without waiting for the stream: staged in pinned memory (PyTorch's caching
-// host allocator keeps the staging buffer until the copy is done). Until a358908 of main a pageable .to(device),
-// which synchronizes the stream: eight times a backward call, the GPU idle while the host caught up.
-torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
-    return host.pin_memory().to(dev, /*non_blocking=*/true);
-}
-// the steps [lo, hi) of one launch of a pass, or the rows [lo, hi) of one launch of the chunk kernels, inside [0, n)
-void check_range(int64_t lo, int64_t hi, int64_t n, const char* what) {
-    TORCH_CHECK(0 <= lo && lo <= hi && hi <= n, what, " ", num(lo).c_str(), " to ", num(hi).c_str(), " must lie in 0 to ",
-                num(n).c_str());
-}
-// the passes' k-split: 1 or 2 warps to a group of 16 state rows
-int check_ksplit(int64_t ksplit) {
-    TORCH_CHECK(ksplit == 1 || ksplit == 2, "ksplit must be 1 or 2, got ", num(ksplit).c_str());
-    return static_cast<int>(ksplit);
-}
-cudaStream_t stream_of(const torch::Tensor& t) {
-    return static_cast<cudaStream_t>(
-        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle());
+// What both passes take alike, checked and filled into `a`: the tiles kd, kr [M, H, 16, 128] fp16, invb [M, H, 16, 16]
+// and decay [M, H, 128] fp32; the per-sequence states `seq` ([N, H, 128, 128] fp32 each, N from the first); the chunks'
+// states `kept` [M, H, 128, 128], fp32 or bf16 (sc_bf16); the row tables, rows inside `total` tokens; the step tables;
+// the k-split and the steps [step_lo, step_hi). The tables are copied to the device and kept alive in `tables`.
+struct PassShape { int64_t M, H, N; };
+PassShape fill_pass(kda::PassArgs& a, std::vector<torch::Tensor>& tables, const torch::Tensor& kd, const torch::Tensor& kr,
+                    const torch::Tensor& invb, const torch::Tensor& decay,
+                    std::initializer_list<std::pair<torch::Tensor, const char*>> seq, const torch::Tensor& kept,
+                    const char* kept_name, const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host,
+                    int64_t total, const torch::Tensor& step_off_host, const torch::Tensor& chunks_host, int64_t ksplit,
+                    int64_t step_lo, int64_t step_hi) {
+    TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
+    const int64_t M = kd.size(0), H = kd.size(1), N = seq.begin()->first.size(0);
+    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
+    check_tile(invb, "invb", kd, {M, H, 16, 16});
+    check_tile(decay, "decay", kd, {M, H, 128});
+    for (const auto& [t, name] : seq) check_tile(t, name, kd, {N, H, 128, 128});
+    check_rows(row_tok_host, row_len_host, total);
+    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
+    TORCH_CHECK(kept.scalar_type() == at::kFloat || kept.scalar_type() == at::kBFloat16, kept_name, " must be float32 or bfloat16");
+    check_tensor(kept, kept_name, kept.scalar_type(), kd);
+    TORCH_CHECK(kept.is_contiguous() && kept.sizes() == c10::IntArrayRef({M, H, 128, 128}), kept_name, " must be [M, H, 128, 128]");
+    check_steps(step_off_host, chunks_host, M, N);
+    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
+    const int ks = check_ksplit(ksplit);
+    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
+    const torch::Device dev = kd.device();
+    tables = {to_device_async(step_off_host, dev), to_device_async(chunks_host, dev), to_device_async(row_tok_host, dev),
+              to_device_async(row_len_host, dev)};
+    a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>();
+    a.step_off = tables[0].data_ptr<int64_t>(); a.chunks = tables[1].data_ptr<int>();
+    a.row_tok = tables[2].data_ptr<int64_t>(); a.row_len = tables[3].data_ptr<int>();
+    a.n_seq = static_cast<int>(N); a.heads = static_cast<int>(H); a.sc_bf16 = kept.scalar_type() == at::kBFloat16;
+    a.ksplit = ks; a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
+    return {M, H, N};
 }
 }  // namespace
 
+// The backward's forward pass (kda_bwd_states.cu): the chunk loop from s0, keeping each chunk's entering state in sc
+// and R, U; v the caller's bf16 [..., H, 128].
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
                     torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
                     torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit,
                     int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
-    const int64_t M = kd.size(0), H = kd.size(1), N = s0.size(0);
-    for (auto [t, name] : {std::pair{kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
-    for (auto [t, name] : {std::pair{r, "r"}, {u, "u"}}) check_tile(t, name, kd, {M, H, 16, 128});
-    check_tile(invb, "invb", kd, {M, H, 16, 16});
-    check_tile(decay, "decay", kd, {M, H, 128});
-    check_tile(s0, "s0", kd, {N, H, 128, 128});
     TORCH_CHECK(v.scalar_type() == at::kBFloat16, "v must be bfloat16");
-    check_rows(row_tok_host, row_len_host, check_tokens(v, "v", H, kd));
-    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
-    TORCH_CHECK(sc.scalar_type() == at::kFloat || sc.scalar_type() == at::kBFloat16, "sc must be float32 or bfloat16");
-    check_tensor(sc, "sc", sc.scalar_type(), kd);
-    TORCH_CHECK(sc.is_contiguous() && sc.sizes() == c10::IntArrayRef({M, H, 128, 128}), "sc must be [M, H, 128, 128]");
-    check_steps(step_off_host, chunks_host, M, N);
-    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
     const c10::DeviceGuard guard(kd.device());
-    const torch::Device dev = kd.device();
-    const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
-    const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
-    kda::StatesArgs a{kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(), s0.data_ptr<float>(),
-                      v.data_ptr(), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(), step_off.data_ptr<int64_t>(),
-                      chunks.data_ptr<int>(), sc.data_ptr(), r.data_ptr<float>(), u.data_ptr<float>(), static_cast<int>(N),
-                      static_cast<int>(H), sc.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
-    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
-    a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
+    kda::StatesArgs a{};
+    std::vector<torch::Tensor> tables;
+    const PassShape n = fill_pass(a, tables, kd, kr, invb, decay, {{s0, "s0"}}, sc, "sc", row_tok_host, row_len_host,
+                                  check_tokens(v, "v", kd.size(1), kd), step_off_host, chunks_host, ksplit, step_lo, step_hi);
+    for (auto [t, name] : {std::pair{r, "r"}, {u, "u"}}) check_tile(t, name, kd, {n.M, n.H, 16, 128});
+    a.s0 = s0.data_ptr<float>(); a.v = v.data_ptr(); a.sc = sc.data_ptr(); a.r = r.data_ptr<float>(); a.u = u.data_ptr<float>();
     const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
 }
 
+// The backward's reverse pass (kda_bwd_states.cu): dS from ds_final back through the chunks, keeping each chunk's
+// leaving dS in dso and dU, dR; dout the caller's dO (bf16 or fp32 [..., H, 128]) or empty (zero).
 void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
                      torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
                      torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit,
                      int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
-    const int64_t M = kd.size(0), H = kd.size(1), N = ds_final.size(0);
-    for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, kd, {M, H, 16, 128}, at::kHalf);
-    for (auto [t, name] : {std::pair{du, "du"}, {dr, "dr"}}) check_tile(t, name, kd, {M, H, 16, 128});
-    check_tile(invb, "invb", kd, {M, H, 16, 16});
-    check_tile(decay, "decay", kd, {M, H, 128});
-    check_tile(ds_final, "ds_final", kd, {N, H, 128, 128});
-    check_tile(ds0, "ds0", kd, {N, H, 128, 128});
-    TORCH_CHECK(row_tok_host.numel() == M, "row_tok must have a row per tile row (", num(M).c_str(), ")");
-    if (dout.numel()) {
-        TORCH_CHECK(dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat, "dout must be bfloat16 or float32");
-        check_rows(row_tok_host, row_len_host, check_tokens(dout, "dout", H, kd));
-    } else {
-        check_rows(row_tok_host, row_len_host, INT64_MAX);  // (no tokens are read)
-    }
-    TORCH_CHECK(dso.scalar_type() == at::kFloat || dso.scalar_type() == at::kBFloat16, "dso must be float32 or bfloat16");
-    check_tensor(dso, "dso", dso.scalar_type(), kd);
-    TORCH_CHECK(dso.is_contiguous() && dso.sizes() == c10::IntArrayRef({M, H, 128, 128}), "dso must be [M, H, 128, 128]");
-    check_steps(step_off_host, chunks_host, M, N);
-    TORCH_CHECK(N < (int64_t(1) << 31) && H <= 65535, "too many sequences or heads");
+    TORCH_CHECK(!dout.numel() || dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat,
+                "dout must be bfloat16 or float32");
+    const int64_t total = dout.numel() ? check_tokens(dout, "dout", kd.size(1), kd) : INT64_MAX;   // (none read: no dO)
     const c10::DeviceGuard guard(kd.device());
-    const torch::Device dev = kd.device();
-    const torch::Tensor step_off = to_device_async(step_off_host, dev), chunks = to_device_async(chunks_host, dev);
-    const torch::Tensor row_tok = to_device_async(row_tok_host, dev), row_len = to_device_async(row_len_host, dev);
-    kda::DStatesArgs a{qd.data_ptr(), kd.data_ptr(), kr.data_ptr(), invb.data_ptr<float>(), decay.data_ptr<float>(),
-                       ds_final.data_ptr<float>(), dout.numel() ? dout.data_ptr() : nullptr, dout.scalar_type() == at::kFloat,
-                       static_cast<float>(scale), row_tok.data_ptr<int64_t>(), row_len.data_ptr<int>(),
-                       step_off.data_ptr<int64_t>(), chunks.data_ptr<int>(), du.data_ptr<float>(), dso.data_ptr(),
-                       dr.data_ptr<float>(), ds0.data_ptr<float>(), static_cast<int>(N), static_cast<int>(H),
-                       dso.scalar_type() == at::kBFloat16, check_ksplit(ksplit)};
-    check_range(step_lo, step_hi, step_off_host.numel() - 1, "steps");
-    a.step_lo = static_cast<int>(step_lo); a.step_hi = static_cast<int>(step_hi);
+    kda::DStatesArgs a{};
+    std::vector<torch::Tensor> tables;
+    const PassShape n = fill_pass(a, tables, kd, kr, invb, decay, {{ds_final, "ds_final"}, {ds0, "ds0"}}, dso, "dso",
+                                  row_tok_host, row_len_host, total, step_off_host, chunks_host, ksplit, step_lo, step_hi);
+    check_tile(qd, "qd", kd, {n.M, n.H, 16, 128}, at::kHalf);
+    for (auto [t, name] : {std::pair{du, "du"}, {dr, "dr"}}) check_tile(t, name, kd, {n.M, n.H, 16, 128});
+    a.qd = qd.data_ptr(); a.ds_final = ds_final.data_ptr<float>(); a.dout = dout.numel() ? dout.data_ptr() : nullptr;
+    a.dout_fp32 = dout.scalar_type() == at::kFloat; a.scale = static_cast<float>(scale); a.du = du.data_ptr<float>();
+    a.dso = dso.data_ptr(); a.dr = dr.data_ptr<float>(); a.ds0 = ds0.data_ptr<float>();
     const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
 }
@@ -648,10 +350,13 @@ ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, con
 kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g, const torch::Tensor& beta,
                           const torch::Tensor& dout, const torch::Tensor& A_log, const torch::Tensor& dt_bias,
                           const ChunkRows& rows, double scale, double lower_bound) {
-    return kda::ChunkArgs{q.data_ptr(), k.data_ptr(), g.data_ptr(), beta.data_ptr(), dout.numel() ? dout.data_ptr() : nullptr,
-                          dout.scalar_type() == at::kFloat, A_log.data_ptr<float>(), dt_bias.data_ptr<float>(), rows.tok.data_ptr<int64_t>(),
-                          rows.len.data_ptr<int>(), rows.M, static_cast<int>(rows.H), static_cast<float>(scale),
-                          static_cast<float>(lower_bound)};
+    kda::ChunkArgs a{};
+    a.q = q.data_ptr(); a.k = k.data_ptr(); a.v = nullptr; a.g = g.data_ptr(); a.beta = beta.data_ptr();
+    a.A_log = A_log.data_ptr<float>(); a.dt_bias = dt_bias.data_ptr<float>(); a.H = static_cast<int>(rows.H);
+    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
+    a.dout = dout.numel() ? dout.data_ptr() : nullptr; a.dout_fp32 = dout.scalar_type() == at::kFloat;
+    a.row_tok = rows.tok.data_ptr<int64_t>(); a.row_len = rows.len.data_ptr<int>(); a.rows = rows.M; a.row0 = 0;
+    return a;
 }
 }  // namespace
 
@@ -713,4 +418,44 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_adjoint launch failed: ", cudaGetErrorString(err));
+}
+
+// The module: every entry point with its arguments named, so that Python may pass them by keyword (kda_nb.kernels.launch
+// passes kda_forward's positionally: a call's host time matters for small decode steps).
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+    namespace py = pybind11;
+    m.def("kda_forward", torch::wrap_pybind_function(kda_forward), "the forward on the plan's path, obeying its choices; 0, or a prepared decode step's id (keep)",
+          py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"), py::arg("scale"), py::arg("out"),
+          py::arg("A_log"), py::arg("dt_bias"), py::arg("lower_bound"), py::arg("initial_state"),
+          py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
+          py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
+          py::arg("keep"));
+    m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
+          py::arg("id"));
+    m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",
+          py::arg("id"));
+    m.def("kda_layout", torch::wrap_pybind_function(kda_layout), "the layout kernel alone, for the tests",
+          py::arg("cu_seqlens"), py::arg("total"));
+    m.def("kda_record_bytes", torch::wrap_pybind_function(kda_record_bytes), "bytes K1 leaves per (chunk, head)");
+    m.def("kda_bwd_factor_floats", torch::wrap_pybind_function(kda_bwd_factor_floats), "floats of the chunk factors kda_bwd_prepare keeps per (chunk row, head)");
+    m.def("kda_bwd_prepare", torch::wrap_pybind_function(kda_bwd_prepare), "the backward's chunk factors and the passes' tiles, rows [row_lo, row_hi)",
+          py::arg("q"), py::arg("k"), py::arg("g"), py::arg("beta"), py::arg("dout"), py::arg("A_log"),
+          py::arg("dt_bias"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("scale"),
+          py::arg("lower_bound"), py::arg("qd"), py::arg("kd"), py::arg("kr"), py::arg("du"), py::arg("invb"),
+          py::arg("decay"), py::arg("factors"), py::arg("row_lo"), py::arg("row_hi"));
+    m.def("kda_bwd_states", torch::wrap_pybind_function(kda_bwd_states), "the backward's forward pass over the chunks, steps [step_lo, step_hi)",
+          py::arg("kd"), py::arg("kr"), py::arg("invb"), py::arg("decay"), py::arg("v"), py::arg("row_tok_host"),
+          py::arg("row_len_host"), py::arg("s0"), py::arg("step_off_host"), py::arg("chunks_host"), py::arg("sc"),
+          py::arg("r"), py::arg("u"), py::arg("ksplit"), py::arg("step_lo"), py::arg("step_hi"));
+    m.def("kda_bwd_dstates", torch::wrap_pybind_function(kda_bwd_dstates), "the backward's reverse pass over the chunks, steps [step_lo, step_hi)",
+          py::arg("qd"), py::arg("kd"), py::arg("kr"), py::arg("invb"), py::arg("decay"), py::arg("dout"),
+          py::arg("scale"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("ds_final"),
+          py::arg("step_off_host"), py::arg("chunks_host"), py::arg("du"), py::arg("dso"), py::arg("dr"),
+          py::arg("ds0"), py::arg("ksplit"), py::arg("step_lo"), py::arg("step_hi"));
+    m.def("kda_bwd_adjoint", torch::wrap_pybind_function(kda_bwd_adjoint), "the rest of the backward into the gradients, rows [row_lo, row_hi)",
+          py::arg("q"), py::arg("k"), py::arg("g"), py::arg("beta"), py::arg("dout"), py::arg("A_log"),
+          py::arg("dt_bias"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("scale"),
+          py::arg("lower_bound"), py::arg("sc"), py::arg("dso"), py::arg("u"), py::arg("r"), py::arg("du"),
+          py::arg("dr"), py::arg("factors"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("dg"),
+          py::arg("dbeta"), py::arg("dA_part"), py::arg("ddt_part"), py::arg("row_lo"), py::arg("row_hi"));
 }

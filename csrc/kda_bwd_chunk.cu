@@ -140,7 +140,7 @@ __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int l
 // (rows may share memory with s.kd and s.qd: they are read before the first block sum, and those written after it)
 template <class P>
 __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64_t tok0, int len, int h, Factors& s, Channel& x) {
-    const int c = threadIdx.x, H = p.heads;
+    const int c = threadIdx.x, H = p.H;
     load_channel(p, rows, len, h, x);
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
@@ -226,7 +226,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
     Channel x;
     const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
-    const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
+    const int h = blockIdx.y, H = p.H, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
     Rows& rows = *reinterpret_cast<Rows*>(&s.kd[0][0]);        // (in s.kd and s.qd until make_factors writes them)
@@ -505,7 +505,7 @@ __device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint&
     T *dq = static_cast<T*>(p.dq), *dk = static_cast<T*>(p.dk), *dv = static_cast<T*>(p.dv), *dg = static_cast<T*>(p.dg);
 #pragma unroll 2
     for (int i = 0; i < len; ++i) {
-        const int64_t off = ((tok0 + i) * p.heads + h) * D + c;
+        const int64_t off = ((tok0 + i) * p.H + h) * D + c;
         dq[off] = as_out<T>(s.f.qd[i][c]);
         dk[off] = as_out<T>(s.f.kd[i][c]);
         dv[off] = as_out<T>(s.dr[i][c]);
@@ -519,7 +519,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
     Channel x;
     const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
-    const int h = blockIdx.y, H = p.heads, c = threadIdx.x;
+    const int h = blockIdx.y, H = p.H, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
     const int64_t rh = row * H + h, base = rh * TILE;
@@ -715,19 +715,21 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
 }  // namespace bwdc
 
 cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
-    if (a.rows == 0 || a.heads == 0) return cudaSuccess;
-    bwdc::kda_bwd_prepare<<<dim3(static_cast<unsigned>(a.rows), a.heads), bwdc::THREADS, 0, stream>>>(a);
+    if (a.rows == 0 || a.H == 0) return cudaSuccess;
+    bwdc::kda_bwd_prepare<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, 0, stream>>>(a);
     return cudaGetLastError();
 }
 
 cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream) {
-    if (a.rows == 0 || a.heads == 0) return cudaSuccess;
+    if (a.rows == 0 || a.H == 0) return cudaSuccess;
     constexpr size_t smem = sizeof(bwdc::Adjoint);
-    auto kernel = a.states_bf16 ? bwdc::kda_bwd_adjoint<true> : bwdc::kda_bwd_adjoint<false>;
-    const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    kernel<<<dim3(static_cast<unsigned>(a.rows), a.heads), bwdc::THREADS, smem, stream>>>(a);
-    return cudaGetLastError();
+    return dispatch_bool(a.states_bf16, [&](auto states_bf16) {      // the chunks' states in bf16 or fp32
+        auto kernel = bwdc::kda_bwd_adjoint<decltype(states_bf16)::value>;
+        const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (err != cudaSuccess) return err;
+        kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, smem, stream>>>(a);
+        return cudaGetLastError();
+    });
 }
 
 }  // namespace kda

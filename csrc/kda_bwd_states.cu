@@ -547,21 +547,20 @@ cudaError_t launch_pass(void (*kernel)(Args), size_t smem, const Args& a, cudaSt
 
 }  // namespace bwd
 
+// the plan's k-split (kda_nb.plan.BackwardPlan.ksplit): 1 or 2 warps to a group of 16 state rows
 cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    switch (a.ksplit) {
-        case 1: return bwd::launch_pass<1>(bwd::kda_bwd_states<1>, bwd::states_smem<1>(), a, stream);
-        case 2: return bwd::launch_pass<2>(bwd::kda_bwd_states<2>, bwd::states_smem<2>(), a, stream);
-        default: return cudaErrorInvalidValue;
-    }
+    return dispatch<1, 2>(a.ksplit, [&](auto ks) {
+        constexpr int KS = decltype(ks)::value;
+        return bwd::launch_pass<KS>(bwd::kda_bwd_states<KS>, bwd::states_smem<KS>(), a, stream);
+    });
 }
 cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    switch (a.ksplit) {
-        case 1: return bwd::launch_pass<1>(bwd::kda_bwd_dstates<1>, bwd::dstates_smem<1>(), a, stream);
-        case 2: return bwd::launch_pass<2>(bwd::kda_bwd_dstates<2>, bwd::dstates_smem<2>(), a, stream);
-        default: return cudaErrorInvalidValue;
-    }
+    return dispatch<1, 2>(a.ksplit, [&](auto ks) {
+        constexpr int KS = decltype(ks)::value;
+        return bwd::launch_pass<KS>(bwd::kda_bwd_dstates<KS>, bwd::dstates_smem<KS>(), a, stream);
+    });
 }
 
 }  // namespace kda

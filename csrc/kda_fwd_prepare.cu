@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
 
 size_t record_bytes() { return REC_BYTES; }
 
-cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
+cudaError_t launch_prepare(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream) {
     if (a.max_chunks == 0) return cudaSuccess;
     constexpr int smem = K1_WARPS * sizeof(K1Warp);
     static int blocks_per_sm[MAX_DEVICES] = {};        // per device, set on its first launch
@@ -80,16 +80,16 @@ cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream) {
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare, K1_THREADS, smem);
         blocks_per_sm[device] = bps > 0 ? bps : 1;
     }
-    // The whole batch: a persistent grid, as many blocks as fit at once, each warp striding over the
-    // (chunk, head) items. One step of a pipeline: about two items per warp, so that blocks come and go
-    // and K2's blocks of the step before (on their own stream) find room beside them. Either way sized by
+    // The grid is the plan's (kda_nb.plan, FwdPlan::k1_persistent): persistent, as many blocks as fit at once on
+    // `sms` SMs, each warp striding over the (chunk, head) items; or about two items per warp, so that blocks come
+    // and go and K2's blocks of the step before (on their own stream) find room beside them. Either way sized by
     // the bound on the chunks, since the count itself is on the device.
     const int64_t hi = a.chunk_hi < a.max_chunks ? a.chunk_hi : a.max_chunks;
     if (hi <= a.chunk_lo) return cudaSuccess;
-    const bool whole = a.chunk_lo == 0 && hi == a.max_chunks;
-    const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sm_count(device);
+    if (persistent && sms <= 0) return cudaErrorInvalidValue;
+    const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms;
     const int64_t needed = ((hi - a.chunk_lo) * a.H + K1_WARPS - 1) / K1_WARPS;
-    const int64_t grid = whole ? (needed < resident ? needed : resident) : (needed + K1_STEP_ITEMS - 1) / K1_STEP_ITEMS;
+    const int64_t grid = persistent ? (needed < resident ? needed : resident) : (needed + K1_STEP_ITEMS - 1) / K1_STEP_ITEMS;
     kda_fwd_prepare<<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }

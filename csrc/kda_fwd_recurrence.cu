@@ -54,16 +54,15 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t st
     return cudaGetLastError();
 }
 
-cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream) {
+// K2 in the plan's number of stages (kda_nb.plan: FwdPlan::k2_stages)
+cudaError_t launch_recurrence(const FwdArgs& a, int stages, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
     int device = 0;
     const cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
-    const bool step = a.chunk_lo > 0 || a.chunk_hi != INT64_MAX;   // one step of a pipeline: a few sequences at a time
-    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * (D / K2Layout<K2_WARPS>::VB);
-    const bool many_waves = blocks > K2_WAVES_FOR_3_STAGES * 3 * static_cast<int64_t>(sm_count(device));
-    return !step && many_waves ? launch_recurrence_with<K2_STAGES_MANY_WAVES>(a, device, stream)
-                               : launch_recurrence_with<K2_STAGES>(a, device, stream);
+    return dispatch<K2_STAGES_MANY_WAVES, K2_STAGES>(stages, [&](auto n) {
+        return launch_recurrence_with<decltype(n)::value>(a, device, stream);
+    });
 }
 
 }  // namespace kda

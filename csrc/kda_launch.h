@@ -1,12 +1,13 @@
 // kda_launch.h: the launchers the binding (kda_binding.cpp) calls, one per kernel, each on the caller's
-// stream. They take the launch configuration from the arguments alone (the choice of path, fused or K1 + K2
-// or K3, and of pipeline steps, is kda_nb.plan's, in Python). Plain C++ with the CUDA runtime's headers: the
-// binding compiles without nvcc.
+// stream. Every choice of how to launch (the path, the pipeline's steps and growth, K1's grid, K2's stages, the
+// SM count they were made for; the backward's k-split and state dtype) is kda_nb.plan's, in Python: a launcher
+// takes it as an argument and obeys it. Plain C++ with the CUDA runtime's headers: the binding compiles without nvcc.
 // Files: kda_fwd_layout.cu (the layout kernel), kda_fwd_prepare.cu (K1), kda_fwd_recurrence.cu (K2),
 // kda_fwd_fused.cu (K1 and K2 in one kernel), kda_decode.cu (K3); kda_chunk_prep.cuh is the per-chunk
 // preparation K1 and the fused kernel share, kda_recurrence.cuh the chunk loop K2 and the fused kernel share.
 // kda_bwd_states.cu: the backward's two sequential passes over each sequence's chunks; kda_bwd_chunk.cu: the
 // token-parallel kernels before them (the chunk factors) and after them (the rest of the gradient).
+// kda_switch.h turns the runtime flags into the kernels' template parameters.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,23 +15,29 @@
 
 #include "kda_args.h"
 #include "kda_layout.cuh"
+#include "kda_switch.h"
 
 namespace kda {
 
 // The launchers' per-device state (and the binding's second streams) live in arrays of MAX_DEVICES.
-// current_device: the calling thread's device, checked against that bound; sm_count: its SM count, read once
-// per device (the one SM-count query: K1's persistent grid and K2's choice of stages use it).
+// current_device: the calling thread's device, checked against that bound.
 constexpr int MAX_DEVICES = 64;
 inline cudaError_t current_device(int& device) {
     const cudaError_t err = cudaGetDevice(&device);
     if (err != cudaSuccess) return err;
     return device < MAX_DEVICES ? cudaSuccess : cudaErrorInvalidDevice;
 }
-inline int sm_count(int device) {
-    static int sms[MAX_DEVICES] = {};
-    if (sms[device] == 0) cudaDeviceGetAttribute(&sms[device], cudaDevAttrMultiProcessorCount, device);
-    return sms[device];
-}
+
+// The forward's launch choices, as kda_nb.plan.Plan made them (its fields of the same names); the binding fills
+// this from the plan's keywords and the launchers obey it.
+struct FwdPlan {
+    int steps = 1;              // K1 + K2 in this many pipeline steps (1: the whole batch at once)
+    double growth = 1.0;        // each step this many times as long as the one before (1: equal steps)
+    int k2_stages = 4;          // K2's stages: 4, or 3 (more resident blocks, for a grid of many waves)
+    bool k1_persistent = true;  // K1's grid: as many blocks as fit at once, each warp striding over the items; else
+                                // about two items a warp, so that blocks come and go beside K2's (a pipeline step)
+    int sms = 0;                // the SM count the plan was made for: sizes K1's persistent grid
+};
 
 size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)
 // The layout tables of FwdArgs for a variable-length batch, in one launch, from the caller's cu_seqlens
@@ -38,8 +45,8 @@ size_t record_bytes();                                     // bytes K1 leaves pe
 // 16) that no sequence covers are zeroed.
 cudaError_t launch_layout(const int64_t* cu_in, int n_seq, int64_t total, int64_t* cu_seqlens, int64_t* cu_chunks,
                           int* seq_order, void* out, int64_t row_bytes, cudaStream_t stream);
-cudaError_t launch_prepare(const FwdArgs& a, cudaStream_t stream);     // K1
-cudaError_t launch_recurrence(const FwdArgs& a, cudaStream_t stream);  // K2
+cudaError_t launch_prepare(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream);  // K1: the grid as FwdPlan says
+cudaError_t launch_recurrence(const FwdArgs& a, int stages, cudaStream_t stream);                // K2: 3 or 4 stages
 // K1 and K2 in one kernel, for the whole batch (no pipeline step) and with no workspace: one block per
 // (sequence, head), whose preparing warps make each chunk's record in shared memory for its recurrence warps
 cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream);

@@ -19,7 +19,7 @@ from .chunked import kda_chunked
 from .kernels import launch, load_kernels
 from .layout import (STATE_DTYPES, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_inputs, safe_cu_seqlens)
-from .plan import Plan, _forced, _plan, backward_backend, kernel_refusal, plan, plan_for, state_dtypes_of
+from .plan import Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
 __all__ = ['NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer',
@@ -53,8 +53,8 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
-        launch(how.path, how.steps, q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound),
-               initial_state, final_state, cu_seqlens, state_indices)
+        launch(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
+               cu_seqlens, state_indices)
         return 'cuda'
     if capturing and (cu_seqlens is not None or state_indices is not None):
         raise RuntimeError("kda_nb: the reference cannot be captured in a CUDA graph with cu_seqlens or state_indices "
@@ -70,7 +70,6 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
             _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                                  final_state, cu_seqlens, state_indices, dtype)
     return 'reference'
-
 
 # %% ../nbs/05_api.ipynb #b7e328f0
 def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool_in, pool_out, cu_seqlens,
@@ -126,9 +125,10 @@ def _warn_if_grad(*xs):
 # %% ../nbs/05_api.ipynb #95be21bb
 def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
                   check_seqlens, state_indices, backend) -> bool:
-    """The kernels with the least host work, for a call that looks right: the binding checks shapes, dtypes,
-    devices and overlapping memory in C++; the values of cu_seqlens and state_indices are checked here,
-    once per tensor version. False: not taken (`_forward` then runs, and raises the clear error if any)."""
+    """The kernels with the least host work, for a call that looks right: the same plan (`plan`) and the same entrance
+    (`launch`) as `_forward`, but the binding checks shapes, dtypes, devices and overlapping memory in C++; the values
+    of cu_seqlens and state_indices are checked here, once per tensor version. False: not taken (`_forward` then
+    runs, and raises the clear error if any)."""
     if not (type(scale) is float and type(lower_bound) is float and -5.0 <= lower_bound < 0.0 and math.isfinite(scale)
             and q.is_cuda and q.dim() == 4 and torch.is_tensor(v) and v.dim() == 4): return False
     capturing = torch.cuda.is_current_stream_capturing()
@@ -147,18 +147,17 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
         if check: _checked_slots(state_indices, pool.shape[0])
     states = ((() if initial_state is None else (('initial_state', initial_state.dtype),))
               + (() if final_state is None else (('final_state', final_state.dtype),)))
-    how = _plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, cu_seqlens is not None, max_len, states, backend,
-                False, _forced[-1] if _forced else None)
+    how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None, max_len=max_len,
+               state_dtypes=states, backend=backend)
     if how.path == 'reference': return False
     try:
-        launch(how.path, how.steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-               final_state, cu_seqlens, state_indices)
+        launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+               state_indices)
     except (RuntimeError, TypeError):       # the binding refused: say why in the words of check_inputs
         check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                      cu_seqlens, state_indices=state_indices, check_seqlens=check)
         raise
     return True
-
 
 # %% ../nbs/05_api.ipynb #aecb49ec
 def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor, A_log: Tensor,
@@ -303,9 +302,11 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
     gs = None if grad_state is None or grad_state.numel() == 0 else grad_state
     kw = dict(scale=scale, lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
               grad_out=grad_out, grad_state=gs)
-    if used == 'cuda':                              # the forward ran on the kernels; bf16 inputs get bf16 gradients
-        half = all(x.dtype == torch.bfloat16 for x in (q, k, v, g, beta))    # from the kernel itself (no fp32 copies)
-        grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, grads_dtype=torch.bfloat16 if half else torch.float32)
+    bp = None
+    if used == 'cuda':                              # the forward ran on the kernels: the backward's plan, the gradients
+        same = q.dtype if all(x.dtype == q.dtype for x in (k, v, g, beta)) else None    # cast to the inputs' dtype below
+        bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda', inputs_dtype=same)
+    if bp is not None and bp.backend == 'cuda': grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, plan=bp)
     else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype)
     out = [gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
     return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]
@@ -383,11 +384,8 @@ class DecodeStep:
             if cu_seqlens is not None and not cu_seqlens.is_cuda:
                 raise ValueError("cu_seqlens must be on the GPU for a DecodeStep on the kernels (K3 reads it there "
                                  f"at every call), got {cu_seqlens.device}")
-            ext = load_kernels()
-            plan = ext.kda_decode_plan(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound),
-                                       initial_state, final_state, cu_seqlens, state_indices)
-            self._launch = functools.partial(ext.kda_decode_run, plan)
-            self._free = functools.partial(ext.kda_decode_free, plan)
+            self._launch, self._free = launch(self.plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                                              initial_state, final_state, cu_seqlens, state_indices, keep=True)
         else:
             self._launch = functools.partial(_forward, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                                              initial_state, final_state, cu_seqlens, 'reference', False, state_indices)

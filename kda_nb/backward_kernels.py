@@ -13,12 +13,14 @@ from .backward import chunked_backward
 from .chunked import _chunk_tokens
 from .kernels import load_kernels
 from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
+from .plan import (PASS_KSPLIT, SEGMENT_MIN_STEPS, STATES_DTYPE, BackwardPlan, backward_plan, pass_segments,
+                         sm_count)
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['SEGMENT_MIN_STEPS', 'PASS_KSPLIT', 'STATES_DTYPE', 'step_rows_table', 'aligned16', 'chunk_rows_table',
-           'passes_beside', 'pass_segments', 'step_cuts', 'ends_first', 'kda_backward_cuda', 'tf32', 'fp16',
-           'chunk_states_tf32', 'chunk_state_adjoint_tf32']
+__all__ = ['step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside', 'step_cuts', 'ends_first', 'kda_backward_cuda',
+           'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32', 'PASS_KSPLIT', 'SEGMENT_MIN_STEPS',
+           'STATES_DTYPE', 'pass_segments']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,15 +65,7 @@ def passes_beside(main: torch.cuda.Stream, n: int = 2):
     finally:
         for s in sides: main.wait_stream(s)
 
-def pass_segments(N: int, H: int, steps: int, sms: int) -> int:
-    """How many launches each pass is cut into (`kda_backward_cuda`'s `segments`): two for one sequence whose passes fill
-    the GPU's SMs (both passes, two blocks a head; the last half's chunk factors are made first, so that the backward
-    pass starts after half of kda_bwd_prepare and the forward pass once the rest is made), else one. Measured on the
-    H200 (04c, §segments): T = 8192 one sequence, bf16 gradients, H = 96 8.24 -> 8.00 ms and H = 64 5.60 -> 5.56; one
-    sequence of 32768 at H = 32 (128 blocks, a third of the GPU idle) was not faster cut into 2, 4 or 8."""
-    return 2 if N == 1 and 2 * H * 2 >= sms and steps >= 2 * SEGMENT_MIN_STEPS else 1
-
-SEGMENT_MIN_STEPS = 32           # chunks a launch walks at least
+_all_ = ['PASS_KSPLIT', 'SEGMENT_MIN_STEPS', 'STATES_DTYPE', 'pass_segments']   # the backward plan's rules (kda_nb.plan), here too
 
 def step_cuts(steps: int, k: int) -> list[tuple[int, int]]:
     "`k` (at most `steps`, at least one) ranges of steps as equal as can be, `[(lo, hi)]` from the first."
@@ -87,30 +81,32 @@ def ends_first(k: int) -> list[int]:
         if lo <= hi: out.append(lo); lo += 1
     return out
 
-PASS_KSPLIT = 2                  # warps of each pass sharing a group of 16 state rows, each with half its columns: one
-                                 # until the k-split's commit (eight warps a block instead of four; four warps a group
-                                 # were slower on every shape measured, 04c's narrative)
-STATES_DTYPE = torch.bfloat16    # the chunks' states between the passes and the adjoint: bf16 (within fla's errors, the
-                                 # precision study below; 2.1 GB less at T = 8192, H = 64); fp32 until a358908 of main
-
 def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
-                      states_dtype: torch.dtype = STATES_DTYPE, grads_dtype: torch.dtype = torch.float32,
-                      ksplit: int = 0, segments: int = 0) -> tuple:
+                      plan: BackwardPlan | None = None, states_dtype: torch.dtype | None = None,
+                      grads_dtype: torch.dtype | None = None, ksplit: int = 0, segments: int = 0) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
-    `kda_nb.backward.kda_chunked_backward` (bf16 inputs); `states_dtype` (fp32 or bf16) keeps the chunks' states;
-    `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are fp32);
-    `ksplit` (1 or 2; 0 for `PASS_KSPLIT`) how many warps of the passes share a group of 16 state rows; `segments` (0 for
-    `pass_segments`' rule) how many launches each pass is cut into, the chunk factors of each made before its launches
-    (the same bits whatever the number: the state between two launches waits in fp32)."""
+    `kda_nb.backward.kda_chunked_backward` (bf16 inputs). Every launch choice is the backward plan's (`plan`, a
+    `kda_nb.plan.BackwardPlan`; default: `backward_plan`'s for these inputs, fp32 gradients), its segments chosen here
+    once the shapes are known; a keyword sets one choice (None or 0: the plan's): `states_dtype` (fp32 or bf16) keeps the
+    chunks' states, `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are
+    fp32), `ksplit` (1 or 2) how many warps of the passes share a group of 16 state rows, `segments` how many launches each
+    pass is cut into, the chunk factors of each made before its launches (the same bits whatever the number: the state
+    between two launches waits in fp32)."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
     if q.dtype != torch.bfloat16: raise ValueError(f"kda_backward_cuda takes bfloat16 inputs, got {q.dtype}")
     for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
-        if dt not in (torch.float32, torch.bfloat16): raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt}")
+        if dt not in (None, torch.float32, torch.bfloat16):
+            raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt}")
+    bp = plan if plan is not None else backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda')
+    if bp.backend != 'cuda': raise ValueError(f"kda_backward_cuda runs the kernels' backward; the plan says {bp.backend!r}: {bp.reason}")
+    for field, value in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype), ('ksplit', ksplit or None),
+                         ('segments', segments or None)):
+        if value is not None: bp = bp.with_choice(field, value, "asked for by kda_backward_cuda's caller")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
                  check_seqlens=False, empty=True)
@@ -118,6 +114,8 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     bounds = seq_bounds(B, T, cu_seqlens)
     N = len(bounds)
     order, active = step_schedule([n_chunks(e - s) for s, e in bounds])
+    bp = bp.shaped(N, H, len(active), q.device)
+    states_dtype, grads_dtype = bp.states_dtype, bp.grads_dtype
     seq, step = step_rows(active)
     row_tok, row_len = chunk_rows_table(bounds, order, seq, step)
     step_off, chunks = step_rows_table(active, N)
@@ -144,15 +142,14 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     Sc = torch.empty_like(dSo)
     R, U = torch.empty_like(du), torch.empty_like(du)
     v16, do16 = aligned16(v), aligned16(do)
-    ks = ksplit or PASS_KSPLIT
-    cuts = step_cuts(len(active), segments or pass_segments(N, H, len(active), torch.cuda.get_device_properties(dev).multi_processor_count))
+    ks = bp.ksplit
+    cuts = step_cuts(len(active), bp.segments)
     rows = [(int(step_off[lo]), int(step_off[hi])) for lo, hi in cuts]   # a segment's chunks: consecutive rows
     # The two passes at once, each on a stream of its own: neither reads the other's outputs, and each alone leaves most
     # of the GPU's issue slots empty (one block of eight warps per SM at T = 8192, H = 64). Each pass is cut into
     # segments (§segments), each launched once the chunk factors of its steps are made, so that the factors of the
     # later segments are made while the passes walk the earlier ones; S0 and dS carry the states from one launch to
-    # the next. (One after the other, dstates first, until ee1abe6 of main; the whole of kda_bwd_prepare before
-    # either pass until the segments' commit.)
+    # the next.
     main = torch.cuda.current_stream(dev)
     with passes_beside(main, 2) as (forward, backward):
         made = [None] * len(cuts)

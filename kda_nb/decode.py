@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import load_kernels
+from .kernels import launch
+from .plan import Plan
 
 # %% auto #0
 __all__ = ['state_traffic_bytes', 'decode_cuda']
@@ -21,7 +22,9 @@ def state_traffic_bytes(N: int, H: int, K: int = 128, V: int = 128, state_bytes:
 def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                 initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
                 cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None):
-    "K3 on checked inputs: writes `out` and `final_state` in place, one launch, nothing copied to the host."
-    load_kernels().kda_decode(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,
-                              final_state, cu_seqlens, state_indices)
+    "K3 on checked inputs, through the kernels' one entrance (`launch`): writes `out` and `final_state` in place, one launch, nothing copied to the host."
+    launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+           state_indices)
     return out, final_state
+
+_K3 = Plan('decode', "decode_cuda: K3 asked for")

@@ -5,6 +5,7 @@
 # %% ../nbs/04_kernels.ipynb #76f3d95a
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -26,7 +27,8 @@ __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
               'kda_recurrence.cuh', 'kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu',
-              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_binding.cpp')
+              'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_switch.h', 'kda_checks.h',
+              'kda_pipeline.h', 'kda_binding.cpp')
 KERNEL_UNITS = ('kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu', 'kda_fwd_fused.cu',
                 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu')   # the kernels' files, in the order they are built (one unit)
 KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the binding's entry points: K3, the fused kernel, K1 + K2
@@ -248,7 +250,9 @@ def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
     return _loaded[version]
 
 def binding_entry_points(binding: str) -> list[str]:
-    "The functions a binding source exposes to Python: its `kda_*` functions defined at file scope."
+    """The functions a binding source exposes to Python: those its own module defines (`m.def`, with their arguments
+    named), or for an earlier version without one its `kda_*` functions defined at file scope."""
+    if 'PYBIND11_MODULE' in binding: return re.findall(r'm\.def\("(kda_\w+)"', binding)
     return re.findall(r'^(?:void|bool|int64_t|std::vector<torch::Tensor>) (kda_\w+)\(', binding, re.M)
 
 def _build(version: str, verbose: bool):
@@ -267,7 +271,7 @@ def _build(version: str, verbose: bool):
         binding = (src / 'kda_binding.cpp').read_text()
         return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[binding],
                            cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
-                           functions=binding_entry_points(binding),
+                           functions=None if 'PYBIND11_MODULE' in binding else binding_entry_points(binding),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
                            verbose=verbose)
     finally:
@@ -275,23 +279,32 @@ def _build(version: str, verbose: bool):
         else: os.environ['TORCH_CUDA_ARCH_LIST'] = saved
 
 # %% ../nbs/04_kernels.ipynb #454842c9
-def launch(path: str, steps: int, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-           final_state, cu_seqlens, state_indices):
-    "Run the kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps) on checked inputs, writing `out` and `final_state` in place."
+def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+           state_indices, *, keep: bool = False):
+    """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
+    `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
+    runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
+    themselves on the current stream, `free()` letting them go (a prepared decode step)."""
+    if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _loaded.get(KERNEL_VERSION) or load_kernels()
-    args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
-            cu_seqlens, state_indices)
-    if path == 'chunked': ext.kda_fwd_chunked(*args, int(steps))
-    elif path == 'fused': ext.kda_fwd_fused(*args)
-    elif path == 'decode': ext.kda_decode(*args)
-    else: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
+    made = ext.kda_forward(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,
+                           final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
+                           plan.k1_grid == 'persistent', plan.sms, keep)
+    if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)
 
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
              final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
              state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
-    "`launch` with keywords: the kernels of `path` on checked inputs, `(out, final_state)` written in place; copies nothing to the host."
-    launch(path, steps, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-           cu_seqlens, state_indices)
+    """The kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps) on checked inputs, the rest of
+    the plan by its rules (`kda_nb.plan.path_plan`); `(out, final_state)` written in place; copies nothing to the host."""
+    from kda_nb.plan import path_plan, sm_count                # (the plan imports this module)
+    if path not in KERNEL_PATHS: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
+    B, T, H = q.shape[:3]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    p = path_plan(path, "asked for by fwd_cuda's caller", B, T, H, N, cu_seqlens is not None,
+                  0 if path == 'decode' else sm_count(q.device), steps)
+    launch(p, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+           state_indices)
     return out, final_state
 
 # %% ../nbs/04_kernels.ipynb #67171bbb

@@ -23,6 +23,141 @@ def test_kernel_path_on_the_anchors_shapes():
     assert kernel_path(1, 256, 32, 256, True, 1, lambda: asked.append(1) or 132).path == 'decode' and not asked
 
 
+import re, shutil, subprocess, sysconfig
+from pathlib import Path
+
+def test_k2_stages_by_waves():
+    "K2's stages as the launcher chose them from the waves: 3 for the whole batch past 2 waves of 3 blocks per SM (2 blocks a head), else 4."
+    old_rule = lambda N, H, step, sms: 3 if not step and N * H * 2 > 2 * 3 * sms else 4   # the launcher's expression
+    for N, H, steps, sms, want in [(1, 96, 1, 132, 4), (8, 64, 1, 132, 3), (6, 66, 1, 132, 4), (1, 397, 1, 132, 3),
+                                   (8, 64, 4, 132, 4), (4, 86, 1, 114, 3), (4, 85, 1, 114, 4), (64, 64, 2, 78, 4)]:
+        assert k2_stages(N, H, steps, sms) == want == old_rule(N, H, steps > 1, sms), (N, H, steps, sms)
+
+def test_k1_grid_is_whole_batch_or_step():
+    "K1's grid: persistent exactly where the launcher saw the whole batch (chunk_lo = 0 and chunk_hi = the chunks), for every step cut."
+    for steps in range(1, MAX_PIPELINE_STEPS + 1):
+        for chunks in range(steps, 200, 7):
+            e = step_edges(steps, chunks)
+            whole = [e[s] == 0 and (chunks if s + 1 == steps else e[s + 1]) == chunks for s in range(steps)]
+            assert all(w == (k1_grid(steps) == 'persistent') for w in whole), (steps, chunks, e)
+
+def test_plan_choices_on_the_anchors_shapes():
+    "Every choice of the plans of the anchors' shapes on 132 SMs, and the reason each gives."
+    one = kernel_path(1, 8192, 96, 1, False, None, 132)
+    assert (one.steps, one.growth, one.k1_grid, one.k2_stages, one.sms) == (4, PIPELINE_GROWTH, 'per-step', 4, 132)
+    assert [f for f, _ in one.why] == ['steps', 'growth', 'k1_grid', 'k2_stages', 'sms'] and '[0, 55, 144, 285, 512]' in repr(one)
+    many = kernel_path(1, 24576, 32, 512, True, 48, 132)                # 512 sequences of 3 chunks: 32768 blocks of K2
+    assert (many.path, many.steps, many.growth, many.k1_grid, many.k2_stages) == ('chunked', 1, 1.0, 'persistent', 3)
+    assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, k1_persistent=True, sms=132)
+    assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
+    assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
+
+def test_step_edges_match_the_binding():
+    "`step_edges` against the binding's `step_edge` (csrc/kda_pipeline.h) compiled by the host compiler: the same cuts."
+    from kda_nb.kernels import csrc_dir
+    cxx, cuda_inc = shutil.which('g++') or shutil.which('c++'), Path('/usr/local/cuda/include')
+    import os
+    cuda_inc = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'include'
+    if cxx is None or not (cuda_inc / 'cuda_runtime.h').exists(): pytest.skip("needs a C++ compiler and the CUDA headers")
+    main = (r'#include <cstdio>' '\n#include "kda_pipeline.h"\nint main() {\n'
+            r'  const double gs[] = {1.0, 1.3, 1.6, 2.0, 3.0};' '\n'
+            r'  for (double g : gs) for (long long n = 1; n <= kda::MAX_STEPS; ++n) for (long long c = n; c <= 700; c += c < 64 ? 1 : 37) {'
+            r'    std::printf("%.17g %lld %lld", g, n, c);'
+            r'    for (long long s = 0; s <= n; ++s) std::printf(" %lld", (long long)kda::step_edge(s, n, c, g));'
+            r'    std::printf("\n"); }' '\n}\n')
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / 'edges.cpp').write_text(main)
+        exe = Path(tmp) / 'edges'
+        subprocess.run([cxx, '-std=c++17', '-O2', '-w', f'-I{csrc_dir()}', f'-I{cuda_inc}', str(Path(tmp) / 'edges.cpp'),
+                        '-o', str(exe), '-Wl,--unresolved-symbols=ignore-all'], check=True, capture_output=True)
+        rows = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert len(rows) > 1000
+    for row in rows:
+        g, n, c, *edges = row.split()
+        assert step_edges(int(n), int(c), float(g)) == [int(e) for e in edges], row
+
+
+STUB_LAUNCHERS = """#include "kda_launch.h"
+namespace kda {   // stand-ins for the kernels' launchers: the binding's Python surface, without nvcc or a GPU
+size_t record_bytes() { return 13840; }
+cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+}
+"""
+
+def test_binding_takes_the_plan(tmp_path, monkeypatch):
+    """The binding built with the host compiler against stand-in launchers: `launch` hands it every field of a plan in the
+    order its module names them, and it refuses a plan it cannot obey, before it looks at the tensors."""
+    import os, inspect
+    from torch.utils.cpp_extension import load
+    import kda_nb.kernels as K
+    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
+    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
+        pytest.skip("needs a C++ compiler and the CUDA runtime's headers and library")
+    (tmp_path / 'stubs.cpp').write_text(STUB_LAUNCHERS)
+    ext = load('kda_binding_surface', [str(K.csrc_dir() / 'kda_binding.cpp'), str(tmp_path / 'stubs.cpp')],
+               extra_include_paths=[str(K.csrc_dir()), str(cuda / 'include')],
+               extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
+    assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
+    names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
+    assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep']
+    assert list(Plan('decode', '').launch_args()) == names[14:20]
+    q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
+    args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+            None, None, None, None)
+    monkeypatch.setitem(K._loaded, K.KERNEL_VERSION, ext)
+    for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', '')):
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(p, *args)     # the plan taken, the tensors refused
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(Plan('decode', ''), *args, keep=True)
+    good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False)
+    for bad, words in [(dict(path='x'), 'path must be'), (dict(steps=9), 'steps must be 1 to 8'), (dict(k2_stages=5), 'k2_stages'),
+                       (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
+                       (dict(keep=True), 'keep')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
+    assert ext.kda_decode_free(-5) is False
+
+
+def test_backward_plan_choices_and_forcing():
+    "The backward plan: its rules, its reasons, `shaped`, and `forced_backward` reaching it (and leaving nothing behind)."
+    ref = backward_plan('cpu', torch.bfloat16, 128, 128)
+    assert ref.backend == 'reference' and 'CUDA devices' in ref.reason and 'BackwardPlan' in repr(ref)
+    assert backward_plan('cpu', torch.bfloat16, 128, 128, backend='reference').reason == "backend='reference' was asked for"
+    with pytest.raises(ValueError, match='backend'): backward_plan('cpu', torch.bfloat16, 128, 128, backend='gpu')
+    with forced_backward('reference'): assert backward_backend('cpu', torch.bfloat16, 128, 128) == 'reference'
+    with pytest.raises(RuntimeError, match='cannot run'):
+        with forced_backward('cuda'): backward_plan('cpu', torch.bfloat16, 128, 128)
+    for bad in (dict(backend='gpu'), dict(ksplit=4), dict(segments=0), dict(states_dtype=torch.float16)):
+        with pytest.raises(ValueError):
+            with forced_backward(**bad): pass
+    import kda_nb.plan as P
+    assert not P._forced_backward
+    # the kernels' plan, as backward_plan makes it where they run: built by hand here (no GPU needed)
+    cuda = BackwardPlan('cuda', 'the forward ran on the kernels', sms=0)
+    assert (cuda.segments, cuda.ksplit, cuda.states_dtype, cuda.grads_dtype) == (0, PASS_KSPLIT, STATES_DTYPE, torch.float32)
+    forced_k = cuda.with_choice('ksplit', 1, 'asked')
+    assert forced_k.ksplit == 1 and ('ksplit', 'asked') in forced_k.why and "ksplit = 1: asked" in repr(forced_k)
+    with pytest.raises(ValueError): cuda.with_choice('path', 1, 'no such choice')
+    assert pass_segments(1, 64, 512, 132) == 2 and pass_segments(8, 64, 64, 132) == 1
+    assert cuda.with_choice('segments', 3, 'asked').shaped(1, 64, 512, 'cpu').segments == 3   # a chosen count stays
+
+def test_forced_takes_growth():
+    "forced: a growth for a pipeline of several steps only, and the override gone after the block."
+    import kda_nb.plan as P
+    with forced('chunked', 4, growth=2.0): assert P._forced[-1] == ('chunked', 4, 2.0)
+    assert not P._forced
+    for bad in (dict(path='chunked', steps=1, growth=2.0), dict(path='chunked', steps=4, growth=0.0)):
+        with pytest.raises(ValueError):
+            with forced(**bad): pass
+
+
 import pytest
 from kda_nb.kernels import kernels_unavailable_reason
 
@@ -42,4 +177,26 @@ def test_plan_on_the_gpu():
     with forced('chunked', 3):
         p = plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False)
         assert (p.path, p.steps) == ('chunked', 3) and 'forced' in p.reason
+        assert plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False, step=True).path == 'decode'   # a DecodeStep: K3
     assert plan(dev, bf, 8, 1024, 64, 128, 128, 8, varlen=False).path == ('fused' if use_fused(8, 512, 64, sms) else 'chunked')
+    assert one.sms == sms == sm_count(dev) and plan(dev, bf, 1, 1, 32, 128, 128, 256, varlen=True, max_len=1).sms == 0
+
+@needs_kernels
+def test_backward_plan_on_the_gpu():
+    "The backward plan where the kernels run: the rules, `shaped`, and `forced_backward` reaching kda_backward_cuda."
+    from kda_nb.backward_kernels import kda_backward_cuda
+    from kda_nb.layout import random_inputs
+    dev, bf = torch.device('cuda'), torch.bfloat16
+    bp = backward_plan(dev, bf, 128, 128, inputs_dtype=bf)
+    assert (bp.backend, bp.segments, bp.ksplit, bp.states_dtype, bp.grads_dtype) == ('cuda', 0, PASS_KSPLIT, STATES_DTYPE, bf)
+    assert backward_plan(dev, bf, 128, 128).grads_dtype == torch.float32
+    assert bp.shaped(1, 64, 512, dev).segments == pass_segments(1, 64, 512, sm_count(dev))
+    with forced_backward(segments=3, ksplit=1):
+        forced_bp = backward_plan(dev, bf, 128, 128)
+        assert (forced_bp.segments, forced_bp.ksplit) == (3, 1) and 'forced' in repr(forced_bp)
+    inp = random_inputs(1, 200, 2, 128, 128, dtype=bf, device='cuda', seed=3)
+    inp = {k: inp[k] for k in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state', 'scale', 'lower_bound')}
+    go = torch.randn_like(inp['v'])
+    asked = kda_backward_cuda(**inp, grad_out=go, ksplit=1, segments=3)
+    with forced_backward(ksplit=1, segments=3): forced_out = kda_backward_cuda(**inp, grad_out=go)
+    assert all(torch.equal(a, b) for a, b in zip(asked, forced_out) if a is not None)

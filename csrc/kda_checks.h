@@ -1,0 +1,263 @@
+// kda_checks.h: what the binding (kda_binding.cpp) checks before it hands tensors to a launcher: the devices,
+// dtypes and shapes the kernels assume, misaligned or strided tensors made safe (copied), a forward call's tensors
+// gathered into its kernel-ready form (Call), and the backward's host-made tables checked against the tensors they
+// index. kda_nb's Python layer (kda_nb.api) validates inputs with friendlier messages first; these checks are the
+// last line of defence for direct callers. Included by the binding only (torch's headers, no nvcc).
+#pragma once
+#include <torch/extension.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kda_launch.h"
+
+namespace {
+
+// Integers and shapes in error messages go to TORCH_CHECK as C strings: streaming an int64_t (or sizes())
+// into its message killed the process (SIGSEGV) instead of raising, seen on the H200 with torch 2.11.
+std::string num(int64_t v) { return std::to_string(v); }
+
+// "[2, 3, 4]": a tensor's shape for error messages
+std::string shape_of(const torch::Tensor& t) {
+    std::string s = "[";
+    for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+    return s + "]";
+}
+
+void check_tensor(const torch::Tensor& t, const char* name, at::ScalarType dtype, const torch::Tensor& like) {
+    TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+    TORCH_CHECK(t.device() == like.device(), name, " must be on ", like.device(), ", got ", t.device());
+    TORCH_CHECK(t.scalar_type() == dtype, name, " must be ", dtype, ", got ", t.scalar_type());
+}
+
+int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const torch::Tensor& like,
+               int64_t N, int64_t H) {
+    if (!s.has_value()) return kda::STATE_NONE;
+    const auto& t = *s;
+    TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, name,
+                " must be float32 or bfloat16, got ", t.scalar_type());
+    check_tensor(t, name, t.scalar_type(), like);
+    TORCH_CHECK(t.dim() == 4 && t.size(0) == N && t.size(1) == H && t.size(2) == 128 && t.size(3) == 128,
+                name, " must have shape [", num(N).c_str(), ", ", num(H).c_str(), ", 128, 128], got ", shape_of(t).c_str());
+    return t.scalar_type() == at::kFloat ? kda::STATE_FP32 : kda::STATE_BF16;
+}
+
+// Do the bytes of a and b overlap? (kda_nb.api checks the same, with the same words.)
+bool overlap(const torch::Tensor& a, const torch::Tensor& b) {
+    const auto pa = reinterpret_cast<uintptr_t>(a.data_ptr()), pb = reinterpret_cast<uintptr_t>(b.data_ptr());
+    return a.device() == b.device() && pa < pb + b.nbytes() && pb < pa + a.nbytes();
+}
+
+// A float32 tensor: `t` itself if it is one (no dispatch), else a converted copy.
+torch::Tensor as_float(const torch::Tensor& t) { return t.scalar_type() == at::kFloat ? t : t.to(at::kFloat); }
+
+// 16-byte aligned and contiguous, as the kernels' vector loads need: `t` itself, or a copy of it. A view
+// at an odd offset (flat[1:].view(...)) gets a copy here instead of a misaligned-address fault.
+bool usable_as_is(const torch::Tensor& t) {
+    return t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+torch::Tensor kernel_ready(const torch::Tensor& t) {
+    if (usable_as_is(t)) return t;
+    return t.is_contiguous() ? t.clone() : t.contiguous();     // fresh allocations are aligned
+}
+
+
+// The checked, kernel-ready form of a call's tensors, shared by every path (kda_forward's three, and a prepared
+// decode step). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
+// [H, 128] fp32; states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
+// (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
+// Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
+// `s_out`), which `finish` copies back.
+struct Call {
+    torch::Tensor qc, kc, vc, gc, bc, Ac, dc, o, slots, cu;
+    c10::optional<torch::Tensor> s_in, s_out;
+    int64_t B = 0, T = 0, H = 0, N = 0, P = 0;
+    bool varlen = false, pooled = false;
+    int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
+    cudaStream_t stream = nullptr;
+};
+
+Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+             const torch::Tensor& beta, const torch::Tensor& out, const torch::Tensor& A_log,
+             const torch::Tensor& dt_bias, const c10::optional<torch::Tensor>& initial_state,
+             const c10::optional<torch::Tensor>& final_state, const c10::optional<torch::Tensor>& cu_seqlens,
+             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64) {
+    Call c;
+    TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
+    TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+    c.B = q.size(0); c.T = q.size(1); c.H = q.size(2);
+    c.varlen = cu_seqlens.has_value();
+    if (c.varlen) {
+        TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
+        TORCH_CHECK(cu_seqlens->scalar_type() == at::kLong, "cu_seqlens must be int64, got ", cu_seqlens->scalar_type());
+        TORCH_CHECK(c.B == 1, "with cu_seqlens the batch must be one row (B = 1), got B = ", num(c.B).c_str());
+        const torch::Tensor& cu = *cu_seqlens;
+        c.cu = cu.device() == q.device() && cu.is_contiguous() ? cu : cu.to(q.device()).contiguous();
+    }
+    c.N = c.varlen ? cu_seqlens->numel() - 1 : c.B;
+    TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
+    TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
+    const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
+    const char* names[] = {"q", "k", "v", "g", "out"};
+    for (int i = 0; i < 5; ++i) {
+        check_tensor(*same_shape[i], names[i], at::kBFloat16, q);
+        TORCH_CHECK(same_shape[i]->sizes() == q.sizes(), names[i], " must have the shape of q ", shape_of(q).c_str(),
+                    ", got ", shape_of(*same_shape[i]).c_str());
+    }
+    check_tensor(beta, "beta", at::kBFloat16, q);
+    TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
+                "beta must be [B, T, H], got ", shape_of(beta).c_str());
+    for (const auto* t : {&A_log, &dt_bias}) {
+        const char* name = t == &A_log ? "A_log" : "dt_bias";
+        TORCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
+                    " must be float32 or float64, got ", t->scalar_type());
+        TORCH_CHECK(t->device() == q.device(), name, " must be on ", q.device(), ", got ", t->device());
+    }
+    TORCH_CHECK(A_log.dim() == 1 && A_log.size(0) == c.H, "A_log must be [H] = [", num(c.H).c_str(), "], got ", shape_of(A_log).c_str());
+    TORCH_CHECK(dt_bias.dim() == 2 && dt_bias.size(0) == c.H && dt_bias.size(1) == 128, "dt_bias must be [H, 128] = [",
+                num(c.H).c_str(), ", 128], got ", shape_of(dt_bias).c_str());
+    {   // fwd leaves its inputs untouched: out and final_state must not share memory with them
+        const torch::Tensor* ins[] = {&q, &k, &v, &g, &beta, &A_log, &dt_bias};
+        const char* in_names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias"};
+        for (int i = 0; i < 7; ++i)
+            TORCH_CHECK(!overlap(out, *ins[i]), "out must not share memory with ", in_names[i],
+                        ": fwd leaves its inputs untouched");
+        if (initial_state.has_value())
+            TORCH_CHECK(!overlap(out, *initial_state), "out must not share memory with initial_state: fwd leaves its inputs untouched");
+        if (final_state.has_value()) {
+            for (int i = 0; i < 5; ++i)
+                TORCH_CHECK(!overlap(*final_state, *ins[i]), "final_state must not share memory with ", in_names[i]);
+            TORCH_CHECK(!overlap(*final_state, out), "final_state must not share memory with out");
+        }
+    }
+
+    c.qc = kernel_ready(q); c.kc = kernel_ready(k); c.vc = kernel_ready(v); c.gc = kernel_ready(g);
+    c.bc = kernel_ready(beta);
+    c.Ac = kernel_ready(as_float(A_log)); c.dc = kernel_ready(as_float(dt_bias));
+    c.o = usable_as_is(out) ? out : torch::empty_like(out, at::MemoryFormat::Contiguous);
+    // States: one per sequence ([N, H, 128, 128]), or pools of P slots with state_indices [N] naming the
+    // slot each sequence reads and writes (-1: a padding sequence); the two may be one tensor.
+    c.pooled = state_indices.has_value();
+    c.P = c.N;
+    if (c.pooled) {
+        TORCH_CHECK(state_indices->dim() == 1 && state_indices->numel() == c.N, "state_indices must be [N = ", num(c.N).c_str(),
+                    "], got ", shape_of(*state_indices).c_str());
+        TORCH_CHECK(state_indices->scalar_type() == at::kLong || state_indices->scalar_type() == at::kInt,
+                    "state_indices must be int32 or int64, got ", state_indices->scalar_type());
+        TORCH_CHECK(state_indices->device() == q.device(), "state_indices must be on ", q.device(), ", got ",
+                    state_indices->device());
+        const torch::Tensor& idx = *state_indices;
+        c.slots = slots_as_int64 && idx.scalar_type() != at::kLong ? idx.to(at::kLong).contiguous() : idx.contiguous();
+        c.P = initial_state.has_value() ? initial_state->size(0) : final_state.has_value() ? final_state->size(0) : INT64_MAX;
+        TORCH_CHECK(!(initial_state.has_value() && final_state.has_value()) || initial_state->size(0) == final_state->size(0),
+                    "initial_state and final_state must be pools of the same size");
+    }
+    if (initial_state.has_value()) {
+        state_kind(initial_state, "initial_state", q, c.P, c.H);
+        c.s_in = kernel_ready(*initial_state);
+    }
+    if (final_state.has_value()) {
+        state_kind(final_state, "final_state", q, c.P, c.H);
+        if (usable_as_is(*final_state)) c.s_out = *final_state;
+        else if (c.pooled) c.s_out = final_state->contiguous().clone();      // slots no sequence names keep their values
+        else c.s_out = torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
+    }
+    c.in_kind = state_kind(c.s_in, "initial_state", q, c.P, c.H);
+    c.out_kind = state_kind(c.s_out, "final_state", q, c.P, c.H);
+    c.stream = static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
+    return c;
+}
+
+// The fields kda::FwdArgs and kda::DecodeArgs share, from a prepared call.
+template <typename Args>
+void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
+    a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
+    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
+    a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
+    a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
+    a.state_in_kind = c.in_kind;
+    a.state_out_kind = c.out_kind;
+    a.n_slots = c.P;
+    a.n_seq = static_cast<int>(c.N); a.H = static_cast<int>(c.H);
+    a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
+}
+
+void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
+    if (!c.o.is_same(out)) out.copy_(c.o);
+    if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
+}
+
+// The backward's kernels. Their tables are made on the host by the caller (kda_nb.backward_kernels) and checked here
+// before they are copied to the device, so that no kernel can be sent outside its tensors, whatever cu_seqlens held:
+// row_tok [M] int64 and row_len [M] int32 (row r: the tokens row_tok[r] .. row_tok[r] + row_len[r] - 1, 1 to 16 of
+// them, inside the caller's tokens), and for the passes step_off [steps + 1] int64 and chunks [N] int32 (row
+// step_off[i] + n is chunk i of sorted sequence n, which has chunks[n] chunks), against M and N.
+void check_tile(const torch::Tensor& t, const char* name, const torch::Tensor& like, std::vector<int64_t> shape,
+                at::ScalarType dtype = at::kFloat) {
+    check_tensor(t, name, dtype, like);
+    TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+    TORCH_CHECK(t.sizes() == c10::IntArrayRef(shape), name, " has shape ", shape_of(t).c_str());
+}
+void check_steps(const torch::Tensor& step_off_host, const torch::Tensor& chunks_host, int64_t M, int64_t N) {
+    TORCH_CHECK(step_off_host.device().is_cpu() && step_off_host.scalar_type() == at::kLong && step_off_host.dim() == 1 &&
+                step_off_host.is_contiguous(), "step_off must be a contiguous CPU int64 tensor");
+    TORCH_CHECK(chunks_host.device().is_cpu() && chunks_host.scalar_type() == at::kInt && chunks_host.numel() == N &&
+                chunks_host.is_contiguous(), "chunks must be a contiguous CPU int32 tensor [N]");
+    const int64_t* off = step_off_host.data_ptr<int64_t>();
+    const int* ch = chunks_host.data_ptr<int>();
+    const int64_t steps = step_off_host.numel() - 1;
+    TORCH_CHECK(steps >= 0 && off[0] == 0 && off[steps] == M, "step_off must run from 0 to M");
+    for (int64_t n = 0; n < N; ++n)
+        TORCH_CHECK(ch[n] >= 0 && ch[n] <= steps && (n == 0 || ch[n] <= ch[n - 1]), "chunks must fall from the first sequence");
+    for (int64_t i = 0; i < steps; ++i) {                  // step i holds the sequences with more than i chunks
+        int64_t active = 0;
+        while (active < N && ch[active] > i) ++active;
+        TORCH_CHECK(off[i + 1] - off[i] == active, "step_off does not match chunks at step ", num(i).c_str());
+    }
+}
+void check_rows(const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host, int64_t total) {
+    TORCH_CHECK(row_tok_host.device().is_cpu() && row_tok_host.scalar_type() == at::kLong && row_tok_host.dim() == 1 &&
+                row_tok_host.is_contiguous(), "row_tok must be a contiguous CPU int64 tensor [M]");
+    const int64_t M = row_tok_host.numel();
+    TORCH_CHECK(row_len_host.device().is_cpu() && row_len_host.scalar_type() == at::kInt && row_len_host.numel() == M &&
+                row_len_host.is_contiguous(), "row_len must be a contiguous CPU int32 tensor [M]");
+    const int64_t* tok = row_tok_host.data_ptr<int64_t>();
+    const int* len = row_len_host.data_ptr<int>();
+    for (int64_t r = 0; r < M; ++r)
+        TORCH_CHECK(len[r] >= 1 && len[r] <= 16 && tok[r] >= 0 && tok[r] + len[r] <= total,
+                    "row ", num(r).c_str(), " must be 1 to 16 tokens inside the ", num(total).c_str(), " given");
+}
+// a caller's [..., H, 128] tensor of tokens that a pass copies with cp.async: contiguous, 16-byte aligned; its tokens
+int64_t check_tokens(const torch::Tensor& t, const char* name, int64_t H, const torch::Tensor& like) {
+    TORCH_CHECK(t.dim() >= 2 && t.size(-1) == 128 && t.size(-2) == H, name, " must be [..., H, 128] with H = ", num(H).c_str(),
+                ", got ", shape_of(t).c_str());
+    TORCH_CHECK(t.is_contiguous() && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name, " must be contiguous and 16-byte aligned");
+    check_tensor(t, name, t.scalar_type(), like);
+    return t.numel() / (H * 128);
+}
+// a small host table on the device without waiting for the stream: staged in pinned memory (PyTorch's caching
+// host allocator keeps the staging buffer until the copy is done). A pageable copy would synchronize the stream,
+// leaving the GPU idle while the host catches up, several times a backward call.
+torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
+    return host.pin_memory().to(dev, /*non_blocking=*/true);
+}
+// the steps [lo, hi) of one launch of a pass, or the rows [lo, hi) of one launch of the chunk kernels, inside [0, n)
+void check_range(int64_t lo, int64_t hi, int64_t n, const char* what) {
+    TORCH_CHECK(0 <= lo && lo <= hi && hi <= n, what, " ", num(lo).c_str(), " to ", num(hi).c_str(), " must lie in 0 to ",
+                num(n).c_str());
+}
+// the passes' k-split: 1 or 2 warps to a group of 16 state rows
+int check_ksplit(int64_t ksplit) {
+    TORCH_CHECK(ksplit == 1 || ksplit == 2, "ksplit must be 1 or 2, got ", num(ksplit).c_str());
+    return static_cast<int>(ksplit);
+}
+cudaStream_t stream_of(const torch::Tensor& t) {
+    return static_cast<cudaStream_t>(
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle());
+}
+
+}  // namespace

@@ -1,0 +1,30 @@
+// kda_switch.h: where a runtime flag becomes a template parameter. A kernel variant (a k-split of the backward's
+// passes, K2's number of stages, the chunks' states in bf16, ...) is a template flag of one kernel; its launcher
+// names the values that are built and hands the flag to `dispatch`, which calls the body once with the value as a
+// compile-time constant. A value outside the list is an error of the caller (cudaErrorInvalidValue), never a
+// silent fallback. Adding a variant: one more value in the launcher's list.
+//
+//   return dispatch<1, 2>(a.ksplit, [&](auto ks) { constexpr int KS = decltype(ks)::value; ... });
+//
+// Plain C++17 with the CUDA runtime's headers, for the launchers' host code.
+#pragma once
+#include <type_traits>
+#include <cuda_runtime.h>
+
+namespace kda {
+
+// f(std::integral_constant<int, V>{}) for the one V of Vs that equals `value`; cudaErrorInvalidValue if none does
+template <int... Vs, typename F>
+cudaError_t dispatch(int value, F&& f) {
+    cudaError_t err = cudaErrorInvalidValue;
+    (void)((value == Vs ? (err = f(std::integral_constant<int, Vs>{}), true) : false) || ...);
+    return err;
+}
+
+// a yes/no flag (any non-zero value is yes): f(std::true_type{}) or f(std::false_type{})
+template <typename F>
+cudaError_t dispatch_bool(bool value, F&& f) {
+    return value ? f(std::true_type{}) : f(std::false_type{});
+}
+
+}  // namespace kda
