@@ -19,7 +19,8 @@ __all__ = ['recurrent_vjp', 'recurrent_steps_backward', 'chunk_factors', 'chunk_
            'activate_backward', 'kda_recurrent_backward', 'kda_chunked_backward', 'chunked_backward']
 
 # %% ../nbs/03a_backward.ipynb #180600b1
-def recurrent_vjp(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale: float | None = None,
+def recurrent_vjp(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                  dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
                   lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
                   cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
                   grad_state: torch.Tensor | None = None, dtype=torch.float64, **form) -> tuple:
@@ -243,7 +244,8 @@ def _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype):
     dS = grad_state.to(dtype) if grad_state is not None else zeros(N, H, V, K)
     return bounds, S0, do, dS
 
-def kda_recurrent_backward(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale: float | None = None,
+def kda_recurrent_backward(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                           dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
                            lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
                            cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
                            grad_state: torch.Tensor | None = None, dtype=torch.float32, **form) -> tuple:
@@ -271,7 +273,8 @@ def kda_recurrent_backward(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale:
     return dq, dk, dv, dg, dbeta, dA_log, ddt_bias, (dinit if initial_state is not None else None)
 
 # %% ../nbs/03a_backward.ipynb #eaeea374
-def kda_chunked_backward(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale: float | None = None,
+def kda_chunked_backward(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                         dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
                          lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
                          cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
                          grad_state: torch.Tensor | None = None, dtype=torch.float32, exact: bool | None = None,

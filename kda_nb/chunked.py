@@ -122,7 +122,8 @@ def _padded_prep(prep: dict, order, seq, step, N: int) -> dict:
         out[name][where[0], :, where[1]] = x
     return out
 
-def kda_chunked(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale: float | None = None,
+def kda_chunked(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
                 lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
                 cu_seqlens: torch.Tensor | None = None, dtype=torch.float64, twin: bool = False,
                 return_prep: bool = False, exact: bool | None = None, **form):

@@ -51,7 +51,8 @@ def recurrent_steps(q, k, v, a, b, scale: float, S: torch.Tensor, active: list[i
     return scale * out[..., 0], final
 
 # %% ../nbs/02_recurrence.ipynb #9af7c78f
-def kda_recurrent(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale: float | None = None,
+def kda_recurrent(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                  dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
                   lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
                   cu_seqlens: torch.Tensor | None = None, dtype=torch.float64, **form):
     """Reference KDA forward by the token recurrence, computed in `dtype`: `(out [B, T, HV, V], final_state [N, HV, V, K])`.
