@@ -118,8 +118,8 @@ _checked_values: dict = {}     # id(tensor) -> (weakref, version, host values, {
 def _check_once(x: torch.Tensor, key, check):
     """`check(x.tolist())` on the host, once per tensor, version and `key`: later calls with the same, unmodified tensor
     copy nothing, whatever their key (the host copy is kept beside the results: a varlen training step's forward checks
-    `cu_seqlens` and the backward reads its offsets again, from the one copy; until this change each key made its own,
-    and two keys on one tensor took turns evicting each other, a copy from the GPU, which waits for it, every time)."""
+    `cu_seqlens` and the backward reads its offsets again, from the one copy; a copy per key would have two keys on one
+    tensor evict each other, each time a copy from the GPU, which waits for it)."""
     # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
     # every call (no GPU to wait for); on a GPU once, by identity and address: an in-place change of
     # such a tensor then goes unchecked, and is still harmless (every backend reads it safely).
