@@ -14,7 +14,8 @@ from .layout import CHUNK, Form, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked', 'segment_sums', 'exact_factors']
+__all__ = ['neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked', 'segment_sums', 'exact_factors',
+           'halves_products']
 
 # %% ../nbs/03_chunked.ipynb #99f3596c
 def neumann_inverse(L: torch.Tensor) -> torch.Tensor:
@@ -179,3 +180,27 @@ def exact_factors(q, k, a) -> dict:
     A = torch.einsum('...ic,...jc,...ijc->...ij', k, k, E).tril(-1)
     Mqk = torch.einsum('...ic,...jc,...ijc->...ij', q, k, E)           # E = 0 above the diagonal
     return dict(G=G, E=E, er=er, kd=k * eG, qd=q * eG, kr=k * er, A=A, Mqk=Mqk, decay=eG[..., -1, :])
+
+# %% ../nbs/03_chunked.ipynb #aaabbd9c
+def halves_products(X: torch.Tensor, Y: torch.Tensor, a: torch.Tensor, diagonal: bool = True) -> torch.Tensor:
+    """`M[..., i, j] = sum_c X[i,c] Y[j,c] e^(Γ_i - Γ_j)` for j < i (and j = i with `diagonal`), 0 above, from chunks
+    `X, Y, a [..., C, K]`, by the reference-point split: the chunk halved, the pairs across the halves one product of
+    decays to and from the left half's last token, then each half likewise. Every factor is a decay in [0, 1]."""
+    C = a.shape[-2]
+    M = X.new_zeros(*X.shape[:-2], C, C)
+    if diagonal: M = M + torch.diag_embed((X * Y).sum(-1))                   # e^0 = 1
+    s = C // 2
+    while s >= 1:                                                           # blocks of s x s: 8, 4, 2, 1 for C = 16
+        G = C // (2 * s)                                                    # pairs of halves at this level
+        ab = a.unflatten(-2, (G, 2, s))
+        to_row = ab[..., 1, :, :].cumsum(-2)                                # Γ_i - Γ_r: a over r < t <= i
+        rev = ab[..., 0, :, :].flip(-2).cumsum(-2).flip(-2)
+        from_col = torch.cat([rev[..., 1:, :], torch.zeros_like(rev[..., :1, :])], -2)   # Γ_r - Γ_j: a over j < t <= r
+        Xr = X.unflatten(-2, (G, 2, s))[..., 1, :, :] * to_row.exp()
+        Yl = Y.unflatten(-2, (G, 2, s))[..., 0, :, :] * from_col.exp()
+        g = torch.arange(G, device=a.device)[:, None] * 2 * s
+        rows = (g + s + torch.arange(s, device=a.device))[:, :, None]
+        cols = (g + torch.arange(s, device=a.device))[:, None, :]
+        M[..., rows, cols] = Xr @ Yl.transpose(-1, -2)                      # [..., G, s, s]
+        s //= 2
+    return M

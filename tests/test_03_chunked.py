@@ -139,6 +139,15 @@ def test_segment_sums():
     assert torch.allclose(D[:, i, j], G[:, i] - G[:, j], atol=1e-12)
     assert (D[:, j[i != j], i[i != j]] == float('-inf')).all()
 
+def test_halves_products_equal_pairwise():
+    gen = torch.Generator().manual_seed(3)
+    for scale in (5.0, 2000.0):                                         # bounded, and far past fp64's range
+        a = -scale * torch.rand(2, 3, CHUNK, 8, generator=gen, dtype=torch.float64)
+        X, Y = torch.randn(2, 2, 3, CHUNK, 8, generator=gen, dtype=torch.float64).unbind(0)
+        f = exact_factors(X, Y, a)
+        assert rel_rms(halves_products(X, Y, a), f['Mqk']) < 1e-14
+        assert rel_rms(halves_products(Y, Y, a, diagonal=False), f['A']) < 1e-14
+
 
 def test_twin_close_to_fp64():
     for gate in ('g=-8', 'g=8', 'bias~N(0,8)'):
