@@ -170,9 +170,8 @@ def chunk_adjoint(f: dict, q, k, b, dPR, Sc, R, U, dU, dkr, ddecay):
                                                                          # Γ_last - Γ_i in kr_i: over t > i
     if 'E' in f:    # over t > i by a shifted running sum: cumsum - after would drop decays far below after's size
         before = torch.cat([torch.zeros_like(after[..., :1, :]), after[..., :-1, :]], -2).cumsum(-2)
-    else:
-        before = after.cumsum(-2) - after
-    da = (at_or_before.flip(-2).cumsum(-2).flip(-2) + before
+        return dq, dk, dR, at_or_before.flip(-2).cumsum(-2).flip(-2) + before + (ddecay * f['decay'])[..., None, :], db
+    da = (at_or_before.flip(-2).cumsum(-2).flip(-2) + after.cumsum(-2) - after
           + (ddecay * f['decay'])[..., None, :])                 # Γ_last (the decay): every a_t
     return dq, dk, dR, da, db
 
