@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import torch
 
+from .layout import Form, check_form
+
 # %% auto #0
-__all__ = ['l2_normalize', 'safe_gate', 'beta_gate', 'activate']
+__all__ = ['l2_normalize', 'safe_gate', 'softplus_gate', 'log_decay', 'beta_gate', 'write_strength', 'expand_heads',
+           'reduce_heads', 'activate']
 
 # %% ../nbs/01_activations.ipynb #0344e944
 def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -16,19 +19,53 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt((x * x).sum(-1, keepdim=True) + eps)
 
 # %% ../nbs/01_activations.ipynb #b83c6e87
-def safe_gate(g: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor, lower_bound: float) -> torch.Tensor:
-    "Log-decay `a = lower_bound * sigmoid(exp(A_log) * (g + dt_bias))` for `g [..., H, K]`."
-    A = A_log.to(g.dtype).exp()[:, None]            # [H, 1]
-    return lower_bound * torch.sigmoid(A * (g + dt_bias.to(g.dtype)))
+def safe_gate(g: torch.Tensor, A_log: torch.Tensor | None, dt_bias: torch.Tensor | None, lower_bound: float) -> torch.Tensor:
+    "Log-decay `a = lower_bound * sigmoid(exp(A_log) * (g + dt_bias))` for `g [..., H, K]`; `A_log`, `dt_bias` None: left out."
+    x = g if dt_bias is None else g + dt_bias.to(g.dtype)
+    if A_log is not None: x = A_log.to(g.dtype).exp()[:, None] * x        # [H, 1] * [..., H, K]
+    return lower_bound * torch.sigmoid(x)
+
+# %% ../nbs/01_activations.ipynb #bde69355
+def softplus_gate(g: torch.Tensor, A_log: torch.Tensor, dt_bias: torch.Tensor | None = None) -> torch.Tensor:
+    "Kimi Linear's log-decay `a = -exp(A_log) * softplus(g + dt_bias)` for `g [..., H, K]`, unbounded below."
+    x = g if dt_bias is None else g + dt_bias.to(g.dtype)
+    return -A_log.to(g.dtype).exp()[:, None] * torch.logaddexp(x, torch.zeros_like(x))
+
+def log_decay(g, A_log, dt_bias, lower_bound, form: Form = Form()) -> torch.Tensor:
+    "The log-decay `a` of `form`'s gate: the safe gate, the softplus gate, or `g` itself (computed outside)."
+    if form.gate == 'given': return g
+    if form.gate == 'softplus': return softplus_gate(g, A_log, dt_bias)
+    return safe_gate(g, A_log, dt_bias, -5.0 if lower_bound is None else lower_bound)
 
 # %% ../nbs/01_activations.ipynb #c33e72f7
 def beta_gate(beta: torch.Tensor) -> torch.Tensor:
     "Write strength `sigmoid(beta)` from the beta logits."
     return torch.sigmoid(beta)
 
+def write_strength(beta: torch.Tensor, form: Form = Form()) -> torch.Tensor:
+    "`b` of `form`: `sigmoid(beta)`, `2 sigmoid(beta)` (`allow_neg_eigval`) or `beta` as given (probabilities)."
+    if not form.use_beta_sigmoid_in_kernel: return beta
+    return 2 * beta_gate(beta) if form.allow_neg_eigval else beta_gate(beta)
+
 # %% ../nbs/01_activations.ipynb #5ce527ae
-def activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype=torch.float64):
-    "`(q_hat, k_hat, a, b)` in `dtype`: normalised queries and keys, log-decay and write strength."
+def expand_heads(x: torch.Tensor, HV: int) -> torch.Tensor:
+    "`x [..., H, K]` -> `[..., HV, K]`: value head j gets head j // (HV // H) (GVA)."
+    H = x.shape[-2]
+    return x if HV == H else x.repeat_interleave(HV // H, dim=-2)
+
+def reduce_heads(dx: torch.Tensor, H: int) -> torch.Tensor:
+    "The adjoint of `expand_heads`: `dx [..., HV, K]` summed over each group of HV // H heads -> `[..., H, K]`."
+    HV = dx.shape[-2]
+    return dx if HV == H else dx.unflatten(-2, (H, HV // H)).sum(-2)
+
+def activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype=torch.float64, **form):
+    """`(q_hat, k_hat, a, b)` in `dtype`: normalised queries and keys (as many heads as `g`), log-decay and write
+    strength. `form`: the options of `Form` (FlashKDA's form by default); the combination is checked by `check_form`."""
+    fm = Form(**form)
+    lower_bound = check_form(fm, A_log, dt_bias, lower_bound)
     q, k, g, beta = (t.to(dtype) for t in (q, k, g, beta))
-    return (l2_normalize(q), l2_normalize(k), safe_gate(g, A_log.to(dtype), dt_bias.to(dtype), lower_bound),
-            beta_gate(beta))
+    A_log, dt_bias = (None if x is None else x.to(dtype) for x in (A_log, dt_bias))
+    if fm.use_qk_l2norm_in_kernel: q, k = l2_normalize(q), l2_normalize(k)
+    HV = g.shape[-2]
+    return (expand_heads(q, HV), expand_heads(k, HV), log_decay(g, A_log, dt_bias, lower_bound, fm),
+            write_strength(beta, fm))

@@ -7,32 +7,39 @@ from __future__ import annotations
 
 import torch
 
-from .activations import activate
-from .chunked import _chunk_tokens, _from_chunks, _to_chunks, neumann_inverse
-from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
+from .activations import activate, reduce_heads
+from .chunked import _chunk_tokens, _from_chunks, _to_chunks, exact_factors, neumann_inverse
+from .layout import CHUNK, Form, check_form, check_inputs, n_chunks, seq_bounds
 from .recurrence import kda_recurrent, step_rows, step_schedule
 
 # %% auto #0
 __all__ = ['recurrent_vjp', 'recurrent_steps_backward', 'chunk_factors', 'chunk_states', 'chunk_state_adjoint',
-           'chunk_small_adjoint', 'chunk_adjoint', 'l2_normalize_backward', 'safe_gate_backward', 'beta_gate_backward',
+           'chunk_small_adjoint', 'chunk_adjoint', 'l2_normalize_backward', 'safe_gate_backward',
+           'softplus_gate_backward', 'gate_backward', 'beta_gate_backward', 'write_strength_backward',
            'activate_backward', 'kda_recurrent_backward', 'kda_chunked_backward', 'chunked_backward']
 
 # %% ../nbs/03a_backward.ipynb #180600b1
-def recurrent_vjp(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                  initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-                  grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None, dtype=torch.float64) -> tuple:
-    "The oracle: `torch.func.vjp` of `kda_recurrent` with every input in `dtype`; gradients in `kda_chunked_backward`'s order."
+def recurrent_vjp(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                  dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
+                  lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
+                  cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
+                  grad_state: torch.Tensor | None = None, dtype=torch.float64, **form) -> tuple:
+    """The oracle: `torch.func.vjp` of `kda_recurrent` with every input in `dtype`; gradients in `kda_chunked_backward`'s
+    order, None for an input that is None. `form`: the options of `kda_nb.layout.Form`."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    xs = [x.to(dtype) for x in (q, k, v, g, beta, A_log, dt_bias)] + (
-        [initial_state.to(dtype)] if initial_state is not None else [])
-    def forward(q, k, v, g, beta, A_log, dt_bias, h0=None):
-        return kda_recurrent(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=h0,
-                             cu_seqlens=cu_seqlens, dtype=dtype)
-    (o, s), vjp = torch.func.vjp(forward, *xs)
+    given = [q, k, v, g, beta, A_log, dt_bias, initial_state]
+    present = [i for i, x in enumerate(given) if x is not None]
+    def forward(*xs):
+        full = list(given)
+        for i, x in zip(present, xs): full[i] = x
+        return kda_recurrent(*full[:7], scale=scale, lower_bound=lower_bound, initial_state=full[7],
+                             cu_seqlens=cu_seqlens, dtype=dtype, **form)
+    (o, s), vjp = torch.func.vjp(forward, *[given[i].to(dtype) for i in present])
     go = torch.zeros_like(o) if grad_out is None else grad_out.to(dtype)
     gs = torch.zeros_like(s) if grad_state is None else grad_state.to(dtype)
-    grads = vjp((go, gs))
-    return (*grads[:7], grads[7] if initial_state is not None else None)
+    grads, out = vjp((go, gs)), [None] * 8
+    for i, x in zip(present, grads): out[i] = x
+    return tuple(out)
 
 # %% ../nbs/03a_backward.ipynb #8b2e46bd
 def recurrent_steps_backward(q, k, v, a, b, scale: float, S: torch.Tensor, do: torch.Tensor, dS: torch.Tensor,
@@ -67,8 +74,14 @@ def recurrent_steps_backward(q, k, v, a, b, scale: float, S: torch.Tensor, do: t
     return dq, dk, dv, da, db, dS
 
 # %% ../nbs/03a_backward.ipynb #ff25d391
-def chunk_factors(q, k, a, b) -> dict:
-    "`chunk_prepare`'s quantities (exact) for activated chunks, and what the backward needs besides: `G`, `A`, `INV`."
+def chunk_factors(q, k, a, b, *, exact: bool = False) -> dict:
+    """`chunk_prepare`'s quantities (exact) for activated chunks, and what the backward needs besides: `G`, `A`, `INV`.
+    `exact`: by `exact_factors` (for decays of any size), which adds the pairwise decays `E` and `er`."""
+    if exact:
+        f = exact_factors(q, k, a)
+        f['INV'] = neumann_inverse(f['A'] * b[..., :, None])
+        f['INVb'] = f['INV'] * b[..., None, :]
+        return f
     G = a.cumsum(-2)                                    # Γ_i, per channel
     eG = G.exp()
     kd, ki, qd = k * eG, k / eG, q * eG
@@ -133,13 +146,21 @@ def chunk_adjoint(f: dict, q, k, b, dPR, Sc, R, U, dU, dkr, ddecay):
     eG = G.exp()
     dP, dR = dPR.split(C, -2)
     xq, xk = (dPR @ Sc).mul_(torch.cat([eG, -eG], -2)).split(C, -2)   # across chunks: from qd S^T and kd S^T ...
-    xr = dkr * (f['decay'][..., None, :] / eG)                   # ... and from kr in S' = S decay + U^T kr
     dM, dA, db = chunk_small_adjoint(f, b, dP, R, U, dU)
-    # within the chunk, exp(Γ_i - Γ_j) (j <= i) split at the chunk's middle m: each factor within exp(±40)
-    em = (G - G[..., C // 2 - 1:C // 2, :]).exp()
-    dMA = torch.cat([dM.tril(-1), dA], -2)                       # dM's diagonal apart: exp(Γ_i - Γ_i) = 1
-    rowM, rowA = (dMA @ (k / em)).mul_(torch.cat([em, em], -2)).split(C, -2)                # sums over j
-    col = (dMA.transpose(-1, -2) @ torch.cat([q * em, k * em], -2)).div_(em)                 # sums over i
+    if 'E' in f:                                                 # the exact form: only decays in [0, 1], any gate
+        xr = dkr * f['er']
+        E, dMs = f['E'], dM.tril(-1)
+        rowM = torch.einsum('...ij,...ijc,...jc->...ic', dMs, E, k)                         # sums over j
+        rowA = torch.einsum('...ij,...ijc,...jc->...ic', dA, E, k)
+        col = (torch.einsum('...ij,...ijc,...ic->...jc', dMs, E, q)
+               + torch.einsum('...ij,...ijc,...ic->...jc', dA, E, k))                        # sums over i
+    else:
+        xr = dkr * (f['decay'][..., None, :] / eG)               # ... and from kr in S' = S decay + U^T kr
+        # within the chunk, exp(Γ_i - Γ_j) (j <= i) split at the chunk's middle m: each factor within exp(±40)
+        em = (G - G[..., C // 2 - 1:C // 2, :]).exp()
+        dMA = torch.cat([dM.tril(-1), dA], -2)                   # dM's diagonal apart: exp(Γ_i - Γ_i) = 1
+        rowM, rowA = (dMA @ (k / em)).mul_(torch.cat([em, em], -2)).split(C, -2)            # sums over j
+        col = (dMA.transpose(-1, -2) @ torch.cat([q * em, k * em], -2)).div_(em)             # sums over i
     dMd = dM.diagonal(0, -2, -1)[..., None]
     dq = torch.addcmul(xq + rowM, dMd, k)
     dk = torch.addcmul(xk + xr + rowA + col, dMd, q)
@@ -147,6 +168,9 @@ def chunk_adjoint(f: dict, q, k, b, dPR, Sc, R, U, dU, dkr, ddecay):
     at_or_before = torch.addcmul(q * (rowM + xq), k, rowA + xk - col)   # Γ_i in qd_i, kd_i, and Γ_i - Γ_j as row i's +
     after = xr * k                                                       # and column j's -: all summed over t <= i (t <= j)
                                                                          # Γ_last - Γ_i in kr_i: over t > i
+    if 'E' in f:    # over t > i by a shifted running sum: cumsum - after would drop decays far below after's size
+        before = torch.cat([torch.zeros_like(after[..., :1, :]), after[..., :-1, :]], -2).cumsum(-2)
+        return dq, dk, dR, at_or_before.flip(-2).cumsum(-2).flip(-2) + before + (ddecay * f['decay'])[..., None, :], db
     da = (at_or_before.flip(-2).cumsum(-2).flip(-2) + after.cumsum(-2) - after
           + (ddecay * f['decay'])[..., None, :])                 # Γ_last (the decay): every a_t
     return dq, dk, dR, da, db
@@ -159,31 +183,58 @@ def l2_normalize_backward(x: torch.Tensor, dxh: torch.Tensor, eps: float = 1e-6)
 
 # %% ../nbs/03a_backward.ipynb #577362d3
 def safe_gate_backward(g, A_log, dt_bias, lower_bound: float, da: torch.Tensor):
-    "Gradients `(dg, dA_log, ddt_bias)` of `safe_gate` for the upstream `da [..., H, K]`."
-    A = A_log.to(g.dtype).exp()[:, None]                          # [H, 1]
-    z = A * (g + dt_bias.to(g.dtype))
+    "Gradients `(dg, dA_log, ddt_bias)` of `safe_gate` for the upstream `da [..., H, K]` (None for an absent A_log, dt_bias)."
+    x = g if dt_bias is None else g + dt_bias.to(g.dtype)
+    A = None if A_log is None else A_log.to(g.dtype).exp()[:, None]          # [H, 1]
+    z = x if A is None else A * x
     dz = da * (lower_bound * torch.sigmoid(z) * torch.sigmoid(-z))   # σ(z)(1 - σ(z)), without 1 - σ(z) losing digits
     tokens = tuple(range(g.dim() - 2))                            # every dimension before [H, K]
-    return dz * A, (dz * z).sum(tokens + (-1,)), (dz * A).sum(tokens)
+    dg = dz if A is None else dz * A
+    return (dg, None if A is None else (dz * z).sum(tokens + (-1,)), None if dt_bias is None else dg.sum(tokens))
+
+def softplus_gate_backward(g, A_log, dt_bias, da: torch.Tensor):
+    "Gradients `(dg, dA_log, ddt_bias)` of `softplus_gate` for the upstream `da [..., H, K]`."
+    x = g if dt_bias is None else g + dt_bias.to(g.dtype)
+    A = A_log.to(g.dtype).exp()[:, None]
+    dx = -da * A * torch.sigmoid(x)
+    a = -A * torch.logaddexp(x, torch.zeros_like(x))
+    tokens = tuple(range(g.dim() - 2))
+    return dx, (da * a).sum(tokens + (-1,)), None if dt_bias is None else dx.sum(tokens)
+
+def gate_backward(g, A_log, dt_bias, lower_bound, da, form: Form = Form()):
+    "`(dg, dA_log, ddt_bias)` of `form`'s gate (`activations.log_decay`)."
+    if form.gate == 'given': return da, None, None
+    if form.gate == 'softplus': return softplus_gate_backward(g, A_log, dt_bias, da)
+    return safe_gate_backward(g, A_log, dt_bias, -5.0 if lower_bound is None else lower_bound, da)
 
 # %% ../nbs/03a_backward.ipynb #eac80eae
 def beta_gate_backward(beta: torch.Tensor, db: torch.Tensor) -> torch.Tensor:
     "Gradient of `beta_gate` for the upstream `db`: `db * b (1 - b)`."
     return db * torch.sigmoid(beta) * torch.sigmoid(-beta)          # 1 - σ(x) = σ(-x), accurate where σ(x) ~ 1
 
+def write_strength_backward(beta: torch.Tensor, db: torch.Tensor, form: Form = Form()) -> torch.Tensor:
+    "Gradient of `activations.write_strength` for the upstream `db`."
+    if not form.use_beta_sigmoid_in_kernel: return db
+    return beta_gate_backward(beta, 2 * db if form.allow_neg_eigval else db)
+
 # %% ../nbs/03a_backward.ipynb #1fa4ba86
-def activate_backward(q, k, g, beta, A_log, dt_bias, lower_bound, dqh, dkh, da, db, dtype=torch.float64):
-    "Gradients `(dq, dk, dg, dbeta, dA_log, ddt_bias)` of `activate` for the upstream `(dqh, dkh, da, db)`."
+def activate_backward(q, k, g, beta, A_log, dt_bias, lower_bound, dqh, dkh, da, db, dtype=torch.float64, **form):
+    """Gradients `(dq, dk, dg, dbeta, dA_log, ddt_bias)` of `activate` for the upstream `(dqh, dkh, da, db)` (None for
+    an absent A_log or dt_bias). `form`: the options of `kda_nb.layout.Form`."""
+    fm = Form(**form)
+    lower_bound = check_form(fm, A_log, dt_bias, lower_bound)
     q, k, g, beta = (t.to(dtype) for t in (q, k, g, beta))
-    dg, dA_log, ddt_bias = safe_gate_backward(g, A_log.to(dtype), dt_bias.to(dtype), lower_bound, da)
-    return (l2_normalize_backward(q, dqh), l2_normalize_backward(k, dkh), dg, beta_gate_backward(beta, db),
-            dA_log, ddt_bias)
+    A_log, dt_bias = (None if x is None else x.to(dtype) for x in (A_log, dt_bias))
+    dqh, dkh = reduce_heads(dqh, q.shape[-2]), reduce_heads(dkh, k.shape[-2])
+    if fm.use_qk_l2norm_in_kernel: dqh, dkh = l2_normalize_backward(q, dqh), l2_normalize_backward(k, dkh)
+    dg, dA_log, ddt_bias = gate_backward(g, A_log, dt_bias, lower_bound, da, fm)
+    return dqh, dkh, dg, write_strength_backward(beta, db, fm), dA_log, ddt_bias
 
 # %% ../nbs/03a_backward.ipynb #240dc463
 def _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype):
     "What both backwards begin with: sequence bounds, `S0`, and the upstream gradients in `dtype` (zeros for None)."
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    B, T, _, K = q.shape
+    H, V = v.shape[2], v.shape[-1]                                    # value heads
     bounds = seq_bounds(B, T, cu_seqlens)
     N = len(bounds)
     zeros = lambda *shape: q.new_zeros(*shape, dtype=dtype)
@@ -192,17 +243,19 @@ def _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype):
     dS = grad_state.to(dtype) if grad_state is not None else zeros(N, H, V, K)
     return bounds, S0, do, dS
 
-def kda_recurrent_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None,
-                           lower_bound: float = -5.0, initial_state: torch.Tensor | None = None,
+def kda_recurrent_backward(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                           dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
+                           lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
                            cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
-                           grad_state: torch.Tensor | None = None, dtype=torch.float32) -> tuple:
-    "Gradients of `kda_recurrent` by the token adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`."
+                           grad_state: torch.Tensor | None = None, dtype=torch.float32, **form) -> tuple:
+    """Gradients of `kda_recurrent` by the token adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`.
+    `form`: the options of `kda_nb.layout.Form`; None for A_log, dt_bias or the initial state when absent."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
-                 check_seqlens=False, empty=True)
+                 check_seqlens=False, empty=True, **form)
     B, T = q.shape[:2]
     bounds, S0, do, dS = _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype)
-    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype), do)
+    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype, **form), v.to(dtype), do)
     order, active = step_schedule([e - s for s, e in bounds])
     seq, step = step_rows(active)
     rows = (torch.tensor([s for s, _ in bounds], dtype=torch.long)[order][seq] + step).to(q.device)
@@ -215,36 +268,40 @@ def kda_recurrent_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | N
     dinit = torch.empty_like(dS0)
     dinit[order] = dS0
     dq, dk, dg, dbeta, dA_log, ddt_bias = activate_backward(q, k, g, beta, A_log, dt_bias, lower_bound,
-                                                            dqh, dkh, da, db, dtype)
+                                                            dqh, dkh, da, db, dtype, **form)
     return dq, dk, dv, dg, dbeta, dA_log, ddt_bias, (dinit if initial_state is not None else None)
 
 # %% ../nbs/03a_backward.ipynb #eaeea374
-def kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                         initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-                         grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
-                         dtype=torch.float32) -> tuple:
+def kda_chunked_backward(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                         dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
+                         lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
+                         cu_seqlens: torch.Tensor | None = None, grad_out: torch.Tensor | None = None,
+                         grad_state: torch.Tensor | None = None, dtype=torch.float32, exact: bool | None = None,
+                         **form) -> tuple:
     """Gradients of KDA by the chunked form's adjoint: `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` in `dtype`.
 
     Arguments as for `kda_nb.kda`, and the upstream gradients `grad_out` (like v) and `grad_state` ([N, H, V, K]),
-    either None (zero). `dinitial_state` is None without an initial state."""
+    either None (zero). `dinitial_state` is None without an initial state (and `dA_log`, `ddt_bias` without theirs).
+    `form`: the options of `kda_nb.layout.Form`; `exact` as for `kda_chunked` (None: unless the gate is the safe one)."""
     return chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, grad_out,
-                            grad_state, dtype, chunk_states, chunk_state_adjoint)
+                            grad_state, dtype, chunk_states, chunk_state_adjoint, exact=exact, **form)
 
 def chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, grad_out,
-                     grad_state, dtype, states, state_adjoint) -> tuple:
+                     grad_state, dtype, states, state_adjoint, *, exact: bool | None = None, **form) -> tuple:
     """`kda_chunked_backward` with its two loops over the chunks given: `states` as `chunk_states` and `state_adjoint`
     as `chunk_state_adjoint` (the CUDA kernels' backward, `kda_nb.backward_kernels`, passes its own)."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
-                 check_seqlens=False, empty=True)
+                 check_seqlens=False, empty=True, **form)
+    exact = not Form(**form).bounded if exact is None else exact
     B, T = q.shape[:2]
     bounds, S0, do, dS = _start(q, v, initial_state, cu_seqlens, grad_out, grad_state, dtype)
     order, active = step_schedule([n_chunks(e - s) for s, e in bounds])        # chunks per sequence
     seq, step = step_rows(active)
     tok = None if cu_seqlens is None else [t.to(q.device) for t in _chunk_tokens(bounds, order, seq, step)]
-    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype), do)
+    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype, **form), v.to(dtype), do)
     qc, kc, ac, bc, vc, doc = (_to_chunks(x, tok) for x in xs)
-    f = chunk_factors(qc, kc, ac, bc)                             # K1 again
+    f = chunk_factors(qc, kc, ac, bc, exact=exact)                # K1 again
     order = order.to(S0.device)
     Sc, R, U = states(f, vc, S0[order], active)                   # K2 again, keeping one state per chunk
     dU, dPR, dkr, ddecay, dS0 = state_adjoint(f, scale * doc, U, Sc, dS[order], active)
@@ -254,5 +311,5 @@ def chunked_backward(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initi
     dinit = torch.empty_like(dS0)
     dinit[order] = dS0                                            # back to the original sequence order
     dq, dk, dg, dbeta, dA_log, ddt_bias = activate_backward(q, k, g, beta, A_log, dt_bias, lower_bound,
-                                                            dqh, dkh, da, db, dtype)
+                                                            dqh, dkh, da, db, dtype, **form)
     return dq, dk, dv, dg, dbeta, dA_log, ddt_bias, (dinit if initial_state is not None else None)

@@ -10,11 +10,12 @@ import math
 import torch
 
 from .activations import activate
-from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
+from .layout import CHUNK, Form, check_inputs, n_chunks, seq_bounds
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked']
+__all__ = ['neumann_inverse', 'chunk_prepare', 'chunk_recurrence', 'kda_chunked', 'segment_sums', 'exact_factors',
+           'halves_products']
 
 # %% ../nbs/03_chunked.ipynb #99f3596c
 def neumann_inverse(L: torch.Tensor) -> torch.Tensor:
@@ -33,9 +34,15 @@ def _exact(x): return x
 def _bf16(x): return x.to(torch.bfloat16).to(x.dtype)
 def _fp16(x): return x.to(torch.float16).to(x.dtype)
 
-def chunk_prepare(q, k, a, b, twin: bool = False) -> dict:
-    "K1's work on activated chunks `q,k,a [...,C,K]`, `b [...,C]`: key copies, `Mqk`, `INV diag(b)`, chunk decay."
+def chunk_prepare(q, k, a, b, twin: bool = False, *, exact: bool = False) -> dict:
+    """K1's work on activated chunks `q,k,a [...,C,K]`, `b [...,C]`: key copies, `Mqk`, `INV diag(b)`, chunk decay.
+    `exact`: by `exact_factors`, for decays of any size (below); else by the split `e^Γ`, `e^-Γ` (bounded gates)."""
     bf16, fp16 = (_bf16, _fp16) if twin else (_exact, _exact)
+    if exact:
+        f = exact_factors(q, k, a)
+        INVb = neumann_inverse(f['A'] * b[..., :, None]) * b[..., None, :]
+        return dict(kd=bf16(f['kd']), qd=bf16(f['qd']), kr=fp16(f['kr']), Mqk=fp16(f['Mqk']), INVb=fp16(INVb),
+                    decay=f['decay'])
     G = a.cumsum(-2)                                    # Γ_i, per channel
     eG = G.exp()
     kd, ki = k * eG, k / eG
@@ -116,19 +123,24 @@ def _padded_prep(prep: dict, order, seq, step, N: int) -> dict:
         out[name][where[0], :, where[1]] = x
     return out
 
-def kda_chunked(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-                dtype=torch.float64, twin: bool = False, return_prep: bool = False):
-    """KDA forward by the chunked form (C = 16): `(out [B,T,H,V], final_state [N,H,V,K])` in `dtype`.
+def kda_chunked(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
+                lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
+                cu_seqlens: torch.Tensor | None = None, dtype=torch.float64, twin: bool = False,
+                return_prep: bool = False, exact: bool | None = None, **form):
+    """KDA forward by the chunked form (C = 16): `(out [B,T,HV,V], final_state [N,HV,V,K])` in `dtype`.
 
-    Arguments as for `kda_nb.kda` and `kda_recurrent` (checked by `check_inputs`). `twin`: the kernels' precisions
-    (bf16 operands, fp16 inverse, fp32 accumulation); `return_prep`: also the per-chunk factors."""
+    Arguments as for `kda_nb.kda` and `kda_recurrent` (checked by `check_inputs`), `form` the options of
+    `kda_nb.layout.Form`. `twin`: the kernels' precisions (bf16 operands, fp16 inverse, fp32 accumulation);
+    `return_prep`: also the per-chunk factors; `exact`: the exact form for decays of any size (None: unless the gate
+    is the safe gate computed inside, whose floor keeps the split `e^Γ`, `e^-Γ` in range)."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
-                 check_seqlens=False, empty=True)
+                 check_seqlens=False, empty=True, **form)
+    exact = not Form(**form).bounded if exact is None else exact
     if twin: dtype = torch.float32
     B, T, H, K = q.shape
-    V = v.shape[-1]
+    V, H = v.shape[-1], v.shape[2]                                # from here on, every head is a value head
     bounds = seq_bounds(B, T, cu_seqlens)
     N = len(bounds)
     S0 = (initial_state.to(dtype) if initial_state is not None
@@ -136,12 +148,59 @@ def kda_chunked(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None,
     order, active = step_schedule([n_chunks(e - s) for s, e in bounds])   # chunks per sequence
     seq, step = step_rows(active)
     tok = None if cu_seqlens is None else [t.to(q.device) for t in _chunk_tokens(bounds, order, seq, step)]
-    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype))
+    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype, **form), v.to(dtype))
     qc, kc, ac, bc, vc = (_to_chunks(x, tok) for x in xs)
-    prep = chunk_prepare(qc, kc, ac, bc, twin)                    # once, on every chunk that exists
+    prep = chunk_prepare(qc, kc, ac, bc, twin, exact=exact)                  # once, on every chunk that exists
     order = order.to(S0.device)
     oc, S = chunk_recurrence(prep, vc, S0[order], scale, twin, active)
     final = torch.empty_like(S)
     final[order] = S                                              # back to the original sequence order
     res = _from_chunks(oc, tok, B, T), final
     return (*res, _padded_prep(prep, order, seq, step, N)) if return_prep else res
+
+# %% ../nbs/03_chunked.ipynb #48b59ddf
+def segment_sums(a: torch.Tensor) -> torch.Tensor:
+    """`D [..., C, C, K]` from log-decays `a [..., C, K]`: `D[i, j] = a[j+1] + ... + a[i]` (= Γ_i - Γ_j) for i >= j,
+    each summed directly (no difference of running sums), 0 on the diagonal, -inf above it."""
+    C = a.shape[-2]
+    after = torch.ones(C, C, dtype=torch.bool, device=a.device).tril(-1)[:, :, None]     # [t, j]: t > j
+    D = torch.where(after, a[..., :, None, :], a.new_zeros(())).cumsum(-3)              # sum over j < t <= i
+    upper = ~torch.ones(C, C, dtype=torch.bool, device=a.device).tril()[:, :, None]
+    return D.masked_fill(upper, float('-inf'))
+
+def exact_factors(q, k, a) -> dict:
+    """`chunk_prepare`'s factors of activated chunks `q,k,a [...,C,K]` for log-decays of any size: only decays in [0, 1]
+    are formed, so none overflows. Also `G` (Γ), `E` (the pairwise decays `e^(Γ_i - Γ_j)`, 0 above the diagonal), `er`
+    (`e^(Γ_last - Γ_i)`) and `A` (L before its rows are scaled by β)."""
+    G = a.cumsum(-2)
+    eG = G.exp()                                                     # e^Γ_i <= 1
+    R = a.flip(-2).cumsum(-2).flip(-2)                               # sum over t >= i
+    er = torch.cat([R[..., 1:, :], torch.zeros_like(R[..., :1, :])], -2).exp()   # sum over t > i: e^(Γ_last - Γ_i)
+    E = segment_sums(a).exp()
+    A = torch.einsum('...ic,...jc,...ijc->...ij', k, k, E).tril(-1)
+    Mqk = torch.einsum('...ic,...jc,...ijc->...ij', q, k, E)           # E = 0 above the diagonal
+    return dict(G=G, E=E, er=er, kd=k * eG, qd=q * eG, kr=k * er, A=A, Mqk=Mqk, decay=eG[..., -1, :])
+
+# %% ../nbs/03_chunked.ipynb #aaabbd9c
+def halves_products(X: torch.Tensor, Y: torch.Tensor, a: torch.Tensor, diagonal: bool = True) -> torch.Tensor:
+    """`M[..., i, j] = sum_c X[i,c] Y[j,c] e^(Γ_i - Γ_j)` for j < i (and j = i with `diagonal`), 0 above, from chunks
+    `X, Y, a [..., C, K]`, by the reference-point split: the chunk halved, the pairs across the halves one product of
+    decays to and from the left half's last token, then each half likewise. Every factor is a decay in [0, 1]."""
+    C = a.shape[-2]
+    M = X.new_zeros(*X.shape[:-2], C, C)
+    if diagonal: M = M + torch.diag_embed((X * Y).sum(-1))                   # e^0 = 1
+    s = C // 2
+    while s >= 1:                                                           # blocks of s x s: 8, 4, 2, 1 for C = 16
+        G = C // (2 * s)                                                    # pairs of halves at this level
+        ab = a.unflatten(-2, (G, 2, s))
+        to_row = ab[..., 1, :, :].cumsum(-2)                                # Γ_i - Γ_r: a over r < t <= i
+        rev = ab[..., 0, :, :].flip(-2).cumsum(-2).flip(-2)
+        from_col = torch.cat([rev[..., 1:, :], torch.zeros_like(rev[..., :1, :])], -2)   # Γ_r - Γ_j: a over j < t <= r
+        Xr = X.unflatten(-2, (G, 2, s))[..., 1, :, :] * to_row.exp()
+        Yl = Y.unflatten(-2, (G, 2, s))[..., 0, :, :] * from_col.exp()
+        g = torch.arange(G, device=a.device)[:, None] * 2 * s
+        rows = (g + s + torch.arange(s, device=a.device))[:, :, None]
+        cols = (g + torch.arange(s, device=a.device))[:, None, :]
+        M[..., rows, cols] = Xr @ Yl.transpose(-1, -2)                      # [..., G, s, s]
+        s //= 2
+    return M

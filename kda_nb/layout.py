@@ -12,10 +12,58 @@ from dataclasses import dataclass
 import torch
 
 # %% auto #0
-__all__ = ['CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS', 'STATE_DTYPES', 'n_chunks',
-           'max_chunks', 'safe_cu_seqlens', 'chunk_offsets', 'longest_first', 'seqlens_of', 'check_slots', 'seq_bounds',
-           'to_padded', 'from_padded', 'random_inputs', 'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs',
-           'rel_rms']
+__all__ = ['FORM_OPTIONS', 'CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS', 'STATE_DTYPES',
+           'Form', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens', 'chunk_offsets', 'longest_first',
+           'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs', 'scaled_six',
+           'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
+
+# %% ../nbs/00_layout.ipynb #f4831d51
+@dataclass(frozen=True)
+class Form:
+    "Which KDA a call computes, in fla's `chunk_kda` names; the defaults are FlashKDA's form."
+    use_gate_in_kernel: bool = True           # g is the raw gate; False: g is the log-decay a (<= 0) itself
+    safe_gate: bool = True                    # lower_bound * sigmoid(...); False: -exp(A_log) * softplus(...)
+    use_qk_l2norm_in_kernel: bool = True      # q, k L2-normalised inside; False: as given
+    use_beta_sigmoid_in_kernel: bool = True   # beta are logits; False: beta are the write strengths
+    allow_neg_eigval: bool = False            # beta = 2 sigmoid(logit), in (0, 2)
+
+    def __post_init__(self):
+        for name, x in vars(self).items():
+            if not isinstance(x, bool): raise TypeError(f"{name} must be True or False, got {x!r}")
+
+    @property
+    def gate(self) -> str:
+        "'safe', 'softplus' (the gate computed inside) or 'given' (computed outside)."
+        return ('safe' if self.safe_gate else 'softplus') if self.use_gate_in_kernel else 'given'
+
+    @property
+    def bounded(self) -> bool:
+        "Is every decay bounded by the form itself (the safe gate computed inside: a >= lower_bound >= -5)?"
+        return self.gate == 'safe'
+
+FORM_OPTIONS = tuple(Form.__dataclass_fields__)
+
+def check_form(form: Form, A_log, dt_bias, lower_bound) -> float | None:
+    "The lower bound in force for `form` (None: no bound), or a `ValueError` naming both arguments of a bad combination."
+    if lower_bound is not None:
+        lower_bound = _python_float('lower_bound', lower_bound)
+    if form.gate == 'given':
+        for name, x in (('A_log', A_log), ('dt_bias', dt_bias)):
+            if x is not None:
+                raise ValueError(f"{name} must be None with use_gate_in_kernel=False: g is then the log-decay itself, "
+                                 f"computed outside")
+    if form.gate == 'softplus' and A_log is None:
+        raise ValueError("A_log is needed by the softplus gate (safe_gate=False with use_gate_in_kernel=True)")
+    if not form.safe_gate and lower_bound is not None:
+        raise ValueError(f"lower_bound must be None with safe_gate=False (a gate without a lower bound), "
+                         f"got {lower_bound}")
+    if form.gate == 'safe' and lower_bound is None: lower_bound = -5.0
+    if lower_bound is not None and not -5.0 <= lower_bound < 0.0:
+        raise ValueError(f"lower_bound must be in [-5, 0) (the safe gate's range), got {lower_bound}")
+    if form.allow_neg_eigval and not form.use_beta_sigmoid_in_kernel:
+        raise ValueError("allow_neg_eigval=True needs use_beta_sigmoid_in_kernel=True: beta in (0, 2) is made "
+                         "from logits, as 2 * sigmoid(beta)")
+    return lower_bound
 
 # %% ../nbs/00_layout.ipynb #c52ad9e1
 CHUNK = 16    # tokens per chunk of the chunked form and the kernels: the one name for it (csrc/kda_layout.cuh: kda::CHUNK)
@@ -70,8 +118,8 @@ _checked_values: dict = {}     # id(tensor) -> (weakref, version, host values, {
 def _check_once(x: torch.Tensor, key, check):
     """`check(x.tolist())` on the host, once per tensor, version and `key`: later calls with the same, unmodified tensor
     copy nothing, whatever their key (the host copy is kept beside the results: a varlen training step's forward checks
-    `cu_seqlens` and the backward reads its offsets again, from the one copy; until this change each key made its own,
-    and two keys on one tensor took turns evicting each other, a copy from the GPU, which waits for it, every time)."""
+    `cu_seqlens` and the backward reads its offsets again, from the one copy; a copy per key would have two keys on one
+    tensor evict each other, each time a copy from the GPU, which waits for it)."""
     # Tensors made under torch.inference_mode() have no version counter. On the CPU those are checked
     # every call (no GPU to wait for); on a GPU once, by identity and address: an in-place change of
     # such a tensor then goes unchecked, and is still harmless (every backend reads it safely).
@@ -158,9 +206,16 @@ def _gate_fill(case: str, shape, gen: torch.Generator) -> torch.Tensor:
 def random_inputs(B: int = 1, T: int = 64, H: int = 2, K: int = 128, V: int | None = None, *,
                   seqlens: list[int] | None = None, gate: str = 'g~N(0,8)', state: str | None = 'fp32',
                   dtype=torch.bfloat16, device='cpu', seed: int = 0, A_log: float | None = 0.0,
-                  lower_bound: float = -5.0) -> dict:
-    "A random KDA problem as a dict of `fwd` keyword arguments (without `out`/`final_state`)."
+                  lower_bound: float = -5.0, HV: int | None = None, **form) -> dict:
+    """A random KDA problem as a dict of `fwd` keyword arguments (without `out`/`final_state`).
+
+    `HV`: value heads (GVA; default `H`). `form`: options of `Form`; the dict then holds the inputs of that form and
+    the options that differ from the default (the gate outside: `g = logsigmoid(fill)`, or `lower_bound *
+    sigmoid(fill)` with `safe_gate`; beta as probabilities: `sigmoid` of the logits; q and k normalised outside)."""
     V = K if V is None else V
+    HV = H if HV is None else HV
+    fm = Form(**form)
+    if HV < 1 or HV % H: raise ValueError(f"random_inputs: HV must be a multiple of H = {H}, got HV = {HV}")
     if seqlens is not None:
         if B != 1: raise ValueError(f"random_inputs: seqlens needs B=1, got B={B}")
         T = sum(seqlens)
@@ -168,22 +223,30 @@ def random_inputs(B: int = 1, T: int = 64, H: int = 2, K: int = 128, V: int | No
     gen = torch.Generator(device=device).manual_seed(seed)      # drawn where it will be used: fast on a GPU
     def uni(*shape): return torch.rand(shape, generator=gen, device=device)
     if gate not in GATE_CASES: raise ValueError(f"random_inputs: gate must be one of {GATE_CASES}, got {gate!r}")
-    g_shape = (B, T, H, K)
+    g_shape = (B, T, HV, K)
     if gate.startswith('g'):
-        g, dt_bias = _gate_fill(gate, g_shape, gen), torch.zeros(H, K, device=device)
+        g, dt_bias = _gate_fill(gate, g_shape, gen), torch.zeros(HV, K, device=device)
     else:
-        g, dt_bias = torch.zeros(g_shape, device=device), _gate_fill(gate, (H, K), gen)
-    A = torch.randn(H, generator=gen, device=device) if A_log is None else torch.full((H,), float(A_log), device=device)
+        g, dt_bias = torch.zeros(g_shape, device=device), _gate_fill(gate, (HV, K), gen)
+    A = torch.randn(HV, generator=gen, device=device) if A_log is None else torch.full((HV,), float(A_log), device=device)
     N = B if seqlens is None else len(seqlens)
-    inp = dict(q=uni(B, T, H, K), k=uni(B, T, H, K), v=uni(B, T, H, V), g=g,
-               beta=torch.randn(B, T, H, generator=gen, device=device), scale=K ** -0.5, A_log=A,
-               dt_bias=dt_bias, lower_bound=lower_bound, initial_state=None, cu_seqlens=None)
+    inp = dict(q=uni(B, T, H, K), k=uni(B, T, H, K), v=uni(B, T, HV, V), g=g,
+               beta=torch.randn(B, T, HV, generator=gen, device=device), scale=K ** -0.5, A_log=A,
+               dt_bias=dt_bias, lower_bound=lower_bound if fm.safe_gate else None, initial_state=None, cu_seqlens=None)
+    if fm.gate == 'given':                                     # the log-decay itself, from the same fill
+        x = g + dt_bias
+        inp['g'] = lower_bound * torch.sigmoid(x) if fm.safe_gate else torch.nn.functional.logsigmoid(x)
+        inp['A_log'] = inp['dt_bias'] = None
+    if not fm.use_beta_sigmoid_in_kernel: inp['beta'] = torch.sigmoid(inp['beta'])
+    if not fm.use_qk_l2norm_in_kernel:
+        for name in ('q', 'k'): inp[name] = inp[name] * torch.rsqrt((inp[name] ** 2).sum(-1, keepdim=True) + 1e-6)
     for name in ('q', 'k', 'v', 'g', 'beta'): inp[name] = inp[name].to(dtype)
     if state is not None:
         sdt = {'fp32': torch.float32, 'bf16': torch.bfloat16, 'fp64': torch.float64}[state]
-        inp['initial_state'] = torch.randn(N, H, V, K, generator=gen, device=device).to(sdt)
+        inp['initial_state'] = torch.randn(N, HV, V, K, generator=gen, device=device).to(sdt)
     if seqlens is not None:
         inp['cu_seqlens'] = torch.tensor([0] + list(seqlens), dtype=torch.long).cumsum(0).to(device)
+    inp.update({n: x for n, x in form.items() if x != getattr(Form(), n)})
     return inp
 
 # %% ../nbs/00_layout.ipynb #9c730914
@@ -212,6 +275,10 @@ class Problem:
     "What `check_inputs` learned: sizes, and the sequence lengths if it read them on the host (a checked varlen batch)."
     B: int; T: int; H: int; K: int; V: int; N: int
     seqlens: list[int] | None
+    HV: int | None = None           # value heads (GVA); None: as many as query heads
+
+    def __post_init__(self):
+        if self.HV is None: self.HV = self.H
 
 def _shape(x) -> str: return 'x'.join(map(str, x.shape)) if x.dim() else 'a scalar'
 
@@ -260,8 +327,9 @@ def _same_memory(a, b) -> bool:
 def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                  initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
                  cu_seqlens: torch.Tensor | None = None, *, state_indices: torch.Tensor | None = None,
-                 check_seqlens: bool = True, values: bool = True, empty: bool = False) -> Problem:
+                 check_seqlens: bool = True, values: bool = True, empty: bool = False, **form) -> Problem:
     """Validate `fwd`'s arguments; raise `ValueError`/`TypeError` naming the argument. Returns the `Problem`.
+    `form`: the options of `Form` (FlashKDA's form by default); `A_log` and `dt_bias` may be None where it allows.
     `out=None`: a call that returns its results (no buffer to check). `values=False` checks shapes, dtypes and
     devices only (what a fake tensor has). `empty`: T = 0 is allowed (the references; the kernels need a token)."""
     _tensor('q', q, 4)
@@ -270,17 +338,19 @@ def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
     if min(B, H, K) < 1 or (T < 1 and not empty): raise ValueError(f"q must have B, T, H, K >= 1, got shape [{_shape(q)}]")
     dev, dt = q.device, (q.dtype,)
     _tensor('v', v, 4)
-    V = v.shape[3]
+    V, HV = v.shape[3], v.shape[2]
+    if HV < 1 or HV % H:
+        raise ValueError(f"v's heads must be a multiple of q's (HV = m * H, value head j reads query head j // m), "
+                         f"got HV = {HV} for H = {H}")
     _expect('k', k, (B, T, H, K), dt, dev, like='q')
-    _expect('v', v, (B, T, H, V), dt, dev, like='q')
-    _expect('g', g, (B, T, H, K), dt, dev, like='q')
-    _expect('beta', beta, (B, T, H), dt, dev, like='q')
-    if out is not None: _expect('out', out, (B, T, H, V), dt, dev, like='q')
-    _expect('A_log', A_log, (H,), (torch.float32, torch.float64), dev)
-    _expect('dt_bias', dt_bias, (H, K), (torch.float32, torch.float64), dev)
+    _expect('v', v, (B, T, HV, V), dt, dev, like='q')
+    _expect('g', g, (B, T, HV, K), dt, dev, like='q')
+    _expect('beta', beta, (B, T, HV), dt, dev, like='q')
+    if out is not None: _expect('out', out, (B, T, HV, V), dt, dev, like='q')
+    if A_log is not None: _expect('A_log', A_log, (HV,), (torch.float32, torch.float64), dev)
+    if dt_bias is not None: _expect('dt_bias', dt_bias, (HV, K), (torch.float32, torch.float64), dev)
     if not math.isfinite(_python_float('scale', scale)): raise ValueError(f"scale must be finite, got {scale}")
-    if not -5.0 <= _python_float('lower_bound', lower_bound) < 0.0:
-        raise ValueError(f"lower_bound must be in [-5, 0) (the safe gate's range), got {lower_bound}")
+    check_form(Form(**form), A_log, dt_bias, lower_bound)
     if values and out is not None:
         for name, x in (('q', q), ('k', k), ('v', v), ('g', g), ('beta', beta), ('A_log', A_log),
                         ('dt_bias', dt_bias), ('initial_state', initial_state)):
@@ -315,11 +385,11 @@ def check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
         if P < 1: raise ValueError(f"{pools[0][0]} must be a pool of at least one slot")
         if values and check_seqlens: _checked_slots(state_indices, P)
     for name, s in (('initial_state', initial_state), ('final_state', final_state)):
-        if s is not None: _expect(name, s, (P, H, V, K), STATE_DTYPES, dev)
+        if s is not None: _expect(name, s, (P, HV, V, K), STATE_DTYPES, dev)
     if values and final_state is not None:
         for name, x in (('q', q), ('k', k), ('v', v), ('g', g), ('beta', beta), ('out', out)):
             if x is not None and _same_memory(final_state, x): raise ValueError(f"final_state must not share memory with {name}")
-    return Problem(B, T, H, K, V, N, seqlens)
+    return Problem(B, T, H, K, V, N, seqlens, HV)
 
 # %% ../nbs/00_layout.ipynb #018082e9
 def rel_rms(x: torch.Tensor, ref: torch.Tensor) -> float:

@@ -51,22 +51,25 @@ def recurrent_steps(q, k, v, a, b, scale: float, S: torch.Tensor, active: list[i
     return scale * out[..., 0], final
 
 # %% ../nbs/02_recurrence.ipynb #9af7c78f
-def kda_recurrent(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
-                  initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-                  dtype=torch.float64):
-    """Reference KDA forward by the token recurrence, computed in `dtype`: `(out [B, T, H, V], final_state [N, H, V, K])`.
+def kda_recurrent(q, k, v, g, beta, A_log: torch.Tensor | None = None,
+                  dt_bias: torch.Tensor | None = None, *, scale: float | None = None,
+                  lower_bound: float | None = None, initial_state: torch.Tensor | None = None,
+                  cu_seqlens: torch.Tensor | None = None, dtype=torch.float64, **form):
+    """Reference KDA forward by the token recurrence, computed in `dtype`: `(out [B, T, HV, V], final_state [N, HV, V, K])`.
 
-    Arguments as for `kda_nb.kda` (checked the same way, by `check_inputs`): q, k, g [B, T, H, K], v [B, T, H, V],
-    beta [B, T, H] logits, A_log [H], dt_bias [H, K]; scale (default K ** -0.5), lower_bound in [-5, 0);
-    initial_state [N, H, V, K] or None; cu_seqlens int64 [N + 1] (B = 1), its values made safe, not refused. The
-    definition the other forms are tested against: one state update per token, in float64 by default."""
+    Arguments as for `kda_nb.kda` (checked the same way, by `check_inputs`): q, k [B, T, H, K], g [B, T, HV, K],
+    v [B, T, HV, V], beta [B, T, HV], A_log [HV] or None, dt_bias [HV, K] or None; scale (default K ** -0.5),
+    lower_bound in [-5, 0) for the safe gate (None: -5); initial_state [N, HV, V, K] or None; cu_seqlens int64 [N + 1]
+    (B = 1), its values made safe, not refused. `form`: the options of `kda_nb.layout.Form` (use_gate_in_kernel,
+    safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval), FlashKDA's form by default.
+    The definition the other forms are tested against: one state update per token, in float64 by default."""
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
-                 check_seqlens=False, empty=True)
+                 check_seqlens=False, empty=True, **form)
     B, T, H, K = q.shape
-    V = v.shape[-1]
+    V, H = v.shape[-1], v.shape[2]                           # from here on, every head is a value head
     bounds = seq_bounds(B, T, cu_seqlens)
-    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype), v.to(dtype))
+    xs = (*activate(q, k, g, beta, A_log, dt_bias, lower_bound, dtype, **form), v.to(dtype))
     N = len(bounds)
     S0 = (initial_state.to(dtype) if initial_state is not None
           else q.new_zeros(N, H, V, K, dtype=dtype))

@@ -4,8 +4,6 @@ import pytest
 from kda_nb.recurrence import *
 
 
-import pytest
-
 def test_kda_recurrent_checks_its_inputs():
     from kda_nb.layout import random_inputs
     a = random_inputs(1, 5, 2, 4, dtype=torch.float64)
@@ -46,6 +44,82 @@ def test_recurrent_zero_initial_state_is_default():
     o1, s1 = kda_recurrent(**inp)
     o2, s2 = kda_recurrent(**dict(inp, initial_state=None))
     assert torch.equal(o1, o2) and torch.equal(s1, s2)
+
+
+import torch.nn.functional as F
+
+FORMS = {   # name: (Form options, random_inputs options)
+    'safe': ({}, {}),
+    'safe, no A_log': ({}, {}),
+    'softplus': (dict(safe_gate=False), dict(A_log=2.7)),
+    'given': (dict(use_gate_in_kernel=False, safe_gate=False), {}),
+    'given, promised safe': (dict(use_gate_in_kernel=False), {}),
+    'beta as probabilities': (dict(use_beta_sigmoid_in_kernel=False), {}),
+    'negative eigenvalues': (dict(allow_neg_eigval=True), {}),
+    'q, k as given': (dict(use_qk_l2norm_in_kernel=False), {}),
+}
+
+def form_inputs(name, HV=None, **kw):
+    "A random fp64 problem in the form `name` (and GVA with `HV` value heads)."
+    opts, extra = FORMS[name]
+    inp = random_inputs(**{**dict(B=2, T=9, H=2, K=8, V=4, dtype=torch.float64, state='fp64', HV=HV), **extra, **kw},
+                        **opts)
+    if name == 'safe, no A_log': inp['A_log'] = None
+    return inp
+
+def by_hand(q, k, v, g, beta, A_log=None, dt_bias=None, *, scale, lower_bound=None, initial_state,
+            cu_seqlens=None, **opts):
+    "The recurrence of one form, token by token and head by head, from the formulas."
+    B, T, H, K = q.shape
+    HV = v.shape[2]
+    out, S = torch.zeros(B, T, HV, v.shape[-1], dtype=torch.float64), initial_state.clone()
+    for b in range(B):
+        for j in range(HV):
+            h = j // (HV // H)
+            for t in range(T):
+                qt, kt = q[b, t, h], k[b, t, h]
+                if opts.get('use_qk_l2norm_in_kernel', True): qt, kt = qt / (qt @ qt + 1e-6).sqrt(), kt / (kt @ kt + 1e-6).sqrt()
+                x = g[b, t, j] + (0 if dt_bias is None else dt_bias[j])
+                if not opts.get('use_gate_in_kernel', True): a = g[b, t, j]
+                elif opts.get('safe_gate', True): a = lower_bound * torch.sigmoid(x * (1 if A_log is None else A_log[j].double().exp()))
+                else: a = -A_log[j].double().exp() * F.softplus(x, threshold=1e9)
+                bt = beta[b, t, j]
+                if opts.get('use_beta_sigmoid_in_kernel', True): bt = torch.sigmoid(bt) * (2 if opts.get('allow_neg_eigval') else 1)
+                St = S[b, j] * a.exp()
+                St = St + bt * torch.outer(v[b, t, j] - St @ kt, kt)
+                S[b, j] = St
+                out[b, t, j] = scale * St @ qt
+    return out, S
+
+@pytest.mark.parametrize('name', list(FORMS))
+@pytest.mark.parametrize('HV', [None, 4])
+def test_every_form_by_hand(name, HV):
+    inp = form_inputs(name, HV)
+    o, s = kda_recurrent(**inp)
+    o1, s1 = by_hand(**inp)
+    assert o.shape == (2, 9, HV or 2, 4) and rel_rms(o, o1) < 1e-13 and rel_rms(s, s1) < 1e-13, (rel_rms(o, o1), rel_rms(s, s1))
+
+@pytest.mark.parametrize('name', list(FORMS))
+def test_every_form_varlen_equals_separate(name):
+    opts, extra = FORMS[name]
+    check_varlen_equals_separate([5, 0, 17, 1], HV=4, seed=3, **extra, **opts)
+
+def test_bad_combinations():
+    inp = form_inputs('safe', HV=4)
+    cases = {
+        'lower_bound must be None with safe_gate=False': dict(safe_gate=False),
+        'A_log must be None with use_gate_in_kernel=False': dict(use_gate_in_kernel=False),
+        'dt_bias must be None with use_gate_in_kernel=False': dict(use_gate_in_kernel=False, A_log=None),
+        'A_log is needed by the softplus gate': dict(safe_gate=False, A_log=None, lower_bound=None),
+        'allow_neg_eigval=True needs use_beta_sigmoid_in_kernel=True': dict(allow_neg_eigval=True,
+                                                                           use_beta_sigmoid_in_kernel=False),
+        r"v's heads must be a multiple of q's .* got HV = 4 for H = 3": dict(q=inp['q'].repeat(1, 1, 2, 1)[:, :, :3],
+                                                                          k=inp['k'].repeat(1, 1, 2, 1)[:, :, :3]),
+        'safe_gate must be True or False': dict(safe_gate=None),
+    }
+    for msg, over in cases.items():
+        with pytest.raises((ValueError, TypeError), match=msg): kda_recurrent(**{**inp, **over})
+    with pytest.raises(TypeError, match='safe_gates'): kda_recurrent(**inp, safe_gates=False)    # a misspelt option
 
 
 from kda_nb.bench import time_calls, elements_written

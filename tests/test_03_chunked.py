@@ -7,7 +7,7 @@ from kda_nb.chunked import *
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from kda_nb.layout import GATE_CASES, random_inputs, rel_rms
+from kda_nb.layout import FORM_OPTIONS, GATE_CASES, random_inputs, rel_rms
 from kda_nb.recurrence import kda_recurrent
 
 @settings(max_examples=25, deadline=None)
@@ -72,6 +72,81 @@ def test_chunked_return_prep_per_sequence():
         assert torch.allclose(x[2:], p2[name], rtol=1e-12, atol=1e-12), name
         identity = 1 if name == 'decay' else 0                   # chunks that do not exist
         assert (x[1] == identity).all() and (x[0, :, 2] == identity).all(), name
+
+
+import math
+
+FORM_CASES = {   # name: random_inputs options (the form's options among them)
+    'safe': {},
+    'safe, no A_log': {},
+    'softplus': dict(safe_gate=False, A_log=2.7),
+    'given': dict(use_gate_in_kernel=False, safe_gate=False),
+    'beta as probabilities': dict(use_beta_sigmoid_in_kernel=False),
+    'negative eigenvalues': dict(allow_neg_eigval=True),
+    'q, k as given': dict(use_qk_l2norm_in_kernel=False),
+}
+
+def form_problem(name, seqlens=None, **kw):
+    inp = random_inputs(**{**dict(B=1 if seqlens else 2, T=0 if seqlens else 37, H=2, K=8, V=4, HV=4, state='fp64',
+                                  dtype=torch.float64, seqlens=seqlens), **FORM_CASES[name], **kw})
+    if name == 'safe, no A_log': inp['A_log'] = None
+    return inp
+
+@pytest.mark.parametrize('name', list(FORM_CASES))
+def test_every_form_chunked_equals_recurrent(name):
+    for seqlens in (None, [17, 0, 1, 32, 5, 16]):
+        inp = form_problem(name, seqlens, seed=len(name))
+        o1, s1 = kda_recurrent(**inp)
+        for exact in (None, True):
+            o2, s2 = kda_chunked(**inp, exact=exact)
+            assert rel_rms(o2, o1) < 1e-12 and rel_rms(s2, s1) < 1e-12, (name, seqlens, exact)
+
+def extreme_problems(T=70, seed=0):
+    "Decays far past any floor: (name, fp64 problem, bf16 problem)."
+    out = []
+    for name, kw in (('softplus, A_log = log 16', dict(safe_gate=False, A_log=math.log(16), gate='g=8')),
+                     ('masked at -1000', dict(use_gate_in_kernel=False, safe_gate=False)),
+                     ('given down to -1e4', dict(use_gate_in_kernel=False, safe_gate=False))):
+        pair = []
+        for dtype in (torch.float64, torch.bfloat16):
+            inp = random_inputs(1, 0, 2, 16, 8, HV=4, seqlens=[T, 3, 2 * T], dtype=dtype, seed=seed, **kw)
+            gen = torch.Generator().manual_seed(seed)
+            if name == 'masked at -1000':
+                inp['g'][torch.rand(inp['g'].shape[:3], generator=gen) < 0.1] = -1000
+            if name == 'given down to -1e4':
+                inp['g'] = (-1e4 * torch.rand(inp['g'].shape, generator=gen) ** 4).to(dtype)
+            pair.append(inp)
+        out.append((name, *pair))
+    return out
+
+def test_exact_at_the_extremes():
+    for name, inp, inp16 in extreme_problems():
+        o1, s1 = kda_recurrent(**inp)
+        o2, s2 = kda_chunked(**inp)
+        assert rel_rms(o2, o1) < 1e-12 and rel_rms(s2, s1) < 1e-12, name
+        ot, st_ = kda_chunked(**inp16, twin=True)
+        o16, s16 = kda_recurrent(**inp16)
+        assert ot.isfinite().all() and st_.isfinite().all(), name
+        assert rel_rms(ot.bfloat16(), o16) < 6e-3 and rel_rms(st_, s16) < 6e-3, (name, rel_rms(ot.bfloat16(), o16))
+        o3, _ = kda_chunked(**inp, exact=False)                    # the split, forced: NaN
+        assert o3.isnan().any(), name
+
+def test_segment_sums():
+    a = -torch.rand(3, CHUNK, 5, dtype=torch.float64) * 10
+    D = segment_sums(a)
+    G = a.cumsum(-2)
+    i, j = torch.tril_indices(CHUNK, CHUNK)
+    assert torch.allclose(D[:, i, j], G[:, i] - G[:, j], atol=1e-12)
+    assert (D[:, j[i != j], i[i != j]] == float('-inf')).all()
+
+def test_halves_products_equal_pairwise():
+    gen = torch.Generator().manual_seed(3)
+    for scale in (5.0, 2000.0):                                         # bounded, and far past fp64's range
+        a = -scale * torch.rand(2, 3, CHUNK, 8, generator=gen, dtype=torch.float64)
+        X, Y = torch.randn(2, 2, 3, CHUNK, 8, generator=gen, dtype=torch.float64).unbind(0)
+        f = exact_factors(X, Y, a)
+        assert rel_rms(halves_products(X, Y, a), f['Mqk']) < 1e-14
+        assert rel_rms(halves_products(Y, Y, a, diagonal=False), f['A']) < 1e-14
 
 
 def test_twin_close_to_fp64():

@@ -7,7 +7,9 @@ from kda_nb.backward import *
 import hypothesis.strategies as st
 from hypothesis import given, settings
 
-from kda_nb.layout import GATE_CASES, random_inputs, rel_rms
+import math
+
+from kda_nb.layout import CHUNK, FORM_OPTIONS, GATE_CASES, random_inputs, rel_rms
 from kda_nb.recurrence import kda_recurrent
 
 def _fp64(inp: dict) -> dict:
@@ -110,6 +112,89 @@ def test_backward_invalid_cu_seqlens():
     safe = dict(inp, cu_seqlens=safe_cu_seqlens(inp['cu_seqlens'], 30))
     for a, b in zip(kda_chunked_backward(**inp, grad_out=go, grad_state=gs), kda_chunked_backward(**safe, grad_out=go, grad_state=gs)):
         assert torch.equal(a, b)
+
+
+GRAD_FORMS = {   # name: random_inputs options (the form's options among them)
+    'safe, no A_log': dict(A_log=None),
+    'softplus': dict(safe_gate=False, A_log=1.0),
+    'given': dict(use_gate_in_kernel=False, safe_gate=False),
+    'beta as probabilities': dict(use_beta_sigmoid_in_kernel=False),
+    'negative eigenvalues': dict(allow_neg_eigval=True),
+    'q, k as given': dict(use_qk_l2norm_in_kernel=False),
+}
+NAMES8 = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+
+def grad_problem(name, seqlens=(17, 0, 1, 32, 5), dtype=torch.float64, **kw):
+    inp = random_inputs(1, 0, 2, 8, 4, HV=4, seqlens=list(seqlens), state='fp64', dtype=dtype, seed=len(name),
+                        **{**dict(A_log=0.0), **GRAD_FORMS[name], **kw})
+    if name == 'safe, no A_log': inp['A_log'] = None
+    return _fp64(inp) if dtype == torch.float64 else inp
+
+def form_of(inp): return {n: inp[n] for n in NAMES8 + ('scale', 'lower_bound', 'cu_seqlens') + FORM_OPTIONS if n in inp}
+
+@pytest.mark.parametrize('name', list(GRAD_FORMS))
+def test_every_form_gradients(name):
+    inp = grad_problem(name)
+    go, gs = _upstream(inp, 'both', 3)
+    ref = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
+    for fn in (kda_chunked_backward, kda_recurrent_backward):
+        grads = fn(**inp, grad_out=go, grad_state=gs, dtype=torch.float64)
+        for n, x, r in zip(NAMES8, grads, ref):
+            assert (x is None) == (r is None), (fn.__name__, name, n)
+            if r is not None: assert x.shape == r.shape and rel_rms(x, r) < 1e-10, (fn.__name__, name, n, rel_rms(x, r))
+    if 'E' not in chunk_factors(*[torch.zeros(1, CHUNK, 2)] * 3, torch.zeros(1, CHUNK), exact=True):
+        raise AssertionError('the exact factors must carry the pairwise decays')
+
+def extreme_grad_problems(dtype):
+    out = []
+    for name, kw in (('softplus, A_log = log 16', dict(safe_gate=False, A_log=math.log(16))),
+                     ('masked at -1000', dict(use_gate_in_kernel=False, safe_gate=False)),
+                     ('given down to -1e4', dict(use_gate_in_kernel=False, safe_gate=False))):
+        inp = random_inputs(1, 0, 2, 16, 8, HV=4, seqlens=[40, 3, 70], dtype=dtype, seed=2, **kw)
+        gen = torch.Generator().manual_seed(2)
+        if name == 'masked at -1000': inp['g'][torch.rand(inp['g'].shape[:3], generator=gen) < 0.1] = -1000
+        if name == 'given down to -1e4': inp['g'] = (-1e4 * torch.rand(inp['g'].shape, generator=gen) ** 4).to(dtype)
+        out.append((name, _fp64(inp) if dtype == torch.float64 else inp))
+    return out
+
+def test_gradients_at_the_extremes():
+    for name, inp in extreme_grad_problems(torch.float64):
+        go, gs = _upstream(inp, 'both', 5)
+        ref = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
+        grads = kda_chunked_backward(**inp, grad_out=go, grad_state=gs, dtype=torch.float64)
+        for n, x, r in zip(NAMES8, grads, ref):
+            if r is not None: assert rel_rms(x, r) < 1e-10, (name, n, rel_rms(x, r))
+    for name, inp in extreme_grad_problems(torch.bfloat16):
+        go, gs = _upstream(inp, 'both', 5)
+        ref = recurrent_vjp(**inp, grad_out=go, grad_state=gs)
+        grads = kda_chunked_backward(**inp, grad_out=go, grad_state=gs)          # fp32
+        for n, x, r in zip(NAMES8, grads, ref):
+            if r is None: continue
+            assert x.isfinite().all(), (name, n)
+            tiny = torch.finfo(torch.float32).tiny * r.numel() ** 0.5       # below fp32's range, 0 is the answer
+            assert (x.double() - r).norm() <= 1e-4 * r.norm() + tiny, (name, n, rel_rms(x, r))
+        split = kda_chunked_backward(**inp, grad_out=go, grad_state=gs, exact=False)   # the split, forced: NaN
+        assert any(x.isnan().any() for x in split if x is not None), name
+
+class _FormGrad(torch.autograd.Function):
+    "`kda_recurrent` in fp64 with the softplus gate, differentiated by `kda_chunked_backward`."
+    @staticmethod
+    def forward(ctx, q, k, v, g, beta, A_log, dt_bias, h0, cu):
+        ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, h0, cu)
+        return kda_recurrent(q, k, v, g, beta, A_log, dt_bias, initial_state=h0, cu_seqlens=cu, safe_gate=False)
+
+    @staticmethod
+    def backward(ctx, grad_out, grad_state):
+        q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
+        grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, initial_state=h0, cu_seqlens=cu, safe_gate=False,
+                                     grad_out=grad_out, grad_state=grad_state, dtype=torch.float64)
+        return (*grads, None)
+
+def test_softplus_gva_gradcheck():
+    inp = _fp64(random_inputs(1, 0, 1, 4, 3, HV=2, seqlens=[5, 0, 18], state='fp64', seed=4, A_log=0.5,
+                              dtype=torch.float64, safe_gate=False))
+    xs = [inp[n].clone().requires_grad_() for n in NAMES8]
+    assert torch.autograd.gradcheck(lambda *x: _FormGrad.apply(*x, inp['cu_seqlens']), xs)
 
 
 NO_GPU = None if torch.cuda.is_available() else "no CUDA GPU visible"
