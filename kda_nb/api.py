@@ -48,7 +48,7 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
                      cu_seqlens, state_indices=state_indices, check_seqlens=check_seqlens and not capturing)
     how = plan(q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, varlen=cu_seqlens is not None,
                max_len=None if p.seqlens is None else max(p.seqlens, default=0),
-               state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend)
+               state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, HV=p.HV)
     _warn_fallback(how, q.device)
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
@@ -148,7 +148,7 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
     states = ((() if initial_state is None else (('initial_state', initial_state.dtype),))
               + (() if final_state is None else (('final_state', final_state.dtype),)))
     how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None, max_len=max_len,
-               state_dtypes=states, backend=backend)
+               state_dtypes=states, backend=backend, HV=v.shape[2])
     if how.path == 'reference': return False
     try:
         launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,

@@ -149,10 +149,12 @@ def sm_count(device) -> int:
     return _device_sms(d.index if d.index is not None else torch.cuda.current_device())
 
 @functools.lru_cache(maxsize=4096)
-def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force) -> Plan:
+def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None) -> Plan:
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == 'reference': return Plan('reference', "backend='reference' was asked for")
     refusal = kernel_refusal(device, dtype, K, V, state_dtypes)
+    if refusal is None and HV not in (None, H):
+        refusal = f"the kernels take as many value heads as query heads, got H = {H}, HV = {HV} (grouped value heads)"
     if refusal is not None:
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
@@ -207,10 +209,10 @@ def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
                      B, T, H, N, varlen, sms, steps)
 
 def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varlen: bool, max_len: int | None = None,
-         state_dtypes: tuple = (), backend: str = 'auto', step: bool = False) -> Plan:
-    "The plan for a call of these shapes: `N` sequences (`varlen`: sharing `T` tokens, the longest `max_len` if known)."
+         state_dtypes: tuple = (), backend: str = 'auto', step: bool = False, HV: int | None = None) -> Plan:
+    "The plan for a call of these shapes: `N` sequences (`varlen`: sharing `T` tokens, the longest `max_len` if known); `HV` value heads (default `H`)."
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
-                 _forced[-1] if _forced else None)
+                 _forced[-1] if _forced else None, HV)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."
@@ -225,7 +227,7 @@ def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     return plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None,
                 max_len=max(seqlens, default=0) if seqlens is not None else None,
-                state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step)
+                state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step, HV=v.shape[2])
 
 # %% ../nbs/04b_plan.ipynb #c2cc3f93
 PASS_KSPLIT = 2                  # warps of each backward pass sharing a group of 16 state rows, each with half its

@@ -200,3 +200,13 @@ def test_backward_plan_on_the_gpu():
     asked = kda_backward_cuda(**inp, grad_out=go, ksplit=1, segments=3)
     with forced_backward(ksplit=1, segments=3): forced_out = kda_backward_cuda(**inp, grad_out=go)
     assert all(torch.equal(a, b) for a, b in zip(asked, forced_out) if a is not None)
+
+
+@needs_kernels
+def test_grouped_value_heads_plan_the_reference():
+    "The kernels take HV = H only: a call with grouped value heads plans the reference, and says why."
+    p = plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4)
+    assert p.path == 'reference' and 'grouped value heads' in p.reason and 'HV = 4' in p.reason
+    assert plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=2).path != 'reference'
+    with pytest.raises(RuntimeError, match='grouped value heads'):
+        plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4, backend='cuda')
