@@ -38,8 +38,6 @@ constexpr int THREADS = D;                  // thread c owns channel c
 constexpr int WARPS = THREADS / 32;
 constexpr int LD = D + 4;                   // padded row of a [CHUNK][D] tile in shared memory (16-byte aligned)
 constexpr int SLD = CHUNK + 1;              // padded row of a [CHUNK][CHUNK] matrix
-constexpr int TILE = CHUNK * D;
-constexpr int SMALL = CHUNK * CHUNK;
 constexpr int MID = CHUNK / 2 - 1;          // the within-chunk exponents are split at this token (as in Python)
 constexpr float NORM_EPS = 1e-6f;           // kda_nb.activations.l2_normalize
 // where the small factors sit in a chunk's BWD_FACTOR_FLOATS (kda_args.h)
@@ -49,9 +47,6 @@ static_assert(FAC_RK + CHUNK == kda::BWD_FACTOR_FLOATS, "the factor record's lay
 using kda::PrepArgs;
 using kda::AdjointArgs;
 
-__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-}
 // The gate's and beta's sigmoids from the fast exponential (ex2.approx: a relative error of a few 1e-7 for the
 // arguments here) and a fast reciprocal; sigmoid_fast(x) is 0 or 1 where e^-x leaves fp32's range, as it should be.
 // Until bc78446 of main every sigmoid was an exact one (expf and an IEEE divide: 9% of the adjoint's instructions),
@@ -312,13 +307,6 @@ __device__ __forceinline__ void a_frag(const float (*X)[LD], int s, int g, int t
     split_tf32(X[g][8 * s + t + 4], hi[2], lo[2]);
     split_tf32(X[g + 8][8 * s + t + 4], hi[3], lo[3]);
 }
-// d += a b in 3xTF32 (about fp32's accuracy): a and b each split into tf32 hi and lo parts, the lo x lo product left out
-__device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
-                                     uint32_t bh0, uint32_t bl0, uint32_t bh1, uint32_t bl1) {
-    mma_tf32(d, al, bh0, bh1);
-    mma_tf32(d, ah, bl0, bl1);
-    mma_tf32(d, ah, bh0, bh1);
-}
 
 // X_q = dP Sc, X_k = dR Sc, dkr = U dSo ([CHUNK][D] each, into f.qd, f.kd, f.ki) and ddecay = sum_v Sc * dSo.
 // Warp w, lane 4g + t: n-tile e of the warp holds channel 32w + 4n + e at its column n, so that a lane's
@@ -361,14 +349,12 @@ __device__ __forceinline__ void a_frag_bf16(const float (*X)[LD], int s, int g, 
         const float* at = &X[g + 8 * (r & 1)][16 * s + 8 * (r >> 1) + t];
         const float x0 = at[0], x1 = at[4];
         hi[r] = pack_bf16(x0, x1);
-        lo[r] = pack_bf16(x0 - __uint_as_float(hi[r] << 16), x1 - __uint_as_float(hi[r] & 0xffff0000u));
+        lo[r] = pack_bf16(x0 - bf16_lo(hi[r]), x1 - bf16_hi(hi[r]));
     }
 }
 // the 16-bit halves of a pair of state words as one B register (k = the two rows, n = one channel): lo halves or hi halves
 __device__ __forceinline__ uint32_t pair_lo(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x5410); }
 __device__ __forceinline__ uint32_t pair_hi(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x7632); }
-__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 template <bool BF16>
 __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adjoint& s) {
@@ -415,7 +401,7 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {  // sum over the lane's four rows of Sc * dSo at channel ch + e
                     const uint32_t s0 = b[0][half], d0 = b[1][half];
-                    dd[e] = fmaf(bf_lo(s0), bf_lo(d0), fmaf(bf_hi(s0), bf_hi(d0), dd[e]));
+                    dd[e] = fmaf(bf16_lo(s0), bf16_lo(d0), fmaf(bf16_hi(s0), bf16_hi(d0), dd[e]));
                 }
                 mma_bf16(xq[e], pl, b[0][0], b[0][1]);  mma_bf16(xq[e], ph, b[0][0], b[0][1]);
                 mma_bf16(xk[e], rl, b[0][0], b[0][1]);  mma_bf16(xk[e], rh, b[0][0], b[0][1]);

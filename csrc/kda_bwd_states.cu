@@ -37,8 +37,6 @@ constexpr int ROW_WARPS = 4;                // warps along the block's state row
 constexpr int VB = 16 * ROW_WARPS;          // state rows per block
 constexpr int SLICES = D / VB;              // blocks per (sequence, head)
 constexpr int NSTAGE = 3;                   // chunks in flight: this one and the next two
-constexpr int TILE = CHUNK * D;             // elements in one [CHUNK][D] tile
-constexpr int SMALL = CHUNK * CHUNK;        // floats in INVb
 // KS warps share each group of 16 state rows, each owning D / KS of its columns (the k-split): a chunk's products
 // over k (S kd^T, dS kr^T) add KS partial sums through shared memory, and each warp updates its own columns. KS = 1 is
 // the layout until the k-split's commit; the library runs KS = 2 (kda_nb.backward_kernels.PASS_KSPLIT), eight warps a
@@ -248,16 +246,6 @@ __device__ __forceinline__ void add_rows_product(float (&S)[NJ][4], const uint32
     }
 }
 
-template <int NJ>
-__device__ __forceinline__ void apply_decay(float (&S)[NJ][4], const float* decay, int lane) {
-    const int t = lane & 3;
-#pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-        S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
-    }
-}
-
 // the warp's 16 rows and NJ column blocks of a state, [V][K] fp32, from or to global memory at `base` (the state's row
 // vrow, the warp's first column)
 template <int NJ>
@@ -339,8 +327,8 @@ __device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, in
 #pragma unroll
         for (int cb = 0; cb < 2; ++cb) {
             const uint32_t w = b[2 * nt + cb];
-            x[nt][2 * cb] = __uint_as_float(w << 16);
-            x[nt][2 * cb + 1] = __uint_as_float(w & 0xffff0000u);
+            x[nt][2 * cb] = bf16_lo(w);
+            x[nt][2 * cb + 1] = bf16_hi(w);
         }
 }
 

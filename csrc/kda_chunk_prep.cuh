@@ -42,13 +42,9 @@ struct Item {
     int64_t t0;
 };
 
-__device__ __forceinline__ float2 unpack_bf16(uint32_t u) {
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-}
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-__device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void sts4(float* p, float a, float b, float c, float d) {
     *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
 }
@@ -205,12 +201,8 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
             }
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                mma_tf32(Lacc[nt], kl4, bh[nt][0], bh[nt][1]);      // the small terms first
-                mma_tf32(Lacc[nt], kh4, bl[nt][0], bl[nt][1]);
-                mma_tf32(Lacc[nt], kh4, bh[nt][0], bh[nt][1]);
-                mma_tf32(Macc[nt], ql4, bh[nt][0], bh[nt][1]);
-                mma_tf32(Macc[nt], qh4, bl[nt][0], bl[nt][1]);
-                mma_tf32(Macc[nt], qh4, bh[nt][0], bh[nt][1]);
+                mma3(Lacc[nt], kh4, kl4, bh[nt][0], bl[nt][0], bh[nt][1], bl[nt][1]);
+                mma3(Macc[nt], qh4, ql4, bh[nt][0], bl[nt][0], bh[nt][1], bl[nt][1]);
             }
         }
 #pragma unroll

@@ -50,14 +50,7 @@ struct DecodeSmem {
     uint64_t bar[DEC_SLICES];
 };
 
-__device__ __forceinline__ float4 bf16x4(uint2 u) {
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-}
-__device__ __forceinline__ float4 lds4f(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 bf16x4(uint2 u) { return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y)); }
 
 // §bounds: the sequence's tokens [t0, t1) = [safe[n], safe[n + 1]) by the safe-offset rule of
 // kda_layout.cuh, from the caller's offsets cu: the running maximum is a block-wide reduction over cu[0..n]
@@ -215,7 +208,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int m = 0; m < DEC_PIECES; ++m) {
                     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
                     const int e = row_of(i) * D + 32 * m + 4 * j;
-                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4f(sm.state[sl] + e);
+                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[sl] + e);
                     else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[sl]) + e));
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
@@ -240,7 +233,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             for (int ii = 0; ii < DEC_ROWS; ++ii) dot[ii] = rd[ii] = 0.f;
 #pragma unroll
             for (int m = 0; m < DEC_PIECES; ++m) {
-                const float4 d = lds4f(&sm.decay[i][32 * m + 4 * j]), k = lds4f(&sm.kh[i][32 * m + 4 * j]);
+                const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]);
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) {
                     float* s = &S[ii][4 * m];
@@ -258,7 +251,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             }
 #pragma unroll
             for (int m = 0; m < DEC_PIECES; ++m) {
-                const float4 k = lds4f(&sm.kh[i][32 * m + 4 * j]), q = lds4f(&sm.qh[i][32 * m + 4 * j]);
+                const float4 k = lds4(&sm.kh[i][32 * m + 4 * j]), q = lds4(&sm.qh[i][32 * m + 4 * j]);
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) {
                     float* s = &S[ii][4 * m];
