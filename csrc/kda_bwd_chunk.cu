@@ -28,6 +28,7 @@
 // Sc * dSo) run on the tensor cores in 3xTF32 (about fp32's accuracy; two products where the states are bf16, whose
 // values are tf32 already): warp w owns channels 32w .. 32w + 31
 // and reads its columns of Sc and dSo from global memory straight into mma fragments.
+#include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
 
@@ -39,7 +40,6 @@ constexpr int WARPS = THREADS / 32;
 constexpr int LD = D + 4;                   // padded row of a [CHUNK][D] tile in shared memory (16-byte aligned)
 constexpr int SLD = CHUNK + 1;              // padded row of a [CHUNK][CHUNK] matrix
 constexpr int MID = CHUNK / 2 - 1;          // the within-chunk exponents are split at this token (as in Python)
-constexpr float NORM_EPS = 1e-6f;           // kda_nb.activations.l2_normalize
 // where the small factors sit in a chunk's BWD_FACTOR_FLOATS (kda_args.h)
 constexpr int FAC_A = 0, FAC_INV = SMALL, FAC_B = 2 * SMALL, FAC_RQ = FAC_B + CHUNK, FAC_RK = FAC_RQ + CHUNK;
 static_assert(FAC_RK + CHUNK == kda::BWD_FACTOR_FLOATS, "the factor record's layout");
@@ -47,17 +47,6 @@ static_assert(FAC_RK + CHUNK == kda::BWD_FACTOR_FLOATS, "the factor record's lay
 using kda::PrepArgs;
 using kda::AdjointArgs;
 
-// The gate's and beta's sigmoids from the fast exponential (ex2.approx: a relative error of a few 1e-7 for the
-// arguments here) and a fast reciprocal; sigmoid_fast(x) is 0 or 1 where e^-x leaves fp32's range, as it should be.
-// Until bc78446 of main every sigmoid was an exact one (expf and an IEEE divide: 9% of the adjoint's instructions),
-// and until c05c33a the slopes s(x) s(-x) of the activations' backward were two of them; sigmoid_slope needs one of
-// each. (Its fast form put the adjoint, held to 168 registers for three blocks an SM, 32 bytes past them.)
-__device__ __forceinline__ float sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
-// sigmoid(x) sigmoid(-x) = e / (1 + e)^2 with e = exp(-|x|) <= 1: exact, and no cancellation where sigmoid(x) is near 1
-__device__ __forceinline__ float sigmoid_slope(float x) {
-    const float e = expf(-fabsf(x)), d = 1.f + e;
-    return e / (d * d);
-}
 // each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats, 16-byte aligned. Syncs the block.
 // Within a warp, a butterfly that halves the values a lane holds at each of its steps (16 shuffles, where one warp
 // sum per value took 80 until 590d807 of main): lane l ends with the warp's sum of value l / 2.
@@ -121,13 +110,13 @@ struct Channel {
 template <class P>
 __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int len, int h, Channel& x) {
     const int c = threadIdx.x;
-    const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    const float A = gate_rate_exact(p.A_log[h]), bias = p.dt_bias[h * D + c];
     float G = 0.f;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
         x.q[i] = __bfloat162float(rows.q[i * D + c]);
         x.k[i] = __bfloat162float(rows.k[i * D + c]);
-        if (i < len) G += p.lower_bound * sigmoid_fast(A * (__bfloat162float(rows.g[i * D + c]) + bias));
+        if (i < len) G += log_decay(gate_arg(__bfloat162float(rows.g[i * D + c]), A, bias), p.lower_bound);
         x.G[i] = G;
     }
 }
@@ -140,13 +129,13 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
-    if (c < CHUNK) s.b[c] = c < len ? sigmoid_fast(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
+    if (c < CHUNK) s.b[c] = c < len ? beta_of(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
     block_sum16(sq, s.red);
     block_sum16(sk, s.red);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        sq[i] = rsqrtf(sq[i] + NORM_EPS);
-        sk[i] = rsqrtf(sk[i] + NORM_EPS);
+        sq[i] = inv_norm(sq[i]);
+        sk[i] = inv_norm(sk[i]);
         if (c == i) { s.rq[i] = sq[i]; s.rk[i] = sk[i]; }
         x.q[i] *= sq[i];
         x.k[i] *= sk[i];
@@ -660,15 +649,15 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * s.f.qd[i][c]; sk[i] = x.k[i] * s.f.kd[i][c]; }
     block_sum16(sq, s.f.red);
     block_sum16(sk, s.f.red);
-    const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    const float A = gate_rate_exact(p.A_log[h]), bias = p.dt_bias[h * D + c];
     float dA_log = 0.f, ddt = 0.f;
     float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {                  // in place, each thread its own column; rows past len unused
-        s.f.qd[i][c] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);            // dq
-        s.f.kd[i][c] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);            // dk
-        const float z = i < len ? A * (__bfloat162float(s.rows.g[i * D + c]) + bias) : 0.f;
-        const float dz = da[i] * (p.lower_bound * sigmoid_slope(z));
+        s.f.qd[i][c] = norm_backward(s.f.rq[i], s.f.qd[i][c], sq[i], x.q[i]);   // dq
+        s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
+        const float z = i < len ? gate_arg(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
+        const float dz = da[i] * log_decay_slope(z, p.lower_bound);
         dg[i][c] = dz * A;
         if (i < len) {
             dA_log = fmaf(dz, z, dA_log);
@@ -679,8 +668,8 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     else store_grads<float>(p, s, tok0, len, h);
     p.ddt_part[rh * D + c] = ddt;
     if (c < len) {
-        const float beta = bf16_at(p.beta, (tok0 + c) * H + h);   // b (1 - b) as s(x) s(-x): exact where b ~ 1
-        const float db = s.db[c] * sigmoid_slope(beta);
+        const float x_beta = bf16_at(p.beta, (tok0 + c) * H + h);   // the caller's value of beta
+        const float db = s.db[c] * beta_slope(x_beta);
         if (p.grads_bf16) static_cast<__nv_bfloat16*>(p.dbeta)[(tok0 + c) * H + h] = __float2bfloat16_rn(db);
         else static_cast<float*>(p.dbeta)[(tok0 + c) * H + h] = db;
     }

@@ -68,8 +68,6 @@ __device__ __forceinline__ float fast_exp2(float x) {   // ex2.approx: 2^x, flus
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-// 1 / (1 + e^-x) with the fast exponential and reciprocal: a few ulp, against ~10 instructions of an IEEE divide
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 
 // §fragments ----------------------------------------------------------------------------------
 // mma.sync m16n8k16, fp32 accumulators. Lane = 4 * g + t (g = "group", t = "thread in group").

@@ -17,6 +17,7 @@
 // thread, and per token, with b = sigmoid(beta):
 //   S <- S diag(exp a);  e = v - S k^;  S <- S + b e k^T;  o = scale S q^     (all in fp32)
 // The row sums (S k^ and S q^) are shuffles across the 8 lanes.
+#include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_launch.h"
 #include "kda_layout.cuh"
@@ -103,7 +104,7 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
                     g = __bfloat162float(gp[i * stride]);
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
-        sm.decay[i][c] = fast_exp2(LOG2E * p.lower_bound * sigmoid(A * (g + dtb)));
+        sm.decay[i][c] = fast_exp2(log_decay(gate_arg(g, A, dtb), LOG2E * p.lower_bound));
         float sq = q * q, sk = k * k;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
@@ -114,14 +115,14 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     }
     if (c < DEC_BLOCK_ROWS)
         for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
-    if (c < nt) sm.b[c] = sigmoid(bf16_at(p.beta, (tb + c) * p.H + h));
+    if (c < nt) sm.b[c] = beta_of(bf16_at(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; ++w) { sq += sm.sums[i][w][0]; sk += sm.sums[i][w][1]; }
-        sm.qh[i][c] *= rsqrtf(sq + 1e-6f);
-        sm.kh[i][c] *= rsqrtf(sk + 1e-6f);
+        sm.qh[i][c] *= inv_norm(sq);
+        sm.kh[i][c] *= inv_norm(sk);
     }
     __syncthreads();
 }
@@ -189,7 +190,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             return;
         }
 
-        const float A = __expf(__ldg(p.A_log + h));
+        const float A = gate_rate(__ldg(p.A_log + h));
         const float dtb = __ldg(p.dt_bias + h * D + threadIdx.x);
 
         float S[DEC_ROWS][4 * DEC_PIECES];
