@@ -4,21 +4,20 @@
 //   kda_bwd_prepare   reads the caller's bf16 q, k, g, beta and dO, applies the activations and makes the
 //                     chunk's factors (kda_nb.backward.chunk_factors), the tiles the passes read: qd, kd and kr
 //                     in fp16 (the passes' tf32 mma operands: fp16 holds tf32's significand, and these are at most
-//                     1 in size), dU0 = Mqk^T dP (dP = scale dO) in fp32, INVb rounded to tf32, and decay (until
-//                     bc78446 of main all in fp32, with V and dP too, which the passes now read from v and dO)
-//                     and keeps the chunk's small factors (A, INV, b and the inverse norms, 2.2 KB) for
-//   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (until 638a2cd of main it
-//                     made all the factors again from the inputs: 168 KB of code, a third of it that), and computes
-//                     everything else of
+//                     1 in size), dU0 = Mqk^T dP (dP = scale dO) in fp32, INVb rounded to tf32, and decay (the
+//                     passes read V and dO from the caller's v and dO themselves), and keeps the chunk's small
+//                     factors (A, INV, b and the inverse norms, 2.2 KB) for
+//   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (making the factors again
+//                     from the inputs would be a third of its code), and computes everything else of
 //                     kda_nb.backward.chunk_adjoint and activate_backward: dq, dk, dv, dg and dbeta of the
 //                     chunk's tokens (fp32, or bf16 for kda_nb.kda's bf16 inputs), and the chunk's shares of
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
 // Both copy the chunk's q, k, g and dO rows to shared memory with cp.async as their first step (stage_rows), so that
-// those loads wait behind nothing (q, k and g were loaded value by value until 590d807 of main). The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
-// waited for instructions a quarter of its time, and a version of this one at 143 KB, with its stores unrolled
-// in two dtypes, was 36% slower than a358908's 126 KB; it stays near that (store_grads keeps the stores short).
+// those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB it waited for
+// instructions a quarter of its time, and at 143 KB (its stores unrolled in two dtypes) it was 36% slower than at
+// 126 KB; it stays near 126 KB (store_grads keeps the stores short).
 //
 // Row r of the tiles is the chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 on the flat token axis
 // (1 <= row_len[r] <= 16); positions past row_len[r] are padding: zero q, k, v, dO and write strength, zero
@@ -49,7 +48,7 @@ using kda::AdjointArgs;
 
 // each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats, 16-byte aligned. Syncs the block.
 // Within a warp, a butterfly that halves the values a lane holds at each of its steps (16 shuffles, where one warp
-// sum per value took 80 until 590d807 of main): lane l ends with the warp's sum of value l / 2.
+// sum per value takes 80): lane l ends with the warp's sum of value l / 2.
 __device__ __forceinline__ void block_sum16(float (&x)[CHUNK], float* scratch) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float y8[8], y4[4], y2[2], y1;
@@ -106,7 +105,7 @@ struct Channel {
 };
 
 // thread c's channel of the chunk's raw q and k (from the staged rows: zero past len), and the cumulated log-decay G
-// (no decay past len). Until 590d807 of main each value was a load from global memory here, waited for in turn.
+// (no decay past len)
 template <class P>
 __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int len, int h, Channel& x) {
     const int c = threadIdx.x;
@@ -184,8 +183,9 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
 
 // §prepare ------------------------------------------------------------------------------------
 // The chunk's raw rows of dO (16 tokens x 128 channels, bf16 or fp32) into shared memory while the factors are made:
-// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros. (Until a358908 of main each token's v and dO were loaded after the tile stores of the token before, which
-// the compiler could not reorder: one memory latency per token, the kernel's hottest line.)
+// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros.
+// Staged before the tile stores, because the compiler does not move a token's loads above the stores of the token
+// before: loaded there, each token would wait one memory latency.
 __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, int bytes, int64_t tok0, int len, int h, int H) {
     const int row = D * bytes, parts = row / 16;   // bytes: 2 (bf16) or 4 (fp32) an element
     const unsigned char* base = static_cast<const unsigned char*>(src);
@@ -305,15 +305,15 @@ __device__ __forceinline__ void a_frag(const float (*X)[LD], int s, int g, int t
 // bf16 states (what the library keeps, STATES_DTYPE): the states' values are bf16 already, so the products run as
 // m16n8k16 bf16 mma with the left operand (dP, dR, U: fp32 tiles) split into bf16 hi = rn(x) and lo = rn(x - hi),
 // two products, leaving x - hi - lo, at most 2^-18 |x| (the bf16 state itself is rounded by 2^-9): half the mma
-// instructions of m16n8k8 tf32 with its hi and lo (2xTF32 until 336c3dd of main, whose left operand kept 2^-21), and no
+// instructions of m16n8k8 tf32 with its hi and lo, and no
 // conversion of the states' values to fp32 for the products. A k-step's 16 rows v sit in the mma's k slots permuted
 // (slots 2t, 2t + 1, 2t + 8, 2t + 9 hold rows t, t + 4, 8 + t, 12 + t), the same for both operands, so that a lane
 // reads the rows t and t + 4 of each half that the m16n8k8 layout read, with the same conflict-free loads.
 // §state stages (bf16 states): rows 8 st .. 8 st + 7 of Sc and of dSo for half-step st (two make one k-step of 16),
 // copied by cp.async SP_STAGES - 1 half-steps ahead into stages that lie in tiles no one reads during the products
 // (f.kd, f.qd: R and dU are spent; do_raw); rows padded to 288 bytes, so that a half-warp's 8-byte reads (rows t,
-// channels 4g) hit different banks. (Until the commit after 021f6cf of main each lane loaded its values from global
-// memory itself, two k-steps ahead at most: 18% of the kernel's stalls waited for them.)
+// channels 4g) hit different banks. (Loaded from global memory by each lane itself, two k-steps ahead at most, the
+// values held 18% of the kernel's stalls.)
 constexpr int SP_LD = D + 16;                           // bf16 elements in a padded row
 constexpr int SP_STAGE = 2 * 8 * SP_LD * 2;             // bytes: 8 rows of Sc, then 8 of dSo
 constexpr int SP_STAGES = 4;
@@ -443,8 +443,7 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
 
 // X Y^T of two [CHUNK][LD] tiles in shared memory (16 x 16: sums over the 128 channels), warp w's part of the sum:
 // channels 32w .. 32w + 31, four k-steps of m16n8k8 in 3xTF32 (fp32's accuracy), its two C tiles into part [16][16].
-// (Until 590d807 of main each thread made two of the 256 sums in fp32 on the CUDA cores, 9% of the adjoint's
-// instructions.)
+// (The 256 sums on the CUDA cores in fp32, two a thread, are 9% of the adjoint's instructions.)
 __device__ __forceinline__ void tile_products_part(const float (*X)[LD], const float (*Y)[LD], float* part, int lane, int w) {
     const int g = lane >> 2, t = lane & 3;
     float acc[2][4] = {};
@@ -469,8 +468,8 @@ __device__ __forceinline__ void tile_products_part(const float (*X)[LD], const f
 }
 
 // dq, dk (in f.qd, f.kd), dv (dr) and dg (u) of thread c's channel into the caller's tensors, the chunk's tokens only:
-// a short loop, apart from the unrolled arithmetic (the kernel is sensitive to its code's size: 6a1c949 of main,
-// 168 KB, spent a quarter of its time waiting for instructions)
+// a short loop, apart from the unrolled arithmetic (the kernel is sensitive to its code's size: at 168 KB it spent a
+// quarter of its time waiting for instructions)
 template <class T> __device__ __forceinline__ T as_out(float x);
 template <> __device__ __forceinline__ float as_out<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 as_out<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
@@ -506,9 +505,8 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         prefetch_l2(static_cast<const unsigned char*>(p.dso) + rh * bytes, bytes);
     }
     float (&R)[CHUNK][LD] = s.f.kd, (&dU)[CHUNK][LD] = s.f.qd, (&dP)[CHUNK][LD] = s.f.ki;
-    // the small factors kda_bwd_prepare kept, into registers first: their loads wait beside the copies below (stored
-    // to shared memory after them, until the commit after 021f6cf of main each load was waited for at once: 7% of the
-    // kernel's stalls)
+    // the small factors kda_bwd_prepare kept, into registers first: their loads wait beside the copies below, and
+    // they go to shared memory after them (stored at once, each load is waited for at once: 7% of the kernel's stalls)
     float fa[2], fi[2], fb = 0.f, frq = 0.f, frk = 0.f;
     {
         const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;

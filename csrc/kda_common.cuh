@@ -132,8 +132,8 @@ __device__ __forceinline__ void apply_decay(float (&S)[NJ][4], const float* deca
     }
 }
 // x as an operand of mma_tf32, rounded as tf32_rn rounds it, in one integer add: half a tf32 ulp added to its bits, and
-// the tensor core drops the low 13 bits itself (the same operand for every finite x). cvt.rna.tf32.f32 took about 2.5
-// instructions, 15 to 18% of the backward passes' instructions until 590d807 of main.
+// the tensor core drops the low 13 bits itself (the same operand for every finite x). cvt.rna.tf32.f32 takes about 2.5
+// instructions: 15 to 18% of the backward passes' instructions if they used it.
 __device__ __forceinline__ uint32_t tf32_op(float x) { return __float_as_uint(x) + 0x1000u; }
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -10,7 +10,7 @@
 //   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
 // The chunk's record (already in this layout) and values arrive in shared memory through a pipeline of
 // NSTAGE stages, so loads for later chunks overlap the arithmetic of this one. The stages of a chunk are
-// __forceinline__ functions, so each kernel still compiles to the one body it was (the SASS is unchanged).
+// __forceinline__ functions, so each kernel compiles to one body.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
