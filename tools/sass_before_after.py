@@ -5,8 +5,8 @@
     python tools/sass_before_after.py --diff KERNEL     # also a unified diff of KERNEL's instructions (a part of its name)
     python tools/sass_before_after.py --arch sm_90a     # the target (default sm_90a, the one the library builds)
 
-Both sides are built as the library builds its kernels: the `.cu` files of `KERNEL_UNITS` included, in that order, by
-one translation unit, compiled by nvcc with `CUDA_FLAGS` and `TORCH_NVCC_DEFINES` (kda_nb.kernels) to an object file.
+Both sides are built as the library builds its kernels: the `.cu` files of `KERNEL_UNITS` (the commit's own, read from
+its kda_nb/kernels.py, for the commit's side) included, in that order, by one translation unit, compiled by nvcc with `CUDA_FLAGS` and `TORCH_NVCC_DEFINES` (kda_nb.kernels) to an object file.
 `cuobjdump -sass` of each object is split per kernel (its mangled name) and normalised to the instructions alone (no
 addresses, no encodings). For each kernel the tool prints the instruction count before and after and `same` or
 `DIFFERENT`; a kernel on one side only is `DIFFERENT`. Exit status 1 if any kernel differs, 0 if all are the same.
@@ -47,16 +47,23 @@ def commit_csrc(commit: str, dest: Path) -> Path:
     return dest / 'csrc'
 
 
-def units(folder: Path) -> list[str]:
-    "The `.cu` files of `folder` in the order the library includes them (KERNEL_UNITS), any others after, sorted."
+def commit_units(commit: str) -> tuple[str, ...]:
+    "KERNEL_UNITS as `commit`'s kda_nb/kernels.py spells it (the working tree's if it has none)."
+    res = subprocess.run(['git', '-C', str(ROOT), 'show', f'{commit}:kda_nb/kernels.py'], capture_output=True, text=True)
+    m = re.search(r'^KERNEL_UNITS = \((.*?)\)', res.stdout, re.S | re.M) if res.returncode == 0 else None
+    return tuple(re.findall(r"'([\w.]+\.cu)'", m.group(1))) if m else KERNEL_UNITS
+
+
+def units(folder: Path, order: tuple[str, ...]) -> list[str]:
+    "The `.cu` files of `folder` in the order the library includes them (`order`), any others after, sorted."
     cu = {p.name for p in folder.glob('*.cu')}
-    return [f for f in KERNEL_UNITS if f in cu] + sorted(cu - set(KERNEL_UNITS))
+    return [f for f in order if f in cu] + sorted(cu - set(order))
 
 
-def sass(folder: Path, arch: str, tmp: Path, tag: str) -> dict[str, tuple[list[str], list[str]]]:
+def sass(folder: Path, order: tuple[str, ...], arch: str, tmp: Path, tag: str) -> dict[str, tuple[list[str], list[str]]]:
     "Mangled kernel name -> (its SASS instructions, their encodings), for the one-unit build of the sources in `folder`."
     unit, obj = tmp / f'{tag}_kernels.cu', tmp / f'{tag}_kernels.o'
-    unit.write_text(''.join(f'#include "{f}"\n' for f in units(folder)))
+    unit.write_text(''.join(f'#include "{f}"\n' for f in units(folder, order)))
     cmd = [tool('nvcc'), *CUDA_FLAGS, *TORCH_NVCC_DEFINES, f'-gencode=arch=compute_{arch[3:]},code={arch}',
            f'-I{folder}', '-c', str(unit), '-o', str(obj)]
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -94,8 +101,8 @@ def main(argv: list[str]) -> int:
     if not re.fullmatch(r'sm_\d+a?', a.arch): sys.exit(f"sass_before_after: --arch must look like sm_90a, got {a.arch!r}")
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        before = sass(commit_csrc(a.before, tmp), a.arch, tmp, 'before')
-        after = sass(ROOT / 'csrc', a.arch, tmp, 'after')
+        before = sass(commit_csrc(a.before, tmp), commit_units(a.before), a.arch, tmp, 'before')
+        after = sass(ROOT / 'csrc', KERNEL_UNITS, a.arch, tmp, 'after')
     names = sorted(set(before) | set(after))
     pretty = demangled(names)
     differ = 0
