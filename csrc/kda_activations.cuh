@@ -43,9 +43,19 @@ template <GateForm F = GateForm::SafeSigmoid>
 __device__ __forceinline__ float gate_arg(float g, float A, float bias) { return A * (g + bias); }
 template <GateForm F = GateForm::SafeSigmoid>
 __device__ __forceinline__ float log_decay(float z, float bound) { return bound * sigmoid(z); }
-// d log_decay / dz; the gradients of g, dt_bias and A_log are dz A, dz A and dz z for dz = d(loss) / dz
+// d log_decay / dz
 template <GateForm F = GateForm::SafeSigmoid>
 __device__ __forceinline__ float log_decay_slope(float z, float bound) { return bound * sigmoid_slope(z); }
+// the gate's backward for one channel of one token, from dz = d(loss) / dz: returns d(loss) / dg (dz A) and, for a
+// real token (`real`), adds the token's shares of d(loss) / dA_log (dz z) and d(loss) / ddt_bias (dz A) to dA_log, ddt
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float gate_backward(float dz, float z, float A, bool real, float& dA_log, float& ddt) {
+    if (real) {
+        dA_log = fmaf(dz, z, dA_log);
+        ddt = fmaf(dz, A, ddt);
+    }
+    return dz * A;
+}
 
 // §beta: the write strength of a token from the caller's value x, and d beta / dx (b (1 - b) as s(x) s(-x): exact
 // where b is near 1)

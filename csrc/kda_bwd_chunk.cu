@@ -656,11 +656,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
         const float z = i < len ? gate_arg(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
         const float dz = da[i] * log_decay_slope(z, p.lower_bound);
-        dg[i][c] = dz * A;
-        if (i < len) {
-            dA_log = fmaf(dz, z, dA_log);
-            ddt = fmaf(dz, A, ddt);
-        }
+        dg[i][c] = gate_backward(dz, z, A, i < len, dA_log, ddt);
     }
     if (p.grads_bf16) store_grads<__nv_bfloat16>(p, s, tok0, len, h);
     else store_grads<float>(p, s, tok0, len, h);
