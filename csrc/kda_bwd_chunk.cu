@@ -4,21 +4,20 @@
 //   kda_bwd_prepare   reads the caller's bf16 q, k, g, beta and dO, applies the activations and makes the
 //                     chunk's factors (kda_nb.backward.chunk_factors), the tiles the passes read: qd, kd and kr
 //                     in fp16 (the passes' tf32 mma operands: fp16 holds tf32's significand, and these are at most
-//                     1 in size), dU0 = Mqk^T dP (dP = scale dO) in fp32, INVb rounded to tf32, and decay (until
-//                     bc78446 of main all in fp32, with V and dP too, which the passes now read from v and dO)
-//                     and keeps the chunk's small factors (A, INV, b and the inverse norms, 2.2 KB) for
-//   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (until 638a2cd of main it
-//                     made all the factors again from the inputs: 168 KB of code, a third of it that), and computes
-//                     everything else of
+//                     1 in size), dU0 = Mqk^T dP (dP = scale dO) in fp32, INVb rounded to tf32, and decay (the
+//                     passes read V and dO from the caller's v and dO themselves), and keeps the chunk's small
+//                     factors (A, INV, b and the inverse norms, 2.2 KB) for
+//   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (making the factors again
+//                     from the inputs would be a third of its code), and computes everything else of
 //                     kda_nb.backward.chunk_adjoint and activate_backward: dq, dk, dv, dg and dbeta of the
 //                     chunk's tokens (fp32, or bf16 for kda_nb.kda's bf16 inputs), and the chunk's shares of
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
 // Both copy the chunk's q, k, g and dO rows to shared memory with cp.async as their first step (stage_rows), so that
-// those loads wait behind nothing (q, k and g were loaded value by value until 590d807 of main). The adjoint is sensitive to the size of its code: at 168 KB (6a1c949) it
-// waited for instructions a quarter of its time, and a version of this one at 143 KB, with its stores unrolled
-// in two dtypes, was 36% slower than a358908's 126 KB; it stays near that (store_grads keeps the stores short).
+// those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB it waited for
+// instructions a quarter of its time, and at 143 KB (its stores unrolled in two dtypes) it was 36% slower than at
+// 126 KB; it stays near 126 KB (store_grads keeps the stores short).
 //
 // Row r of the tiles is the chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 on the flat token axis
 // (1 <= row_len[r] <= 16); positions past row_len[r] are padding: zero q, k, v, dO and write strength, zero
@@ -28,6 +27,7 @@
 // Sc * dSo) run on the tensor cores in 3xTF32 (about fp32's accuracy; two products where the states are bf16, whose
 // values are tf32 already): warp w owns channels 32w .. 32w + 31
 // and reads its columns of Sc and dSo from global memory straight into mma fragments.
+#include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
 
@@ -38,10 +38,7 @@ constexpr int THREADS = D;                  // thread c owns channel c
 constexpr int WARPS = THREADS / 32;
 constexpr int LD = D + 4;                   // padded row of a [CHUNK][D] tile in shared memory (16-byte aligned)
 constexpr int SLD = CHUNK + 1;              // padded row of a [CHUNK][CHUNK] matrix
-constexpr int TILE = CHUNK * D;
-constexpr int SMALL = CHUNK * CHUNK;
 constexpr int MID = CHUNK / 2 - 1;          // the within-chunk exponents are split at this token (as in Python)
-constexpr float NORM_EPS = 1e-6f;           // kda_nb.activations.l2_normalize
 // where the small factors sit in a chunk's BWD_FACTOR_FLOATS (kda_args.h)
 constexpr int FAC_A = 0, FAC_INV = SMALL, FAC_B = 2 * SMALL, FAC_RQ = FAC_B + CHUNK, FAC_RK = FAC_RQ + CHUNK;
 static_assert(FAC_RK + CHUNK == kda::BWD_FACTOR_FLOATS, "the factor record's layout");
@@ -49,23 +46,9 @@ static_assert(FAC_RK + CHUNK == kda::BWD_FACTOR_FLOATS, "the factor record's lay
 using kda::PrepArgs;
 using kda::AdjointArgs;
 
-__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-}
-// The gate's and beta's sigmoids from the fast exponential (ex2.approx: a relative error of a few 1e-7 for the
-// arguments here) and a fast reciprocal; sigmoid_fast(x) is 0 or 1 where e^-x leaves fp32's range, as it should be.
-// Until bc78446 of main every sigmoid was an exact one (expf and an IEEE divide: 9% of the adjoint's instructions),
-// and until c05c33a the slopes s(x) s(-x) of the activations' backward were two of them; sigmoid_slope needs one of
-// each. (Its fast form put the adjoint, held to 168 registers for three blocks an SM, 32 bytes past them.)
-__device__ __forceinline__ float sigmoid_fast(float x) { return __fdividef(1.f, 1.f + __expf(-x)); }
-// sigmoid(x) sigmoid(-x) = e / (1 + e)^2 with e = exp(-|x|) <= 1: exact, and no cancellation where sigmoid(x) is near 1
-__device__ __forceinline__ float sigmoid_slope(float x) {
-    const float e = expf(-fabsf(x)), d = 1.f + e;
-    return e / (d * d);
-}
 // each x[i] summed over the block's threads; scratch holds WARPS * CHUNK floats, 16-byte aligned. Syncs the block.
 // Within a warp, a butterfly that halves the values a lane holds at each of its steps (16 shuffles, where one warp
-// sum per value took 80 until 590d807 of main): lane l ends with the warp's sum of value l / 2.
+// sum per value takes 80): lane l ends with the warp's sum of value l / 2.
 __device__ __forceinline__ void block_sum16(float (&x)[CHUNK], float* scratch) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float y8[8], y4[4], y2[2], y1;
@@ -122,17 +105,17 @@ struct Channel {
 };
 
 // thread c's channel of the chunk's raw q and k (from the staged rows: zero past len), and the cumulated log-decay G
-// (no decay past len). Until 590d807 of main each value was a load from global memory here, waited for in turn.
+// (no decay past len)
 template <class P>
 __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int len, int h, Channel& x) {
     const int c = threadIdx.x;
-    const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    const float A = gate_rate_exact(p.A_log[h]), bias = p.dt_bias[h * D + c];
     float G = 0.f;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
         x.q[i] = __bfloat162float(rows.q[i * D + c]);
         x.k[i] = __bfloat162float(rows.k[i * D + c]);
-        if (i < len) G += p.lower_bound * sigmoid_fast(A * (__bfloat162float(rows.g[i * D + c]) + bias));
+        if (i < len) G += log_decay(gate_arg(__bfloat162float(rows.g[i * D + c]), A, bias), p.lower_bound);
         x.G[i] = G;
     }
 }
@@ -145,13 +128,13 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
-    if (c < CHUNK) s.b[c] = c < len ? sigmoid_fast(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
+    if (c < CHUNK) s.b[c] = c < len ? beta_of(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
     block_sum16(sq, s.red);
     block_sum16(sk, s.red);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        sq[i] = rsqrtf(sq[i] + NORM_EPS);
-        sk[i] = rsqrtf(sk[i] + NORM_EPS);
+        sq[i] = inv_norm(sq[i]);
+        sk[i] = inv_norm(sk[i]);
         if (c == i) { s.rq[i] = sq[i]; s.rk[i] = sk[i]; }
         x.q[i] *= sq[i];
         x.k[i] *= sk[i];
@@ -200,8 +183,9 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
 
 // §prepare ------------------------------------------------------------------------------------
 // The chunk's raw rows of dO (16 tokens x 128 channels, bf16 or fp32) into shared memory while the factors are made:
-// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros. (Until a358908 of main each token's v and dO were loaded after the tile stores of the token before, which
-// the compiler could not reorder: one memory latency per token, the kernel's hottest line.)
+// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros.
+// Staged before the tile stores, because the compiler does not move a token's loads above the stores of the token
+// before: loaded there, each token would wait one memory latency.
 __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, int bytes, int64_t tok0, int len, int h, int H) {
     const int row = D * bytes, parts = row / 16;   // bytes: 2 (bf16) or 4 (fp32) an element
     const unsigned char* base = static_cast<const unsigned char*>(src);
@@ -312,13 +296,6 @@ __device__ __forceinline__ void a_frag(const float (*X)[LD], int s, int g, int t
     split_tf32(X[g][8 * s + t + 4], hi[2], lo[2]);
     split_tf32(X[g + 8][8 * s + t + 4], hi[3], lo[3]);
 }
-// d += a b in 3xTF32 (about fp32's accuracy): a and b each split into tf32 hi and lo parts, the lo x lo product left out
-__device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
-                                     uint32_t bh0, uint32_t bl0, uint32_t bh1, uint32_t bl1) {
-    mma_tf32(d, al, bh0, bh1);
-    mma_tf32(d, ah, bl0, bl1);
-    mma_tf32(d, ah, bh0, bh1);
-}
 
 // X_q = dP Sc, X_k = dR Sc, dkr = U dSo ([CHUNK][D] each, into f.qd, f.kd, f.ki) and ddecay = sum_v Sc * dSo.
 // Warp w, lane 4g + t: n-tile e of the warp holds channel 32w + 4n + e at its column n, so that a lane's
@@ -328,15 +305,15 @@ __device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], con
 // bf16 states (what the library keeps, STATES_DTYPE): the states' values are bf16 already, so the products run as
 // m16n8k16 bf16 mma with the left operand (dP, dR, U: fp32 tiles) split into bf16 hi = rn(x) and lo = rn(x - hi),
 // two products, leaving x - hi - lo, at most 2^-18 |x| (the bf16 state itself is rounded by 2^-9): half the mma
-// instructions of m16n8k8 tf32 with its hi and lo (2xTF32 until 336c3dd of main, whose left operand kept 2^-21), and no
+// instructions of m16n8k8 tf32 with its hi and lo, and no
 // conversion of the states' values to fp32 for the products. A k-step's 16 rows v sit in the mma's k slots permuted
 // (slots 2t, 2t + 1, 2t + 8, 2t + 9 hold rows t, t + 4, 8 + t, 12 + t), the same for both operands, so that a lane
 // reads the rows t and t + 4 of each half that the m16n8k8 layout read, with the same conflict-free loads.
 // §state stages (bf16 states): rows 8 st .. 8 st + 7 of Sc and of dSo for half-step st (two make one k-step of 16),
 // copied by cp.async SP_STAGES - 1 half-steps ahead into stages that lie in tiles no one reads during the products
 // (f.kd, f.qd: R and dU are spent; do_raw); rows padded to 288 bytes, so that a half-warp's 8-byte reads (rows t,
-// channels 4g) hit different banks. (Until the commit after 021f6cf of main each lane loaded its values from global
-// memory itself, two k-steps ahead at most: 18% of the kernel's stalls waited for them.)
+// channels 4g) hit different banks. (Loaded from global memory by each lane itself, two k-steps ahead at most, the
+// values held 18% of the kernel's stalls.)
 constexpr int SP_LD = D + 16;                           // bf16 elements in a padded row
 constexpr int SP_STAGE = 2 * 8 * SP_LD * 2;             // bytes: 8 rows of Sc, then 8 of dSo
 constexpr int SP_STAGES = 4;
@@ -361,14 +338,12 @@ __device__ __forceinline__ void a_frag_bf16(const float (*X)[LD], int s, int g, 
         const float* at = &X[g + 8 * (r & 1)][16 * s + 8 * (r >> 1) + t];
         const float x0 = at[0], x1 = at[4];
         hi[r] = pack_bf16(x0, x1);
-        lo[r] = pack_bf16(x0 - __uint_as_float(hi[r] << 16), x1 - __uint_as_float(hi[r] & 0xffff0000u));
+        lo[r] = pack_bf16(x0 - bf16_lo(hi[r]), x1 - bf16_hi(hi[r]));
     }
 }
 // the 16-bit halves of a pair of state words as one B register (k = the two rows, n = one channel): lo halves or hi halves
 __device__ __forceinline__ uint32_t pair_lo(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x5410); }
 __device__ __forceinline__ uint32_t pair_hi(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x7632); }
-__device__ __forceinline__ float bf_lo(uint32_t w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 template <bool BF16>
 __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adjoint& s) {
@@ -415,7 +390,7 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
 #pragma unroll
                 for (int half = 0; half < 2; ++half) {  // sum over the lane's four rows of Sc * dSo at channel ch + e
                     const uint32_t s0 = b[0][half], d0 = b[1][half];
-                    dd[e] = fmaf(bf_lo(s0), bf_lo(d0), fmaf(bf_hi(s0), bf_hi(d0), dd[e]));
+                    dd[e] = fmaf(bf16_lo(s0), bf16_lo(d0), fmaf(bf16_hi(s0), bf16_hi(d0), dd[e]));
                 }
                 mma_bf16(xq[e], pl, b[0][0], b[0][1]);  mma_bf16(xq[e], ph, b[0][0], b[0][1]);
                 mma_bf16(xk[e], rl, b[0][0], b[0][1]);  mma_bf16(xk[e], rh, b[0][0], b[0][1]);
@@ -468,8 +443,7 @@ __device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t sta
 
 // X Y^T of two [CHUNK][LD] tiles in shared memory (16 x 16: sums over the 128 channels), warp w's part of the sum:
 // channels 32w .. 32w + 31, four k-steps of m16n8k8 in 3xTF32 (fp32's accuracy), its two C tiles into part [16][16].
-// (Until 590d807 of main each thread made two of the 256 sums in fp32 on the CUDA cores, 9% of the adjoint's
-// instructions.)
+// (The 256 sums on the CUDA cores in fp32, two a thread, are 9% of the adjoint's instructions.)
 __device__ __forceinline__ void tile_products_part(const float (*X)[LD], const float (*Y)[LD], float* part, int lane, int w) {
     const int g = lane >> 2, t = lane & 3;
     float acc[2][4] = {};
@@ -494,8 +468,8 @@ __device__ __forceinline__ void tile_products_part(const float (*X)[LD], const f
 }
 
 // dq, dk (in f.qd, f.kd), dv (dr) and dg (u) of thread c's channel into the caller's tensors, the chunk's tokens only:
-// a short loop, apart from the unrolled arithmetic (the kernel is sensitive to its code's size: 6a1c949 of main,
-// 168 KB, spent a quarter of its time waiting for instructions)
+// a short loop, apart from the unrolled arithmetic (the kernel is sensitive to its code's size: at 168 KB it spent a
+// quarter of its time waiting for instructions)
 template <class T> __device__ __forceinline__ T as_out(float x);
 template <> __device__ __forceinline__ float as_out<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 as_out<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
@@ -531,9 +505,8 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         prefetch_l2(static_cast<const unsigned char*>(p.dso) + rh * bytes, bytes);
     }
     float (&R)[CHUNK][LD] = s.f.kd, (&dU)[CHUNK][LD] = s.f.qd, (&dP)[CHUNK][LD] = s.f.ki;
-    // the small factors kda_bwd_prepare kept, into registers first: their loads wait beside the copies below (stored
-    // to shared memory after them, until the commit after 021f6cf of main each load was waited for at once: 7% of the
-    // kernel's stalls)
+    // the small factors kda_bwd_prepare kept, into registers first: their loads wait beside the copies below, and
+    // they go to shared memory after them (stored at once, each load is waited for at once: 7% of the kernel's stalls)
     float fa[2], fi[2], fb = 0.f, frq = 0.f, frk = 0.f;
     {
         const float* fac = p.factors + rh * kda::BWD_FACTOR_FLOATS;
@@ -674,27 +647,23 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * s.f.qd[i][c]; sk[i] = x.k[i] * s.f.kd[i][c]; }
     block_sum16(sq, s.f.red);
     block_sum16(sk, s.f.red);
-    const float A = expf(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    const float A = gate_rate_exact(p.A_log[h]), bias = p.dt_bias[h * D + c];
     float dA_log = 0.f, ddt = 0.f;
     float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {                  // in place, each thread its own column; rows past len unused
-        s.f.qd[i][c] = s.f.rq[i] * (s.f.qd[i][c] - sq[i] * x.q[i]);            // dq
-        s.f.kd[i][c] = s.f.rk[i] * (s.f.kd[i][c] - sk[i] * x.k[i]);            // dk
-        const float z = i < len ? A * (__bfloat162float(s.rows.g[i * D + c]) + bias) : 0.f;
-        const float dz = da[i] * (p.lower_bound * sigmoid_slope(z));
-        dg[i][c] = dz * A;
-        if (i < len) {
-            dA_log = fmaf(dz, z, dA_log);
-            ddt = fmaf(dz, A, ddt);
-        }
+        s.f.qd[i][c] = norm_backward(s.f.rq[i], s.f.qd[i][c], sq[i], x.q[i]);   // dq
+        s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
+        const float z = i < len ? gate_arg(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
+        const float dz = da[i] * log_decay_slope(z, p.lower_bound);
+        dg[i][c] = gate_backward(dz, z, A, i < len, dA_log, ddt);
     }
     if (p.grads_bf16) store_grads<__nv_bfloat16>(p, s, tok0, len, h);
     else store_grads<float>(p, s, tok0, len, h);
     p.ddt_part[rh * D + c] = ddt;
     if (c < len) {
-        const float beta = bf16_at(p.beta, (tok0 + c) * H + h);   // b (1 - b) as s(x) s(-x): exact where b ~ 1
-        const float db = s.db[c] * sigmoid_slope(beta);
+        const float x_beta = bf16_at(p.beta, (tok0 + c) * H + h);   // the caller's value of beta
+        const float db = s.db[c] * beta_slope(x_beta);
         if (p.grads_bf16) static_cast<__nv_bfloat16*>(p.dbeta)[(tok0 + c) * H + h] = __float2bfloat16_rn(db);
         else static_cast<float*>(p.dbeta)[(tok0 + c) * H + h] = db;
     }

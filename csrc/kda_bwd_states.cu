@@ -16,17 +16,15 @@
 //
 // Every product runs on the tensor cores in tf32 (m16n8k8: fp32's range, an 11-bit significand, each operand
 // rounded to nearest), accumulating in fp32. The chunk tiles qd, kd and kr come from kda_bwd_prepare in fp16 (their
-// values are at most 1 in size, and fp16 has tf32's significand: half the bytes of the fp32 tiles until bc78446 of
-// main, the same operands but at ties and below fp16's normal range, under 6e-5); INVb comes rounded to tf32. The values
-// and the upstream gradient are read from the caller's own tensors (v bf16, dO bf16 or fp32, [tokens, H, 128]) through
-// the rows' token table, the way kda_bwd_prepare reads them: until bc78446 of main the prepare kernel copied them
-// into fp32 tiles first. The fragments made here (the state, R, U, dU, dR) are rounded as they become operands. The
-// products' results become the next product's left operand without leaving registers: a C fragment (rows g, g + 8;
-// columns 2t, 2t + 1) is, permuted, an A fragment whose k-slots t and t + 4 stand for columns 2t and 2t + 1, and the
-// right operand is read from shared memory in the same order (b0 = column 2t, b1 = column 2t + 1). The tiles arrive in
-// shared memory through NSTAGE stages (cp.async), each tile's rows padded so that the warp's reads hit 32 different
-// banks. Until ca4c861 of main the passes ran on the CUDA cores in fp32, 16 rows a block and two a thread: 2.5 and
-// 3.1 ms at T = 8192, H = 64 on the H200.
+// values are at most 1 in size, and fp16 has tf32's significand: half the bytes of fp32 tiles, and the same operands
+// but at ties and below fp16's normal range, under 6e-5); INVb comes rounded to tf32. The values and the upstream
+// gradient are read from the caller's own tensors (v bf16, dO bf16 or fp32, [tokens, H, 128]) through the rows' token
+// table, the way kda_bwd_prepare reads them, with no copy in between. The fragments made here (the state, R, U, dU,
+// dR) are rounded as they become operands. The products' results become the next product's left operand without
+// leaving registers: a C fragment (rows g, g + 8; columns 2t, 2t + 1) is, permuted, an A fragment whose k-slots t and
+// t + 4 stand for columns 2t and 2t + 1, and the right operand is read from shared memory in the same order (b0 =
+// column 2t, b1 = column 2t + 1). The tiles arrive in shared memory through NSTAGE stages (cp.async), each tile's rows
+// padded so that the warp's reads hit 32 different banks.
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
 
@@ -37,14 +35,12 @@ constexpr int ROW_WARPS = 4;                // warps along the block's state row
 constexpr int VB = 16 * ROW_WARPS;          // state rows per block
 constexpr int SLICES = D / VB;              // blocks per (sequence, head)
 constexpr int NSTAGE = 3;                   // chunks in flight: this one and the next two
-constexpr int TILE = CHUNK * D;             // elements in one [CHUNK][D] tile
-constexpr int SMALL = CHUNK * CHUNK;        // floats in INVb
 // KS warps share each group of 16 state rows, each owning D / KS of its columns (the k-split): a chunk's products
 // over k (S kd^T, dS kr^T) add KS partial sums through shared memory, and each warp updates its own columns. KS = 1 is
-// the layout until the k-split's commit; the library runs KS = 2 (kda_nb.backward_kernels.PASS_KSPLIT), eight warps a
-// block. Measured on the H200 (backward alone, bf16 states and gradients): T = 8192, H = 64 5.46 -> 5.32 ms, one
-// sequence of 32768 at H = 32 13.70 -> 12.45 ms (dstates 6.67 -> 5.43); KS = 4 (16 warps) was slower everywhere
-// (6.33 and 13.42 ms): the exchange and the barriers of 16 warps cost more than their latency hid.
+// one warp per 16 rows; the library runs KS = 2 (kda_nb.backward_kernels.PASS_KSPLIT), eight warps a block: on the H200
+// (backward alone, bf16 states and gradients) 3% faster than KS = 1 at T = 8192, H = 64 and 9% at one sequence of
+// 32768, H = 32. KS = 4 (16 warps) is slower than KS = 2 in both: the exchange and the barriers of 16 warps cost more
+// than the latency they hide.
 template <int KS> struct Split {
     static constexpr int WARPS = ROW_WARPS * KS, THREADS = 32 * WARPS;
     static constexpr int NJ = 16 / KS;       // 8-column blocks of the state a warp holds
@@ -83,8 +79,7 @@ static_assert(StatesStage::BYTES % 16 == 0 && DStatesStage::BYTES % 16 == 0 && S
 // §copies: COLS columns of ROWS rows of src (rows SRC_LD elements of EB bytes apart), from element col0 on, into dst (rows
 // LD elements apart): whole 16-byte pieces, piece e by thread e % THREADS. The shape is a compile-time constant, so each
 // thread's pieces and their offsets are too: no loop to count and no division each chunk, and the offsets can be made
-// once before the chunks' loop (until the commit after 3f6be6e of main the shape came as run-time arguments, and every
-// copy of every chunk counted a loop and divided).
+// once before the chunks' loop.
 template <int THREADS, int ROWS, int COLS, int EB, int LD, int SRC_LD>
 __device__ __forceinline__ void copy_rows(void* dst, const void* src, int64_t col0) {
     constexpr int PER = COLS * EB / 16, PIECES = ROWS * PER;
@@ -156,8 +151,8 @@ __device__ __forceinline__ void rows_times_tile(const float (&X)[NJ][4], const _
 // §ksplit: the full sum over k of the KS warps' partial products `part` (the warps of one row group: warp rg + 4 kh),
 // in the same order in every warp (the same bits), in two halves: publish_k leaves this warp's part in shared memory,
 // gather_k waits for the group's KS warps (a named barrier, 1 + rg) and adds their parts. Work that needs no sum runs
-// between the two, so that a warp waits at the barrier only for what its partner has not yet published (until the commit
-// after 7708cef of main the two halves ran back to back, and the passes' chains waited there every chunk).
+// between the two, so that a warp waits at the barrier only for what its partner has not yet published (run back to
+// back, the two halves make the passes' chains wait there every chunk).
 template <int KS>
 __device__ __forceinline__ void publish_k(const float (&part)[2][4], float* xch, int rg, int kh, int lane) {
     if constexpr (KS > 1) {
@@ -248,16 +243,6 @@ __device__ __forceinline__ void add_rows_product(float (&S)[NJ][4], const uint32
     }
 }
 
-template <int NJ>
-__device__ __forceinline__ void apply_decay(float (&S)[NJ][4], const float* decay, int lane) {
-    const int t = lane & 3;
-#pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-        S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
-    }
-}
-
 // the warp's 16 rows and NJ column blocks of a state, [V][K] fp32, from or to global memory at `base` (the state's row
 // vrow, the warp's first column)
 template <int NJ>
@@ -328,8 +313,8 @@ __device__ __forceinline__ int slice_index(int ld, int vl, int lane, int nt, int
 }
 // the same C fragment pair of a bf16 [CHUNK][LDVH] tile (v, dO) by one ldmatrix.trans: of the 8x8 matrix (tokens 8 nt ..,
 // state rows vl + 8 cb ..) lane 4g + t gets tokens 2t and 2t + 1 of row g, elements (nt, 2 cb) and (nt, 2 cb + 1); a
-// bf16 is the top half of its fp32. (Until the commit after 021f6cf of main eight 2-byte reads a lane, each with its
-// address arithmetic: about a tenth of the backward pass's instructions, with dO's dtype tested at each.)
+// bf16 is the top half of its fp32. (Eight 2-byte reads a lane, each with its address arithmetic, would be about a
+// tenth of the backward pass's instructions.)
 __device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, int lane, float (&x)[2][4]) {
     const int m = lane >> 3, r = lane & 7;                     // matrices (nt, cb): (0, 0), (0, 1), (1, 0), (1, 1)
     uint32_t b[4];
@@ -339,18 +324,17 @@ __device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, in
 #pragma unroll
         for (int cb = 0; cb < 2; ++cb) {
             const uint32_t w = b[2 * nt + cb];
-            x[nt][2 * cb] = __uint_as_float(w << 16);
-            x[nt][2 * cb + 1] = __uint_as_float(w & 0xffff0000u);
+            x[nt][2 * cb] = bf16_lo(w);
+            x[nt][2 * cb + 1] = bf16_hi(w);
         }
 }
 
-// §ahead: the step-major row of each chunk and its tokens, read from global memory an iteration or two before their use
-// (until the commit after 021f6cf of main each was read where it was used, at the top of the chunk loop: dependent
-// loads the chunk's copies and stores waited for). Iteration `it` works on chunk `it` of the pass's order (`chunk_of`),
-// copies chunk it + 2 in, reads chunk it + 3's tokens and chunk it + 4's step offset. That offset is kept as read and
-// becomes a row (+ n) only in the next iteration: until the commit after 3c12b50 of main the row was made where it was
-// read, so each iteration waited there for the load (ncu at one sequence of 32768, H = 32: an eighth of the warps'
-// stall samples in both passes, on that one add).
+// §ahead: the step-major row of each chunk and its tokens, read from global memory an iteration or two before their use,
+// so that the chunk's copies and stores never wait for these dependent loads. Iteration `it` works on chunk `it` of the
+// pass's order (`chunk_of`), copies chunk it + 2 in, reads chunk it + 3's tokens and chunk it + 4's step offset. That
+// offset is kept as read and becomes a row (+ n) only in the next iteration: a row made where it is read makes each
+// iteration wait there for the load (at one sequence of 32768, H = 32, an eighth of the warps' stall samples in both
+// passes fell on that one add).
 struct Ahead {
     int64_t r0, r1, r2;         // the rows of the pass's chunks it .. it + 2
     int64_t s3;                 // chunk it + 3's step offset, as read (its row is s3 + n)

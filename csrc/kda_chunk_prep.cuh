@@ -15,6 +15,7 @@
 // shared memory; only the running sum of the gate over the rows (a sum across lanes) and the 16x16
 // inverse use a small per-warp scratch.
 #pragma once
+#include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_launch.h"
 #include "kda_layout.cuh"
@@ -42,13 +43,9 @@ struct Item {
     int64_t t0;
 };
 
-__device__ __forceinline__ float2 unpack_bf16(uint32_t u) {
-    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
-}
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
     return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
-__device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 __device__ __forceinline__ void sts4(float* p, float a, float b, float c, float d) {
     *reinterpret_cast<float4*>(p) = make_float4(a, b, c, d);
 }
@@ -107,17 +104,17 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
 // 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
 __device__ __forceinline__ void gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
                                            int lane) {
-    const float A = __expf(f.A_log), lb2 = p.lower_bound * LOG2E;
+    const float A = gate_rate(f.A_log), lb2 = p.lower_bound * LOG2E;
     const float4 bias = f.bias;
     float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
         const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
         const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
-        run.x += w * sigmoid(A * (a.x + bias.x));
-        run.y += w * sigmoid(A * (a.y + bias.y));
-        run.z += w * sigmoid(A * (b.x + bias.z));
-        run.w += w * sigmoid(A * (b.y + bias.w));
+        run.x += log_decay(gate_arg(a.x, A, bias.x), w);
+        run.y += log_decay(gate_arg(a.y, A, bias.y), w);
+        run.z += log_decay(gate_arg(b.x, A, bias.z), w);
+        run.w += log_decay(gate_arg(b.y, A, bias.w), w);
         sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
     }
     *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
@@ -150,8 +147,8 @@ __device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, float (&rq
             sq += __shfl_xor_sync(0xffffffffu, sq, o);
             sk += __shfl_xor_sync(0xffffffffu, sk, o);
         }
-        rq[hf] = rsqrtf(sq + 1e-6f);
-        rk[hf] = rsqrtf(sk + 1e-6f);
+        rq[hf] = inv_norm(sq);
+        rk[hf] = inv_norm(sk);
     }
 }
 
@@ -205,12 +202,8 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
             }
 #pragma unroll
             for (int nt = 0; nt < 2; ++nt) {
-                mma_tf32(Lacc[nt], kl4, bh[nt][0], bh[nt][1]);      // the small terms first
-                mma_tf32(Lacc[nt], kh4, bl[nt][0], bl[nt][1]);
-                mma_tf32(Lacc[nt], kh4, bh[nt][0], bh[nt][1]);
-                mma_tf32(Macc[nt], ql4, bh[nt][0], bh[nt][1]);
-                mma_tf32(Macc[nt], qh4, bl[nt][0], bl[nt][1]);
-                mma_tf32(Macc[nt], qh4, bh[nt][0], bh[nt][1]);
+                mma3(Lacc[nt], kh4, kl4, bh[nt][0], bl[nt][0], bh[nt][1], bl[nt][1]);
+                mma3(Macc[nt], qh4, ql4, bh[nt][0], bl[nt][0], bh[nt][1], bl[nt][1]);
             }
         }
 #pragma unroll
@@ -252,7 +245,7 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
     const int len = f.it.len;
     float beta[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? sigmoid(__bfloat162float(f.beta[hf])) : 0.f;
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_of(__bfloat162float(f.beta[hf])) : 0.f;
 
     gate_decay(p, f, sm, rec, len, lane);
     Item nx;

@@ -13,6 +13,8 @@ namespace kda {
 
 constexpr int D = 128;           // head dimension, K = V = D
 constexpr float LOG2E = 1.4426950408889634f;
+constexpr int TILE = CHUNK * D;          // elements of one [CHUNK][D] tile (a chunk's rows of one head)
+constexpr int SMALL = CHUNK * CHUNK;     // elements of one [CHUNK][CHUNK] matrix (INVb, A, Mqk)
 
 // §record --------------------------------------------------------------------------------------
 // The record K1 writes for every (chunk, head) and K2 reads back. It is laid out exactly as K2 wants
@@ -52,13 +54,20 @@ __device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
     __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t*>(&v);
 }
+// a bf16 is the top half of its fp32: the low and the high bf16 of a 32-bit word, both of a word, and element i of a
+// bf16 array in global memory
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float2 unpack_bf16(uint32_t u) { return make_float2(bf16_lo(u), bf16_hi(u)); }
+__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
+    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+}
+__device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }   // 16-byte aligned
 __device__ __forceinline__ float fast_exp2(float x) {   // ex2.approx: 2^x, flushes tiny results to 0
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-// 1 / (1 + e^-x) with the fast exponential and reciprocal: a few ulp, against ~10 instructions of an IEEE divide
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 
 // §fragments ----------------------------------------------------------------------------------
 // mma.sync m16n8k16, fp32 accumulators. Lane = 4 * g + t (g = "group", t = "thread in group").
@@ -103,9 +112,28 @@ __device__ __forceinline__ uint32_t tf32_rn(float x) {
     return r;
 }
 __device__ __forceinline__ float tf32_rounded(float x) { return __uint_as_float(tf32_rn(x)); }
+// d += a b in 3xTF32 (about fp32's accuracy): a and b split by split_tf32 into hi and lo parts, the small products first,
+// the lo x lo product left out. b0, b1: the B fragment's two registers.
+__device__ __forceinline__ void mma3(float (&d)[4], const uint32_t (&ah)[4], const uint32_t (&al)[4],
+                                     uint32_t bh0, uint32_t bl0, uint32_t bh1, uint32_t bl1) {
+    mma_tf32(d, al, bh0, bh1);
+    mma_tf32(d, ah, bl0, bl1);
+    mma_tf32(d, ah, bh0, bh1);
+}
+// S <- S diag(decay) for a warp's NJ C fragments of a state (S[j]: columns 8 j + 2 t, + 1 of rows g, g + 8), decay
+// at the fragments' first column: the state step's forgetting, forward (kda_recurrence.cuh) and backward (kda_bwd_states.cu)
+template <int NJ>
+__device__ __forceinline__ void apply_decay(float (&S)[NJ][4], const float* decay, int lane) {
+    const int t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
+        S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
+    }
+}
 // x as an operand of mma_tf32, rounded as tf32_rn rounds it, in one integer add: half a tf32 ulp added to its bits, and
-// the tensor core drops the low 13 bits itself (the same operand for every finite x). cvt.rna.tf32.f32 took about 2.5
-// instructions, 15 to 18% of the backward passes' instructions until 590d807 of main.
+// the tensor core drops the low 13 bits itself (the same operand for every finite x). cvt.rna.tf32.f32 takes about 2.5
+// instructions: 15 to 18% of the backward passes' instructions if they used it.
 __device__ __forceinline__ uint32_t tf32_op(float x) { return __float_as_uint(x) + 0x1000u; }
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
     return static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -8,8 +8,8 @@
 // into its own buffer with its own barrier, and then runs them one after the other: while it updates and
 // writes the first, the second is on its way. A block keeps no registers busy waiting for the copies,
 // and with two slices in flight per block an SM keeps twice the bytes in flight that one slice per block
-// gave (v4 before this: 364.7 us for 256 sequences of one token at H = 32 on the H200, 1.43x the state
-// floor), which is what a memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
+// would (with one, 256 sequences of one token at H = 32 took 1.43x the time of the state's bytes at the H200's
+// bandwidth), which is what a memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
 // channel c of q, k, g and computes, once per block, the normalised query and key (sums of squares
 // across the block) and the decay exp(a_c) of the safe gate; beta and the slice's values come along.
 // Then a state row (one value channel, 128 key channels) is held in registers by 8 neighbouring lanes,
@@ -17,6 +17,7 @@
 // thread, and per token, with b = sigmoid(beta):
 //   S <- S diag(exp a);  e = v - S k^;  S <- S + b e k^T;  o = scale S q^     (all in fp32)
 // The row sums (S k^ and S q^) are shuffles across the 8 lanes.
+#include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_launch.h"
 #include "kda_layout.cuh"
@@ -50,14 +51,7 @@ struct DecodeSmem {
     uint64_t bar[DEC_SLICES];
 };
 
-__device__ __forceinline__ float4 bf16x4(uint2 u) {
-    return make_float4(__uint_as_float(u.x << 16), __uint_as_float(u.x & 0xffff0000u),
-                       __uint_as_float(u.y << 16), __uint_as_float(u.y & 0xffff0000u));
-}
-__device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
-    return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
-}
-__device__ __forceinline__ float4 lds4f(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 bf16x4(uint2 u) { return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y)); }
 
 // §bounds: the sequence's tokens [t0, t1) = [safe[n], safe[n + 1]) by the safe-offset rule of
 // kda_layout.cuh, from the caller's offsets cu: the running maximum is a block-wide reduction over cu[0..n]
@@ -110,7 +104,7 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
                     g = __bfloat162float(gp[i * stride]);
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
-        sm.decay[i][c] = fast_exp2(LOG2E * p.lower_bound * sigmoid(A * (g + dtb)));
+        sm.decay[i][c] = fast_exp2(log_decay(gate_arg(g, A, dtb), LOG2E * p.lower_bound));
         float sq = q * q, sk = k * k;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
@@ -121,14 +115,14 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     }
     if (c < DEC_BLOCK_ROWS)
         for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
-    if (c < nt) sm.b[c] = sigmoid(bf16_at(p.beta, (tb + c) * p.H + h));
+    if (c < nt) sm.b[c] = beta_of(bf16_at(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; ++w) { sq += sm.sums[i][w][0]; sk += sm.sums[i][w][1]; }
-        sm.qh[i][c] *= rsqrtf(sq + 1e-6f);
-        sm.kh[i][c] *= rsqrtf(sk + 1e-6f);
+        sm.qh[i][c] *= inv_norm(sq);
+        sm.kh[i][c] *= inv_norm(sk);
     }
     __syncthreads();
 }
@@ -196,7 +190,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             return;
         }
 
-        const float A = __expf(__ldg(p.A_log + h));
+        const float A = gate_rate(__ldg(p.A_log + h));
         const float dtb = __ldg(p.dt_bias + h * D + threadIdx.x);
 
         float S[DEC_ROWS][4 * DEC_PIECES];
@@ -215,7 +209,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int m = 0; m < DEC_PIECES; ++m) {
                     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
                     const int e = row_of(i) * D + 32 * m + 4 * j;
-                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4f(sm.state[sl] + e);
+                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[sl] + e);
                     else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[sl]) + e));
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
@@ -240,7 +234,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             for (int ii = 0; ii < DEC_ROWS; ++ii) dot[ii] = rd[ii] = 0.f;
 #pragma unroll
             for (int m = 0; m < DEC_PIECES; ++m) {
-                const float4 d = lds4f(&sm.decay[i][32 * m + 4 * j]), k = lds4f(&sm.kh[i][32 * m + 4 * j]);
+                const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]);
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) {
                     float* s = &S[ii][4 * m];
@@ -258,7 +252,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             }
 #pragma unroll
             for (int m = 0; m < DEC_PIECES; ++m) {
-                const float4 k = lds4f(&sm.kh[i][32 * m + 4 * j]), q = lds4f(&sm.qh[i][32 * m + 4 * j]);
+                const float4 k = lds4(&sm.kh[i][32 * m + 4 * j]), q = lds4(&sm.qh[i][32 * m + 4 * j]);
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) {
                     float* s = &S[ii][4 * m];

@@ -34,7 +34,7 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 // Whether the shared-memory attribute of each configuration's kernel is set, per device. A variable of the file
 // (internal linkage), not a static inside launch_recurrence_with: a template's static local is one object per
 // process, which two builds of these kernels loaded side by side (a before/after comparison) would share, so the
-// second build's kernel went without its attribute and failed to launch ("invalid argument", 2026-12-04).
+// second build's kernel would go without its attribute and fail to launch ("invalid argument").
 namespace { bool k2_attribute_set[2][MAX_DEVICES] = {}; }
 
 template <int NSTAGE>

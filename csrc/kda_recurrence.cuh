@@ -10,7 +10,7 @@
 //   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
 // The chunk's record (already in this layout) and values arrive in shared memory through a pipeline of
 // NSTAGE stages, so loads for later chunks overlap the arithmetic of this one. The stages of a chunk are
-// __forceinline__ functions, so each kernel still compiles to the one body it was (the SASS is unchanged).
+// __forceinline__ functions, so each kernel compiles to one body.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -86,7 +86,6 @@ __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, i
 // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
 __device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfloat16* kd, const __nv_bfloat16* qd,
                                                const float* decay, int lane, float (&W)[2][2][4], float (&P)[2][4]) {
-    const int t = lane & 3;
     uint32_t Sa[8][4];
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb) {
@@ -96,11 +95,7 @@ __device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfl
         Sa[kb][3] = pack_bf16(S[2 * kb + 1][2], S[2 * kb + 1][3]);
     }
     // §decay: S <- S diag(decay) now, while the products below (which read Sa) are in flight
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-        const float2 d = *reinterpret_cast<const float2*>(decay + 8 * j + 2 * t);
-        S[j][0] *= d.x; S[j][1] *= d.y; S[j][2] *= d.x; S[j][3] *= d.y;
-    }
+    apply_decay<16>(S, decay, lane);
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;   // ldmatrix, B of 2 n-tiles
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb) {

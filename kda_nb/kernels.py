@@ -25,7 +25,8 @@ __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT
            'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
-CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_chunk_prep.cuh',
+CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
+              'kda_chunk_prep.cuh',
               'kda_recurrence.cuh', 'kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu',
               'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_switch.h', 'kda_checks.h',
               'kda_pipeline.h', 'kda_binding.cpp')

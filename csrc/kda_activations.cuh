@@ -1,0 +1,76 @@
+// kda_activations.cuh: KDA's per-token activations, forward and backward, for every kernel (K1 and the fused
+// kernel's preparation, K3 decode, the backward's prepare and adjoint): the gate's log-decay, beta (the write
+// strength) and the L2 normalisation of q and k. Only the math of one value lives here; how a kernel lays its
+// tokens and channels over threads (and so how it sums over channels) stays in the kernel.
+//
+// Each activation has a form, a compile-time parameter of its functions. There is one form of each today; another
+// (a gate given from outside, beta given as a probability, q and k normalised by the caller) is a new enum value
+// and an `if constexpr` branch in these functions, so the kernels that call them need no second copy.
+//
+// Python's reference: kda_nb.activations (gate, beta, l2_normalize) and kda_nb.backward (activate_backward).
+#pragma once
+#include "kda_common.cuh"
+
+namespace kda {
+
+// §forms
+enum class GateForm { SafeSigmoid };   // log-decay = bound * sigmoid(exp(A_log) (g + dt_bias)), bound = lower_bound < 0
+enum class BetaForm { Logit };         // beta = sigmoid(x) of the caller's x
+enum class NormForm { L2 };            // x_hat = x / sqrt(|x|^2 + NORM_EPS), inside the kernels
+
+constexpr float NORM_EPS = 1e-6f;      // kda_nb.activations.l2_normalize
+
+// §sigmoid: 1 / (1 + e^-x) with the fast exponential (ex2.approx: a relative error of a few 1e-7 for the arguments
+// here) and a fast reciprocal, against ~10 instructions of an IEEE divide: 0 or 1 where e^-x leaves fp32's range,
+// as it should be.
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+// sigmoid(x) sigmoid(-x) = e / (1 + e)^2 with e = exp(-|x|) <= 1: no cancellation where sigmoid(x) is near 1. Exact
+// (expf and an IEEE divide): its fast form puts the adjoint, held to 168 registers for three blocks an SM, past them.
+__device__ __forceinline__ float sigmoid_slope(float x) {
+    const float e = expf(-fabsf(x)), d = 1.f + e;
+    return e / (d * d);
+}
+
+// §gate: the gate's rate A = exp(A_log) of a head, its argument z = A (g + dt_bias) of one channel of one token, and
+// the log-decay bound * sigmoid(z), with `bound` the lower bound of the log-decay (times log2(e) where a kernel keeps
+// the cumulative decay in base 2, or 0 to drop a padding token). The forward's kernels take A by the fast
+// exponential (gate_rate), the backward's by the exact one (gate_rate_exact): they differ by an ulp or two.
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float gate_rate(float A_log) { return __expf(A_log); }
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float gate_rate_exact(float A_log) { return expf(A_log); }
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float gate_arg(float g, float A, float bias) { return A * (g + bias); }
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float log_decay(float z, float bound) { return bound * sigmoid(z); }
+// d log_decay / dz
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float log_decay_slope(float z, float bound) { return bound * sigmoid_slope(z); }
+// the gate's backward for one channel of one token, from dz = d(loss) / dz: returns d(loss) / dg (dz A) and, for a
+// real token (`real`), adds the token's shares of d(loss) / dA_log (dz z) and d(loss) / ddt_bias (dz A) to dA_log, ddt
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float gate_backward(float dz, float z, float A, bool real, float& dA_log, float& ddt) {
+    if (real) {
+        dA_log = fmaf(dz, z, dA_log);
+        ddt = fmaf(dz, A, ddt);
+    }
+    return dz * A;
+}
+
+// §beta: the write strength of a token from the caller's value x, and d beta / dx (b (1 - b) as s(x) s(-x): exact
+// where b is near 1)
+template <BetaForm F = BetaForm::Logit>
+__device__ __forceinline__ float beta_of(float x) { return sigmoid(x); }
+template <BetaForm F = BetaForm::Logit>
+__device__ __forceinline__ float beta_slope(float x) { return sigmoid_slope(x); }
+
+// §norm: r = 1 / sqrt(|x|^2 + eps) from a token's sum of squares over its channels (x_hat = r x), and the gradient of
+// x from that of x_hat: r (dx_hat - (x_hat . dx_hat) x_hat), given the token's dot = x_hat . dx_hat
+template <NormForm F = NormForm::L2>
+__device__ __forceinline__ float inv_norm(float sum_sq) { return rsqrtf(sum_sq + NORM_EPS); }
+template <NormForm F = NormForm::L2>
+__device__ __forceinline__ float norm_backward(float r, float dx_hat, float dot, float x_hat) {
+    return r * (dx_hat - dot * x_hat);
+}
+
+}  // namespace kda
