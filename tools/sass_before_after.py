@@ -9,7 +9,9 @@ Both sides are built as the library builds its kernels: the `.cu` files of `KERN
 its kda_nb/kernels.py, for the commit's side) included, in that order, by one translation unit, compiled by nvcc with `CUDA_FLAGS` and `TORCH_NVCC_DEFINES` (kda_nb.kernels) to an object file.
 `cuobjdump -sass` of each object is split per kernel (its mangled name) and normalised to the instructions alone (no
 addresses, no encodings). For each kernel the tool prints the instruction count before and after and `same` or
-`DIFFERENT`; a kernel on one side only is `DIFFERENT`. Exit status 1 if any kernel differs, 0 if all are the same.
+`DIFFERENT`; a kernel on one side only is `DIFFERENT`. `params` is the verdict of a kernel whose instructions are the
+same but for the offsets at which they read their parameters (`c[0x0][...]`: a reordered params struct): the same
+arithmetic on the same values. Exit status 1 if any kernel differs (with `--strict`, also for `params`), else 0.
 The column `bytes` says whether the encodings, scheduling control bits included, are equal too (`=`) or not (`~`).
 
 Needs git, nvcc and cuobjdump with its nvdisasm (the CUDA toolkit, or the nvidia-cuda-cuobjdump and
@@ -97,6 +99,7 @@ def main(argv: list[str]) -> int:
     p.add_argument('before', nargs='?', default=DEFAULT_BEFORE, help=f'git commit (default {DEFAULT_BEFORE})')
     p.add_argument('--diff', metavar='KERNEL', help='print a unified diff of the kernel whose name contains KERNEL')
     p.add_argument('--arch', default='sm_90a', help='sm_XX target (default sm_90a)')
+    p.add_argument('--strict', action='store_true', help='a kernel whose parameters moved counts as different')
     a = p.parse_args(argv)
     if not re.fullmatch(r'sm_\d+a?', a.arch): sys.exit(f"sass_before_after: --arch must look like sm_90a, got {a.arch!r}")
     with tempfile.TemporaryDirectory() as t:
@@ -105,15 +108,21 @@ def main(argv: list[str]) -> int:
         after = sass(ROOT / 'csrc', KERNEL_UNITS, a.arch, tmp, 'after')
     names = sorted(set(before) | set(after))
     pretty = demangled(names)
-    differ = 0
+    differ = moved = 0
+    params = lambda ins: [re.sub(r'c\[0x0\]\[0x[0-9a-f]+\]', 'c[0x0][param]', i) for i in ins]
     print(f"{'before':>7} {'after':>7}  verdict   bytes  kernel   (before: {a.before}, after: working tree, {a.arch})")
     for n in names:
         (b, b_enc), (w, w_enc) = before.get(n, (None, None)), after.get(n, (None, None))
         same = b is not None and b == w
-        differ += not same
+        shifted = not same and b is not None and w is not None and params(b) == params(w)
+        differ += not (same or shifted)
+        moved += shifted
         count = lambda ins: f"{len(ins):7d}" if ins is not None else f"{'-':>7}"
-        print(f"{count(b)} {count(w)}  {'same     ' if same else 'DIFFERENT'}  {'=' if b_enc == w_enc else '~'}     {pretty[n]}")
-    print(f"{len(names) - differ} of {len(names)} kernels the same" + (f", {differ} DIFFERENT" if differ else ''))
+        verdict = 'same     ' if same else 'params   ' if shifted else 'DIFFERENT'
+        print(f"{count(b)} {count(w)}  {verdict}  {'=' if b_enc == w_enc else '~'}     {pretty[n]}")
+    print(f"{len(names) - differ - moved} of {len(names)} kernels the same"
+          + (f", {moved} the same but for their parameters' offsets" if moved else '')
+          + (f", {differ} DIFFERENT" if differ else ''))
     if a.diff:
         hits = [n for n in names if a.diff in n or a.diff in pretty[n]]
         if not hits: sys.exit(f"sass_before_after: no kernel's name contains {a.diff!r}")
@@ -121,7 +130,7 @@ def main(argv: list[str]) -> int:
             sys.stdout.writelines(difflib.unified_diff([i + '\n' for i in before.get(n, ([], []))[0]],
                                                        [i + '\n' for i in after.get(n, ([], []))[0]],
                                                        f'{a.before}: {pretty[n]}', f'working tree: {pretty[n]}'))
-    return 1 if differ else 0
+    return 1 if differ or (a.strict and moved) else 0
 
 
 if __name__ == '__main__':
