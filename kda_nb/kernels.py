@@ -32,7 +32,7 @@ CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 
               'kda_pipeline.h', 'kda_binding.cpp')
 KERNEL_UNITS = ('kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu', 'kda_fwd_fused.cu',
                 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu')   # the kernels' files, in the order they are built (one unit)
-KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the binding's entry points: K3, the fused kernel, K1 + K2
+KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the paths kda_forward runs: K3, the fused kernel, K1 + K2
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
