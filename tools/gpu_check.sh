@@ -5,7 +5,14 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#
+# --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
+#   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
+# the anchor, sweeps and small-call groups (kda_nb, with FlashKDA where flash_kda imports and fla's recurrent kernel
+# where fla does), the decode paths (tools/decode_paths.py) and the train group (kda_nb and fla, fla warmed first), each
+# group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
+# repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
 # --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests, then
 # `python -m kda_nb.ncu capture --modes fixed varlen decode train` (with `--with-flash-kda` where flash_kda imports:
@@ -59,7 +66,7 @@ echo "== build (this tree and $BASE)"
 python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
-for v in (None,) if sys.argv[2:] in (['--train'], ['--capture']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records']) else (None, sys.argv[1]):
     t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
@@ -86,6 +93,37 @@ if [ "$BENCH" = --train ]; then
     --no-plots --out "$LOG" --tag train_h200 "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
   exit $status
 fi
+if [ "$BENCH" = --records ]; then
+  REC=/tmp/records; rm -rf "$REC"; mkdir -p "$REC/benchmarks"
+  FK=$(python3 -c "import flash_kda" 2>/dev/null && echo ,flash_kda)
+  FR=$(python3 -c "import fla" 2>/dev/null && echo ,fla_recurrent)
+  group() {   # TAG SECONDS ARGS...: one group of the benchmark into $REC (BENCHMARK_<TAG>.md, benchmarks/results_<tag>.json)
+    local tag=$1 s=$2; shift 2
+    echo "== record $tag (at most $s s)"
+    bounded python3 -m kda_nb.bench --no-plots "$@" --deadline "$s" --out "$REC" --tag "$tag" "${COMMIT_ARG[@]}" 2>&1 \
+      | tee "$LOG/$tag.txt" || status=1
+    [ -f "$REC/BENCHMARK_${tag^^}.md" ] && mv "$REC/BENCHMARK_${tag^^}.md" "$REC/benchmarks/"
+  }
+  group anchor_h200 60 --cases anchor --impls "kda_nb$FK"
+  group sweeps_h200 150 --cases T,N --impls "kda_nb$FK"
+  group small_h200 60 --cases small --impls "kda_nb,kda_nb_step$FK$FR"
+  echo "== record decode_paths_h200"
+  bounded python3 tools/decode_paths.py h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
+    || status=1
+  if [ -n "$FR" ]; then
+    if [ -n "${FLA_CONFIGS:-}" ]; then
+      python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
+      export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
+    fi
+    for h in $(echo "${TRAIN_H:-96,64}" | tr ',' ' '); do
+      bounded python3 tools/fla_warmup.py --H "$h" --first "${FLA_WARM_FIRST:-$([ -n "${FLA_CONFIGS:-}" ] && echo 6 || echo 2)}" \
+        2>&1 | tee -a "$LOG/fla_warmup.txt" || status=1
+    done
+  fi
+  group train_h200 "$(( $(left) - 15 ))" --cases train --impls "kda_nb${FR:+,fla}" --H "${TRAIN_H:-96,64}"
+  tar -C "$REC" -cf "$OUTDIR/records.tar" benchmarks && tar -tf "$OUTDIR/records.tar"
+  exit $status
+fi
 if [ "$BENCH" = --capture ]; then
   echo "== the GPU tests (not the slow ones), then the capture"
   bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" | tail -15 || status=1
@@ -108,7 +146,7 @@ if [ "$BENCH" = --capture ]; then
     ncu_read numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
       --out "$LOG/flash_kda" 2>&1 | tee -a "$LOG/capture.txt" || status=1
   fi
-  for r in kda_fixed kda_varlen; do                 # the full reports the repository keeps, each under the 16 MB limit
+  for r in kda_fixed kda_varlen; do                 # the full reports (not tracked: their numbers are), each under the 16 MB limit
     [ -f "/tmp/ncu/$r.ncu-rep" ] && cp "/tmp/ncu/$r.ncu-rep" "$OUTDIR/"
   done
   exit $status
