@@ -5,7 +5,7 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a KERNEL_VERSIONS key (default base, 72082b1)
 #
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
@@ -38,7 +38,7 @@
 # then carry .kcache and export XDG_CACHE_HOME=$PWD/.kcache there (kda_nb.kernels reads a complete copy from it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BASE="${1:-v5-pre-house}"
+BASE="${1:-base}"
 BENCH="${2:-}"
 # The device tool brings back at most 8 files of $OUT, 16 MB each, and kills a command at its limit: the logs are
 # written to a work folder and packed into one $OUT/gpu_check.tar when the script ends, which it does before
