@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU truth, on an SM90 machine (the lent H200): build the kernels once, then in the same process tree
-#   1. the outputs of this tree against an earlier build, bitwise (tools/bitwise_before_after.py BASE);
+#   1. the outputs of this tree against an earlier build, bitwise (python -m kda_nb.bench compare BASE);
 #   2. the GPU tests of the library's notebooks (kernels, decode, plan, API, backward, fla backend), with the
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
@@ -20,9 +20,9 @@
 # `numbers` for FlashKDA's, whose sources stay on the machine) and the summary, on the machine itself.
 #
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
-# --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (tools/backward_stages.py)
+# --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (python -m kda_nb.bench stages)
 # and the benchmark's train group (kda_nb and fla's training steps in one run; TRAIN_H picks the anchors' heads,
-# default 96,64 as the issue's train group asks (each head warmed for fla in turn); TRAIN_DEADLINE the run's seconds, default 400), after tools/fla_warmup.py has compiled and tuned fla's
+# default 96,64 (each head warmed for fla in turn); TRAIN_DEADLINE the run's seconds, default 400), after tools/fla_warmup.py has compiled and tuned fla's
 # training path on the same shapes (minutes per shape class: more than one 10-minute device command holds; keep
 # the machine warm, whose Triton cache keeps what was tuned, and go on with the benchmark's --resume;
 # FLA_WARM_FIRST: how many of its shapes to warm, default 2 (6 with FLA_CONFIGS); FLA_CACHE: a packed Triton cache to restore first;
@@ -78,7 +78,7 @@ if [ "$BENCH" = --train ]; then
     | tee "$LOG/pytest_api_backward.txt" || status=1
   echo "== the backward under compute-sanitizer, and where its time goes"
   bounded python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
-  bounded python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
+  bounded python3 -m kda_nb.bench stages --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
   if [ -n "${FLA_CONFIGS:-}" ]; then
     python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
     export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
@@ -157,7 +157,7 @@ if [ "$BENCH" = --slow ]; then
   exit $status
 fi
 echo "== bitwise against $BASE"
-bounded python3 tools/bitwise_before_after.py "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
+bounded python3 -m kda_nb.bench compare "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
 echo "== GPU tests (not the slow ones)"
 bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then
