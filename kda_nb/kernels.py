@@ -45,6 +45,7 @@ TORCH_NVCC_DEFINES = ['-D__CUDA_NO_HALF_OPERATORS__', '-D__CUDA_NO_HALF_CONVERSI
                       '-D__CUDA_NO_HALF2_OPERATORS__', '--expt-relaxed-constexpr']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
 KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
+                   'base': '72082b1dbccac49ff5ea51f4b89e82914fd71f32',   # csrc/ before the house change (the before/after's base)
                    'v5-pre-house': 'cea6f4afb40c0bc4024f08d3c5d531e81f16cbf9',  # v5 before its files were renamed (same kernels)
                    'v4': 'bfedf82b2384862aa6e1e79824b34f66fc13e20d',     # csrc/ before v5
                    'v3': '87917b5b2d44a7f2c6518dd9a84631ee3f6d07c1',     # csrc/ before v4

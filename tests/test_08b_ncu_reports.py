@@ -241,7 +241,16 @@ def test_report_file_problems(tmp_path):
     assert 'Git LFS pointer' in report_file_problem(tmp_path / 'b.ncu-rep')
     with pytest.raises(FileNotFoundError, match='does not exist'): read_report(tmp_path / 'a.ncu-rep')
     assert committed_reports(tmp_path) == {} and 'no kda_fixed.ncu-rep' in reports_unavailable_reason(tmp_path)
-    assert load_committed(tmp_path) == {} and capture_record(tmp_path) == {}
+    assert load_committed(tmp_path) == {} and load_committed(tmp_path, full=True) == {} and capture_record(tmp_path) == {}
+
+def test_committed_numbers():
+    "The committed numbers of the fixed and varlen captures read back with their launches and per-line samples."
+    from kda_nb.ncu.capturing import SOURCE_FILES
+    P = load_committed()
+    assert set(P) == {'fixed', 'varlen'}
+    for m, p in P.items():
+        assert len(p.launches) and len(p.stalls) and p.pcs.samples.sum() > 0, m
+        assert set(p.sources) and set(p.sources) <= set(SOURCE_FILES), m
 
 
 def test_numbers_keep_the_tables_and_no_code(tmp_path):

@@ -83,8 +83,14 @@ test_tidy_formats_each_column_once()
 from kda_nb.ncu.capturing import (D, FUSED_KERNEL, H_DEFAULT, REPORT_NAMES, SOURCE_FILES, T_DEFAULT, capture_record,
                                   command_of, impl_kernels, workload_seqlens)
 from kda_nb.ncu.checks import check_profile
-from kda_nb.ncu.reports import committed_reports, missing_metrics, read_report, reports_unavailable_reason
+from kda_nb.ncu.reports import committed_reports, load_committed, missing_metrics, read_report, reports_unavailable_reason
 REPORTS_REASON = reports_unavailable_reason()
+
+def _committed_profiles() -> list:
+    "(label, mode, Profile): the committed numbers always, the full reports too where a capture has put them here."
+    out = [(f'numbers, {m}', m, p) for m, p in load_committed().items()]
+    if REPORTS_REASON is None: out += [(f'report, {m}', m, read_report(committed_reports()[m], m)) for m in ('fixed', 'varlen')]
+    return out
 
 def _launch_shape(mode: str, sources: dict) -> dict:
     """(grid or None, block or None, bound on the grid) that K1, K2 and the fused kernel must have for `mode` on an H200,
@@ -106,12 +112,11 @@ def _launch_shape(mode: str, sources: dict) -> dict:
     return shapes
 
 
-@pytest.mark.skipif(REPORTS_REASON is not None, reason=f"no committed ncu reports: {REPORTS_REASON}")
 def test_committed_reports():
     rec = capture_record()
-    assert {'fixed', 'varlen'} <= set(committed_reports()) and command_of('kda_fixed', rec)
-    for mode in ('fixed', 'varlen'):
-        p = read_report(committed_reports()[mode], mode)
+    profiles = _committed_profiles()
+    assert {'fixed', 'varlen'} <= {m for _, m, _ in profiles} and command_of('kda_fixed', rec)
+    for label, mode, p in profiles:
         t, kernels = kernel_table(p), impl_kernels(mode)      # what the plan runs for the batch (an H200's SMs)
         assert sorted(t.index) == sorted(kernels), f"{mode}: kernels {list(t.index)}, the plan runs {kernels}"
         step = next(st for st in rec['steps'] if st.get('name') == REPORT_NAMES[mode])
@@ -140,4 +145,4 @@ def test_committed_reports():
             own = ph[[f in SOURCE_FILES for f in ph.index.get_level_values(0)]]
             assert not own.empty and own.index[0][1] not in ('', '?', 'head') and own.samples_share.sum() > 0.5, own.head(3)
             assert abs(ph.samples_share.sum() - 1) < 1e-9 and abs(ph.inst_share.sum() - 1) < 1e-9
-        print('\n'.join(summarize(p)))
+        if label.startswith('numbers'): print('\n'.join(summarize(p)))

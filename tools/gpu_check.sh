@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # The GPU truth, on an SM90 machine (the lent H200): build the kernels once, then in the same process tree
-#   1. the outputs of this tree against an earlier build, bitwise (tools/bitwise_before_after.py BASE);
+#   1. the outputs of this tree against an earlier build, bitwise (python -m kda_nb.bench compare BASE);
 #   2. the GPU tests of the library's notebooks (kernels, decode, plan, API, backward, fla backend), with the
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture]   # BASE: a KERNEL_VERSIONS key (default v5-pre-house)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a KERNEL_VERSIONS key (default base, 72082b1)
+#
+# --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
+#   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
+# the anchor, sweeps and small-call groups (kda_nb, with FlashKDA where flash_kda imports and fla's recurrent kernel
+# where fla does), the decode paths (tools/decode_paths.py) and the train group (kda_nb and fla, fla warmed first), each
+# group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
+# repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
 # --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests, then
 # `python -m kda_nb.ncu capture --modes fixed varlen decode train` (with `--with-flash-kda` where flash_kda imports:
@@ -13,9 +20,9 @@
 # `numbers` for FlashKDA's, whose sources stay on the machine) and the summary, on the machine itself.
 #
 # --slow runs only the slow GPU tests (the sanitizer cases, the 64-bit offsets test); without it they are left out.
-# --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (tools/backward_stages.py)
+# --train runs only the backward's GPU tests, its sanitizer cases, its per-kernel times (python -m kda_nb.bench stages)
 # and the benchmark's train group (kda_nb and fla's training steps in one run; TRAIN_H picks the anchors' heads,
-# default 96,64 as the issue's train group asks (each head warmed for fla in turn); TRAIN_DEADLINE the run's seconds, default 400), after tools/fla_warmup.py has compiled and tuned fla's
+# default 96,64 (each head warmed for fla in turn); TRAIN_DEADLINE the run's seconds, default 400), after tools/fla_warmup.py has compiled and tuned fla's
 # training path on the same shapes (minutes per shape class: more than one 10-minute device command holds; keep
 # the machine warm, whose Triton cache keeps what was tuned, and go on with the benchmark's --resume;
 # FLA_WARM_FIRST: how many of its shapes to warm, default 2 (6 with FLA_CONFIGS); FLA_CACHE: a packed Triton cache to restore first;
@@ -31,7 +38,7 @@
 # then carry .kcache and export XDG_CACHE_HOME=$PWD/.kcache there (kda_nb.kernels reads a complete copy from it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-BASE="${1:-v5-pre-house}"
+BASE="${1:-base}"
 BENCH="${2:-}"
 # The device tool brings back at most 8 files of $OUT, 16 MB each, and kills a command at its limit: the logs are
 # written to a work folder and packed into one $OUT/gpu_check.tar when the script ends, which it does before
@@ -59,7 +66,7 @@ echo "== build (this tree and $BASE)"
 python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
-for v in (None,) if sys.argv[2:] in (['--train'], ['--capture']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records']) else (None, sys.argv[1]):
     t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
@@ -71,7 +78,7 @@ if [ "$BENCH" = --train ]; then
     | tee "$LOG/pytest_api_backward.txt" || status=1
   echo "== the backward under compute-sanitizer, and where its time goes"
   bounded python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
-  bounded python3 tools/backward_stages.py --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
+  bounded python3 -m kda_nb.bench stages --out "$LOG" 2>&1 | tee "$LOG/backward_stages.txt" || status=1
   if [ -n "${FLA_CONFIGS:-}" ]; then
     python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
     export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
@@ -84,6 +91,37 @@ if [ "$BENCH" = --train ]; then
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   bounded python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_h200 "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
+  exit $status
+fi
+if [ "$BENCH" = --records ]; then
+  REC=/tmp/records; rm -rf "$REC"; mkdir -p "$REC/benchmarks"
+  FK=$(python3 -c "import flash_kda" 2>/dev/null && echo ,flash_kda)
+  FR=$(python3 -c "import fla" 2>/dev/null && echo ,fla_recurrent)
+  group() {   # TAG SECONDS ARGS...: one group of the benchmark into $REC (BENCHMARK_<TAG>.md, benchmarks/results_<tag>.json)
+    local tag=$1 s=$2; shift 2
+    echo "== record $tag (at most $s s)"
+    bounded python3 -m kda_nb.bench --no-plots "$@" --deadline "$s" --out "$REC" --tag "$tag" "${COMMIT_ARG[@]}" 2>&1 \
+      | tee "$LOG/$tag.txt" || status=1
+    [ -f "$REC/BENCHMARK_${tag^^}.md" ] && mv "$REC/BENCHMARK_${tag^^}.md" "$REC/benchmarks/"
+  }
+  group anchor_h200 60 --cases anchor --impls "kda_nb$FK"
+  group sweeps_h200 150 --cases T,N --impls "kda_nb$FK"
+  group small_h200 60 --cases small --impls "kda_nb,kda_nb_step$FK$FR"
+  echo "== record decode_paths_h200"
+  bounded python3 tools/decode_paths.py h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
+    || status=1
+  if [ -n "$FR" ]; then
+    if [ -n "${FLA_CONFIGS:-}" ]; then
+      python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
+      export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
+    fi
+    for h in $(echo "${TRAIN_H:-96,64}" | tr ',' ' '); do
+      bounded python3 tools/fla_warmup.py --H "$h" --first "${FLA_WARM_FIRST:-$([ -n "${FLA_CONFIGS:-}" ] && echo 6 || echo 2)}" \
+        2>&1 | tee -a "$LOG/fla_warmup.txt" || status=1
+    done
+  fi
+  group train_h200 "$(( $(left) - 15 ))" --cases train --impls "kda_nb${FR:+,fla}" --H "${TRAIN_H:-96,64}"
+  tar -C "$REC" -cf "$OUTDIR/records.tar" benchmarks && tar -tf "$OUTDIR/records.tar"
   exit $status
 fi
 if [ "$BENCH" = --capture ]; then
@@ -108,7 +146,7 @@ if [ "$BENCH" = --capture ]; then
     ncu_read numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
       --out "$LOG/flash_kda" 2>&1 | tee -a "$LOG/capture.txt" || status=1
   fi
-  for r in kda_fixed kda_varlen; do                 # the full reports the repository keeps, each under the 16 MB limit
+  for r in kda_fixed kda_varlen; do                 # the full reports (not tracked: their numbers are), each under the 16 MB limit
     [ -f "/tmp/ncu/$r.ncu-rep" ] && cp "/tmp/ncu/$r.ncu-rep" "$OUTDIR/"
   done
   exit $status
@@ -119,7 +157,7 @@ if [ "$BENCH" = --slow ]; then
   exit $status
 fi
 echo "== bitwise against $BASE"
-bounded python3 tools/bitwise_before_after.py "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
+bounded python3 -m kda_nb.bench compare "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
 echo "== GPU tests (not the slow ones)"
 bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then

@@ -11,6 +11,7 @@ import sys
 import time
 
 from .cli import main
+from .modes import MODES, run_mode
 from .run import sigterm_to_interrupt
 from .timing import process_seconds
 
@@ -21,6 +22,7 @@ def _in_a_cell() -> bool:
     return ip is not None and ip.user_ns is globals()
 
 if __name__ == '__main__' and not _in_a_cell():
+    if len(sys.argv) > 1 and sys.argv[1] in MODES: sys.exit(run_mode(sys.argv[1:]))   # stages, timeline, compare...
     signal.signal(signal.SIGTERM, sigterm_to_interrupt)      # `timeout` stops the run the way Ctrl-C does
     try: recs = main(t0=time.monotonic() - process_seconds())
     except KeyboardInterrupt: sys.exit(130)                     # (the files were written before)

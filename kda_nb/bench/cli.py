@@ -117,7 +117,10 @@ def _the_run(ap: argparse.ArgumentParser):
 def parser() -> argparse.ArgumentParser:
     "The command line of `python -m kda_nb.bench`."
     ap = argparse.ArgumentParser(prog='python -m kda_nb.bench',
-                                 description='Time KDA forward implementations on the same inputs, each checked first.')
+                                 description='Time KDA forward implementations on the same inputs, each checked first.',
+                                 epilog='Other modes, each with its own --help: python -m kda_nb.bench stages | train-stages | '
+                                        'timeline | compare (the backward and a training step kernel by kernel and in time; '
+                                        'an earlier build\'s bits).')
     for group in (_what_to_run, _how_to_time, _the_run): group(ap)
     return ap
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, REPORT_NAMES, report_dir
+from .capturing import ALL_KERNELS, FLASH_KDA_KERNELS, MODES, REPORT_NAMES, report_dir
 
 if TYPE_CHECKING: import pandas as pd
 
@@ -25,7 +25,7 @@ __all__ = ['SUMMARY_METRICS', 'STALL_PATTERNS', 'PC_PATTERNS', 'PC_COUNTERS', 'R
            'warp_stalls', 'pc_samples', 'pc_counters', 'kernel_label', 'Profile', 'ncu_python_dirs',
            'import_ncu_report', 'parse_actions', 'CsvMetric', 'CsvAction', 'csv_actions', 'cli_actions', 'read_report',
            'report_file_problem', 'metrics_like', 'missing_metrics', 'used_metrics', 'committed_reports',
-           'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
+           'committed_numbers', 'reports_unavailable_reason', 'load_committed', 'save_numbers', 'read_numbers']
 
 # %% ../../nbs/08b_ncu_reports.ipynb #be418b21
 def _pandas():
@@ -432,16 +432,21 @@ def used_metrics(p: Profile) -> pd.DataFrame:
 
 # %% ../../nbs/08b_ncu_reports.ipynb #1c164733
 def committed_reports(folder=None) -> dict[str, Path]:
-    "{'fixed'|'varlen'|'locate'|'decode': path} of the reports present in `folder` (default `report_dir()`)."
+    "{'fixed'|'varlen'|'locate'|'decode': path} of the full reports present in `folder` (default `report_dir()`)."
     folder = Path(folder) if folder is not None else report_dir()
     return {m: folder / f'{n}.ncu-rep' for m, n in REPORT_NAMES.items() if (folder / f'{n}.ncu-rep').exists()}
 
+def committed_numbers(folder=None) -> dict[str, Path]:
+    "{'fixed'|'varlen': path} of the `save_numbers` files of the full reports present in `folder` (default `report_dir()`)."
+    folder = Path(folder) if folder is not None else report_dir()
+    return {m: folder / f'{REPORT_NAMES[m]}.json' for m in MODES if (folder / f'{REPORT_NAMES[m]}.json').exists()}
+
 def reports_unavailable_reason(folder=None) -> str | None:
-    "Why the notebook cannot read the committed reports (none yet, no `ncu_report` module); None if it can."
+    "Why the full reports cannot be read here (not captured into `folder`, no `ncu_report` module); None if they can."
     have = committed_reports(folder)
     if not {'fixed', 'varlen'} <= set(have):
         return (f"{Path(folder) if folder is not None else report_dir()} has no kda_fixed.ncu-rep and kda_varlen.ncu-rep "
-                "yet: capture them on an H200 with `python -m kda_nb.ncu capture`")
+                "(they are not tracked): capture them on an H200 with `python -m kda_nb.ncu capture`")
     try: import_ncu_report()
     except ImportError as e: return str(e)
     for p in have.values():
@@ -449,13 +454,21 @@ def reports_unavailable_reason(folder=None) -> str | None:
         if problem: return problem
     return None
 
-def load_committed(folder=None) -> dict[str, Profile]:
-    "The committed reports as `Profile`s by mode ({} and a printed reason when they cannot be read)."
-    reason = reports_unavailable_reason(folder)
-    if reason:
-        print(f"No profiles to show: {reason}.")
+def load_committed(folder=None, full: bool = False) -> dict[str, Profile]:
+    """The profile of the kernels `fwd` runs, as `Profile`s by mode: from the committed numbers (`kda_fixed.json`,
+    `kda_varlen.json`), or with `full` from the full reports. {} and a printed reason when they cannot be read."""
+    if full:
+        reason = reports_unavailable_reason(folder)
+        if reason:
+            print(f"No profiles to show: {reason}.")
+            return {}
+        return {m: read_report(path, m) for m, path in committed_reports(folder).items()}
+    have = committed_numbers(folder)
+    if not have:
+        print(f"No profiles to show: {Path(folder) if folder is not None else report_dir()} has no kda_fixed.json or "
+              "kda_varlen.json: write them from the reports with `python -m kda_nb.ncu numbers --lines`.")
         return {}
-    return {m: read_report(path, m) for m, path in committed_reports(folder).items()}
+    return {m: read_numbers(path, m) for m, path in have.items()}
 
 # %% ../../nbs/08b_ncu_reports.ipynb #a7c1e2d1
 NUMBERS_FORMAT = 'kda_nb.ncu numbers 1'     # the "format" field of save_numbers' files
