@@ -19,10 +19,10 @@ import torch
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'KERNEL_VERSIONS', 'KERNEL_VERSION',
-           'RECORD_BYTES', 'REPOSITORY', 'csrc_dir', 'show_source', 'workspace_bytes', 'KernelVersionUnavailable',
-           'version_sources', 'version_unavailable_reason', 'nvcc_resource_usage', 'check_binding_compiles',
-           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'launch', 'fwd_cuda', 'run_kernels']
+           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES', 'csrc_dir', 'show_source',
+           'workspace_bytes', 'kernel_units', 'nvcc_resource_usage', 'check_binding_compiles',
+           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'build_extension', 'launch',
+           'fwd_cuda', 'run_kernels']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
@@ -44,14 +44,6 @@ CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 TORCH_NVCC_DEFINES = ['-D__CUDA_NO_HALF_OPERATORS__', '-D__CUDA_NO_HALF_CONVERSIONS__', '-D__CUDA_NO_BFLOAT16_CONVERSIONS__',
                       '-D__CUDA_NO_HALF2_OPERATORS__', '--expt-relaxed-constexpr']
 ARCH = '9.0a'                                              # Hopper: mma.sync, and the bulk copy engine (sm_90)
-KERNEL_VERSIONS = {'v5': None,                             # version -> the commit of main whose csrc/ it is
-                   'base': '72082b1dbccac49ff5ea51f4b89e82914fd71f32',   # csrc/ before the house change (the before/after's base)
-                   'v5-pre-house': 'cea6f4afb40c0bc4024f08d3c5d531e81f16cbf9',  # v5 before its files were renamed (same kernels)
-                   'v4': 'bfedf82b2384862aa6e1e79824b34f66fc13e20d',     # csrc/ before v5
-                   'v3': '87917b5b2d44a7f2c6518dd9a84631ee3f6d07c1',     # csrc/ before v4
-                   'v2': '5dd184af464bea6b50472048e08eb1023c8d4ed3',     # csrc/ before v3 (2e9a8e5)
-                   'v1': 'ad8593a82d782fde7bc14d8864fa0a32073ea3ae'}     # csrc/ before v2 (febdf81)
-KERNEL_VERSION = next(iter(KERNEL_VERSIONS))              # the version the library runs ('v5'): csrc/ of this tree
 
 def csrc_dir() -> Path:
     "The folder holding the kernel sources (`csrc/` of a checkout, or the copy inside an installed package)."
@@ -76,102 +68,23 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
     "Size of the K1 -> K2 workspace."
     return n_chunks * H * record_bytes
 
-# %% ../nbs/04_kernels.ipynb #00c314e4
-class KernelVersionUnavailable(RuntimeError):
-    "An earlier version of the kernels lives in git history, and no repository here holds it."
-
-REPOSITORY = 'https://github.com/kda-nb/kda_nb'     # where the history lives (settings.ini: git_url)
-
-def _package_dir() -> Path:
-    return Path(importlib.util.find_spec('kda_nb').origin).resolve().parent   # (found, not imported: no circle)
-
-def _git(cwd, *args) -> subprocess.CompletedProcess:
-    return subprocess.run(['git', '-C', str(cwd), *args], capture_output=True)
-
-def _repository(version: str, commit: str) -> Path:
-    "The git repository around the package, if it holds `commit`; otherwise a `KernelVersionUnavailable` that says why."
-    lives = f"kda_nb {version} lives in git history (commit {commit[:7]})"
-    clone = f"clone the repository ({REPOSITORY}) to build it"
-    if shutil.which('git') is None: raise KernelVersionUnavailable(f"{lives}; git is not installed here: install it and {clone}")
-    pkg = _package_dir()
-    try: res = _git(pkg, 'rev-parse', '--show-toplevel')
-    except OSError as e: raise KernelVersionUnavailable(f"{lives}; git could not be run ({e})") from None
-    if res.returncode != 0:
-        why = (res.stderr.decode(errors='replace').strip().splitlines() or [''])[0]
-        raise KernelVersionUnavailable(f"{lives}; this installation has no git repository ({pkg}: {why}): {clone}")
-    top = Path(res.stdout.decode().strip())
-    if _git(top, 'cat-file', '-e', f'{commit}^{{commit}}').returncode != 0:
-        shallow = _git(top, 'rev-parse', '--is-shallow-repository').stdout.decode().strip() == 'true'
-        raise KernelVersionUnavailable(f"{lives}; the repository at {top} does not hold that commit: "
-                                       + ("it is a shallow clone, `git fetch --unshallow` brings the history" if shallow
-                                          else clone))
-    return top
-
-# %% ../nbs/04_kernels.ipynb #1bb34924
-def _cache_root() -> Path:
-    "Where earlier versions' sources are written: ~/.cache/kda_nb/csrc (a temporary folder if that cannot be made)."
-    root = Path(os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache') / 'kda_nb' / 'csrc'
-    try: root.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        import getpass, tempfile
-        root = Path(tempfile.gettempdir()) / f'kda_nb-{getpass.getuser()}' / 'csrc'
-        root.mkdir(parents=True, exist_ok=True)
-    return root
-
-def version_sources(version: str = KERNEL_VERSION) -> Path:
-    """The folder of `version`'s kernel sources: `csrc_dir()` for the library's, an earlier version's `csrc/` from git
-    history (written to the cache; a machine without the history uses a complete copy found there)."""
-    if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
-    commit = KERNEL_VERSIONS[version]
-    if not commit: return csrc_dir()
-    dest = _cache_root() / f'{version}-{commit[:12]}'
-    try: top = _repository(version, commit)
-    except KernelVersionUnavailable:
-        if (dest / '.complete').is_file() and (dest / '.complete').read_text().strip() == commit: return dest
-        raise
-    res = _git(top, 'ls-tree', '-z', commit, 'csrc/')
-    if res.returncode != 0: raise RuntimeError(f"git ls-tree {commit} csrc/ failed: {res.stderr.decode(errors='replace')}")
-    blobs = {}                                             # file name -> blob id, the files of csrc/ itself
-    for entry in filter(None, res.stdout.decode().split('\0')):
-        meta, path = entry.split('\t', 1)
-        _, kind, blob = meta.split()
-        if kind == 'blob': blobs[Path(path).name] = blob
-    dest.mkdir(exist_ok=True)
-    for name, blob in blobs.items():                       # every call: a cached file that differs is put right
-        data = _git(top, 'cat-file', 'blob', blob).stdout
-        if (dest / name).is_file() and (dest / name).read_bytes() == data: continue
-        tmp = dest / f'.{name}.{os.getpid()}'
-        tmp.write_bytes(data)
-        os.replace(tmp, dest / name)                       # atomic: another process never reads half a file
-    for p in dest.iterdir():
-        if p.is_file() and not p.name.startswith('.') and p.name not in blobs: p.unlink()
-    (dest / '.complete').write_text(commit)               # every file written: a copy other machines may use
-    return dest
-
-# %% ../nbs/04_kernels.ipynb #b8433a9f
-def version_unavailable_reason(version: str) -> str | None:
-    "Why the sources of `version` cannot be had here (None if they can)."
-    try: version_sources(version)
-    except KernelVersionUnavailable as e: return str(e)
-    return None
-
 # %% ../nbs/04_kernels.ipynb #4bc6c527
-_UNIT_ORDER = ('kda_fwd_layout.cu', 'kda_layout.cu', 'kda_fwd_prepare.cu', 'kda_prepare.cu', 'kda_fwd_recurrence.cu',
-               'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu')   # KERNEL_UNITS, earlier names too
-
-def _kernel_units(folder: Path) -> list[str]:
-    "The `.cu` files of a version's sources in the order they are built as one unit: layout kernel, K1, K2, fused, K3."
+def kernel_units(folder: Path) -> list[str]:
+    "The `.cu` files of a sources folder in the order they are built as one unit: those of `KERNEL_UNITS` in its order, then any other, sorted."
+    folder = Path(folder)
+    if not folder.is_dir(): raise FileNotFoundError(f"no kernel sources folder at {folder}")
     cu = {p.name for p in folder.iterdir() if p.suffix == '.cu'}
-    return [f for f in _UNIT_ORDER if f in cu] + sorted(cu - set(_UNIT_ORDER))
+    return [f for f in KERNEL_UNITS if f in cu] + sorted(cu - set(KERNEL_UNITS))
 
-def nvcc_resource_usage(arch: str = 'sm_90a', version: str = KERNEL_VERSION) -> list[dict]:
-    "Compile `version`'s kernels as the library builds them, one translation unit, with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."
+def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units: list[str] | None = None) -> list[dict]:
+    """Compile the kernels of `folder` (default `csrc_dir()`) as the library builds them, one translation unit of `units`
+    (default `kernel_units(folder)`), with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."""
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
-    folder = version_sources(version)                     # an earlier version: from git history
-    files = _kernel_units(folder)
+    folder = csrc_dir() if folder is None else Path(folder)
+    files = kernel_units(folder) if units is None else list(units)
     # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
-    # beside it (v4's 3-stage K2 spilled 4 bytes built so, and none built alone).
+    # beside it (a kernel built alone can hide a spill the unit has).
     names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS)
     home = {k: next((f for f in files if re.search(rf'\b{k}\s*\(', (folder / f).read_text())), None) for k in names}
     with tempfile.TemporaryDirectory() as tmp:
@@ -231,47 +144,50 @@ def _unavailable_reason(device) -> str | None:
     if CUDA_HOME is None: return "nvcc was not found: install the CUDA toolkit or set CUDA_HOME"
     return None
 
-_loaded: dict = {}              # version -> the loaded extension
-
-_build_failures: dict = {}      # version -> why its build failed (not retried in this process)
+_ext = None                     # the loaded extension of csrc/
+_build_failure: str | None = None   # why its build failed (not retried in this process)
 
 # %% ../nbs/04_kernels.ipynb #9fa4cd89
-def load_kernels(verbose: bool = False, version: str = KERNEL_VERSION):
-    "Build (first call; cached by torch afterwards) and load the kernels' extension; `version` picks an earlier one (from git history)."
-    if version in _loaded: return _loaded[version]
-    if version in _build_failures: raise RuntimeError(_build_failures[version])
+def load_kernels(verbose: bool = False):
+    "Build (first call; cached by torch afterwards) and load the extension of the library's kernels, `csrc_dir()`."
+    global _ext, _build_failure
+    if _ext is not None: return _ext
+    if _build_failure is not None: raise RuntimeError(_build_failure)
     reason = kernels_unavailable_reason()
     if reason: raise RuntimeError(f"kda_nb's CUDA kernels cannot run here: {reason}")
-    if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
-    if KERNEL_VERSIONS[version]: version_sources(version)    # no history here: says so at once, and is no failed build
     try:
-        _loaded[version] = _build(version, verbose)
+        _ext = build_extension(csrc_dir(), verbose)
     except Exception as e:
-        _build_failures[version] = f"building kda_nb's CUDA kernels ({version}) failed: {type(e).__name__}: {e}"
-        raise RuntimeError(_build_failures[version]) from e
-    return _loaded[version]
+        _build_failure = f"building kda_nb's CUDA kernels failed: {type(e).__name__}: {e}"
+        raise RuntimeError(_build_failure) from e
+    return _ext
 
 def binding_entry_points(binding: str) -> list[str]:
     """The functions a binding source exposes to Python: those its own module defines (`m.def`, with their arguments
-    named), or for an earlier version without one its `kda_*` functions defined at file scope."""
+    named), or for a binding without one (an earlier commit's) its `kda_*` functions defined at file scope."""
     if 'PYBIND11_MODULE' in binding: return re.findall(r'm\.def\("(kda_\w+)"', binding)
     return re.findall(r'^(?:void|bool|int64_t|std::vector<torch::Tensor>) (kda_\w+)\(', binding, re.M)
 
-def _build(version: str, verbose: bool):
+def build_extension(src: Path, verbose: bool = False, name_prefix: str = 'kda_nb_kernels',
+                    units: list[str] | None = None):
+    """Build and load the kernels of the sources folder `src` with `load_inline`: its `kda_binding.cpp` as the C++ part,
+    a CUDA part that includes `units` (default `kernel_units(src)`) in that order; the extension is named
+    `<name_prefix>_<hash of the sources and flags>`, so an edit rebuilds it and an unchanged folder reuses torch's cache."""
     from torch.utils.cpp_extension import load_inline
-    src = version_sources(version)                        # an earlier version: from git history
+    src = Path(src)
+    if not (src / 'kda_binding.cpp').is_file(): raise FileNotFoundError(f"no kda_binding.cpp in {src}")
     files = sorted(p.name for p in src.iterdir() if p.suffix in ('.cu', '.cuh', '.h', '.cpp'))
-    kernels = _kernel_units(src)
+    kernels = kernel_units(src) if units is None else list(units)
     digest = hashlib.sha256(b''.join((src / f).read_bytes() for f in files)
                             + ' '.join(CUDA_FLAGS + [ARCH]).encode()).hexdigest()[:12]
     saved = os.environ.get('TORCH_CUDA_ARCH_LIST')
     os.environ['TORCH_CUDA_ARCH_LIST'] = ARCH
     os.environ.setdefault('MAX_JOBS', '4')
-    print(f"kda_nb: loading the CUDA kernels (kda_nb_kernels_{digest}; the first build takes about a minute)",
+    print(f"kda_nb: loading the CUDA kernels ({name_prefix}_{digest}; the first build takes about a minute)",
           flush=True)
     try:
         binding = (src / 'kda_binding.cpp').read_text()
-        return load_inline(name=f'kda_nb_kernels_{digest}', cpp_sources=[binding],
+        return load_inline(name=f'{name_prefix}_{digest}', cpp_sources=[binding],
                            cuda_sources=[''.join(f'#include "{f}"\n' for f in kernels)],
                            functions=None if 'PYBIND11_MODULE' in binding else binding_entry_points(binding),
                            extra_include_paths=[str(src)], extra_cflags=['-O3'], extra_cuda_cflags=CUDA_FLAGS,
@@ -288,7 +204,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
     themselves on the current stream, `free()` letting them go (a prepared decode step)."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
-    ext = _loaded.get(KERNEL_VERSION) or load_kernels()
+    ext = _ext or load_kernels()
     made = ext.kda_forward(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,
                            final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
                            plan.k1_grid == 'persistent', plan.sms, keep)

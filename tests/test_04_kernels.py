@@ -4,123 +4,56 @@ import pytest
 from kda_nb.kernels import *
 
 
+import inspect
 import re
-
-import shutil
-
-import subprocess
-
 from pathlib import Path
 
 import pytest
 
-EARLIER = [v for v in KERNEL_VERSIONS if v != KERNEL_VERSION]
-
 def test_csrc_holds_the_current_kernels_only():
-    "csrc/ has the library's files and no folder of an earlier version: those are named by full commit ids."
-    assert KERNEL_VERSIONS[KERNEL_VERSION] is None and version_sources() == csrc_dir()
+    "csrc/ has the library's files, its kernel units in build order, and no folder of another build."
     assert all((csrc_dir() / f).is_file() for f in CSRC_FILES)
-    import kda_nb.kernels as K
-    assert K._kernel_units(csrc_dir()) == list(KERNEL_UNITS)           # the build's unit: every kernel file, in order
+    assert kernel_units(csrc_dir()) == list(KERNEL_UNITS)            # the build's unit: every kernel file, in order
     assert [p.name for p in csrc_dir().iterdir() if p.is_dir()] == []
-    assert all(re.fullmatch('[0-9a-f]{40}', KERNEL_VERSIONS[v]) for v in EARLIER)
-    with pytest.raises(ValueError, match='version must be one of'): version_sources('v0')
 
-@pytest.mark.parametrize('version', EARLIER)
-def test_earlier_version_from_git_history(version, tmp_path, monkeypatch):
-    "An earlier version's files are exactly `git show <commit>:csrc/<file>`, written to the cache; an edited copy is put right."
-    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path))
-    reason = version_unavailable_reason(version)
-    if reason: pytest.skip(reason)
-    src, commit = version_sources(version), KERNEL_VERSIONS[version]
-    assert src == tmp_path / 'kda_nb' / 'csrc' / f'{version}-{commit[:12]}'
-    top = subprocess.run(['git', 'rev-parse', '--show-toplevel'], cwd=csrc_dir(), capture_output=True, text=True).stdout.strip()
-    listed = subprocess.run(['git', '-C', top, 'ls-tree', commit, 'csrc/'], capture_output=True, text=True, check=True).stdout
-    files = {Path(l.split('\t')[1]).name for l in listed.splitlines() if l.split()[1] == 'blob'}   # files, not folders
-    assert 'kda_binding.cpp' in files and all(Path(f).suffix in ('.cu', '.cuh', '.h', '.cpp') for f in files)
-    assert {p.name for p in src.iterdir() if not p.name.startswith('.')} == files   # (.complete marks a full copy)
-    show = lambda f: subprocess.run(['git', '-C', top, 'show', f'{commit}:csrc/{f}'], capture_output=True, check=True).stdout
-    for f in files: assert (src / f).read_bytes() == show(f), f
-    (src / 'kda_binding.cpp').write_text('// edited')
-    (src / 'stray.cu').write_text('')
-    assert version_sources(version) == src and (src / 'kda_binding.cpp').read_bytes() == show('kda_binding.cpp')
-    assert not (src / 'stray.cu').exists()
+def test_kernel_units_of_a_folder(tmp_path):
+    "KERNEL_UNITS' files first, in their order, then any other .cu file, sorted; headers are not units."
+    for f in ('kda_zeta.cu', 'kda_fwd_fused.cu', 'kda_alpha.cu', 'kda_fwd_layout.cu', 'kda_common.cuh'):
+        (tmp_path / f).write_text('')
+    assert kernel_units(tmp_path) == ['kda_fwd_layout.cu', 'kda_fwd_fused.cu', 'kda_alpha.cu', 'kda_zeta.cu']
+    with pytest.raises(FileNotFoundError, match='no kernel sources folder'): kernel_units(tmp_path / 'missing')
 
-
-def test_earlier_version_without_history_says_why(tmp_path, monkeypatch):
-    "No repository, a repository without the commit, no git: a clear reason, never a subprocess traceback; nothing built."
+def test_library_builds_its_own_sources_only():
+    "No version to pick, no git, nothing of the lab: the library builds csrc/ (earlier commits are kda_nb.bench's)."
     import kda_nb.kernels as K
-    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
-    monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path))
-    wheel = tmp_path / 'site-packages' / 'kda_nb'; wheel.mkdir(parents=True)
-    monkeypatch.setattr(K, '_package_dir', lambda: wheel)              # an installed wheel: no repository around it
-    v = EARLIER[0]; short = KERNEL_VERSIONS[v][:7]
-    with pytest.raises(K.KernelVersionUnavailable, match=rf"kda_nb {v} lives in git history \(commit {short}\); this "
-                                                      "installation has no git repository .*clone the repository"):
-        K.version_sources(v)
-    assert 'no git repository' in K.version_unavailable_reason(v)
-    assert K.version_sources(K.KERNEL_VERSION) == K.csrc_dir()        # the library's own needs no git
-    builds = []
-    monkeypatch.setattr(K, '_build', lambda version, verbose: builds.append(version))
-    monkeypatch.setattr(K, 'kernels_unavailable_reason', lambda device=None: None)
-    monkeypatch.setattr(K, '_loaded', {})
-    monkeypatch.setattr(K, '_build_failures', {})
-    with pytest.raises(K.KernelVersionUnavailable, match='no git repository'): K.load_kernels(version=v)
-    assert builds == [] and K._build_failures == {}
-    if shutil.which('git'):                                            # a repository without the commit
-        subprocess.run(['git', 'init', '-q', str(tmp_path / 'site-packages')], check=True)
-        with pytest.raises(K.KernelVersionUnavailable, match='does not hold that commit'): K.version_sources(v)
-    monkeypatch.setenv('PATH', str(tmp_path))                          # no git at all
-    with pytest.raises(K.KernelVersionUnavailable, match='git is not installed'): K.version_sources(v)
-
-
-def test_earlier_version_from_a_complete_cached_copy(tmp_path, monkeypatch):
-    "Without the history (a machine the repository's sources were copied to), a complete cached copy of the version is used; a partial one is not."
-    import kda_nb.kernels as K
-    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
-    monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path))
-    wheel = tmp_path / 'site-packages' / 'kda_nb'; wheel.mkdir(parents=True)
-    monkeypatch.setattr(K, '_package_dir', lambda: wheel)
-    v = EARLIER[0]; commit = KERNEL_VERSIONS[v]
-    dest = K._cache_root() / f'{v}-{commit[:12]}'; dest.mkdir(parents=True)
-    (dest / 'kda_binding.cpp').write_text('// copied')
-    with pytest.raises(K.KernelVersionUnavailable, match='no git repository'): K.version_sources(v)   # not marked complete
-    (dest / '.complete').write_text('0' * 40)
-    with pytest.raises(K.KernelVersionUnavailable): K.version_sources(v)                              # another commit's
-    (dest / '.complete').write_text(commit)
-    assert K.version_sources(v) == dest
+    assert 'version' not in inspect.signature(K.load_kernels).parameters
+    assert 'version' not in inspect.signature(K.nvcc_resource_usage).parameters
+    assert not hasattr(K, 'KERNEL_VERSIONS') and not hasattr(K, 'version_sources')
+    src = inspect.getsource(K)
+    assert not re.search(r"""['"]git['"]""", src), "kda_nb.kernels runs git"
+    assert not re.search(r'^\s*(from|import)\s+(kda_nb\.bench|\.bench)\b', src, re.M), "kda_nb.kernels imports the lab"
 
 
 import os
+import re
 import shutil
 from pathlib import Path
 import pytest
 
-# What a version ships with, built as the library builds it (one unit): v4's 3-stage K2, at its 128-register
-# bound, spilled 4 bytes in its chunk loop. The per-file build the check used until v5 did not show it; v5 moved
-# the loop's token bounds to 32 bits and has none. v5's kda_bwd_states with two warps a group of state rows
-# (PASS_KSPLIT = 2: eight warps a block, so 128 registers) spills 4 bytes since b28dffc gave it a step range: one
-# value stored before the chunk loop and loaded after it, for the state a launch leaves to the next (nvdisasm's
-# line table), so once a block, not once a chunk; every H200 timing of the backward since was taken with it.
-# Any other spill fails.
-SHIPPED_SPILLS = {'v4': {('kda_fwd_recurrence', 128): 4},
-                  'v5': {('kda_bwd_states', 128): 4}}
+# The library's build (one unit) spills in one kernel: kda_bwd_states with two warps a group of state rows
+# (PASS_KSPLIT = 2: eight warps a block, so 128 registers) spills 4 bytes, one value stored before the chunk loop and
+# loaded after it, for the state a launch leaves to the next (nvdisasm's line table), so once a block, not once a
+# chunk; every H200 timing of the backward was taken with it. Any other spill fails.
+ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
-@pytest.mark.parametrize('version', list(KERNEL_VERSIONS))
-def test_kernels_compile_without_spills(version):
-    reason = version_unavailable_reason(version)              # an earlier version needs the git history
-    if reason: pytest.skip(reason)
-    usage = nvcc_resource_usage(version=version)
-    import kda_nb.kernels as K
-    folder = version_sources(version)
-    kernels_src = ''.join((folder / f).read_text() for f in K._kernel_units(folder))
-    extra = {k for k in (LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS)   # v1, v2: none; v3, v4: no fused kernel
-             if re.search(rf'\b{k}\s*\(', kernels_src)}
-    assert {r['kernel'] for r in usage} == set(KERNEL_NAMES) | extra
+def test_kernels_compile_without_spills():
+    usage = nvcc_resource_usage()
+    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS}
+    assert all(r['file'] in KERNEL_UNITS for r in usage)
     for r in usage:
         print(r)
-        allowed = SHIPPED_SPILLS.get(version, {}).get((r['kernel'], r['registers']), 0)
+        allowed = ALLOWED_SPILLS.get((r['kernel'], r['registers']), 0)
         assert r['spill_stores'] <= allowed and r['spill_loads'] <= allowed, r
 
 def test_nvcc_defines_are_torchs():
@@ -176,16 +109,16 @@ def test_failed_build_fails_once(monkeypatch):
     "A build that fails raises its reason, and later calls raise it again without building again."
     import kda_nb.kernels as K
     calls = []
-    def broken(version, verbose):
-        calls.append(version)
+    def broken(src, verbose=False, **kw):
+        calls.append(src)
         raise OSError("nvcc exploded")
-    monkeypatch.setattr(K, '_build', broken)
+    monkeypatch.setattr(K, 'build_extension', broken)
     monkeypatch.setattr(K, 'kernels_unavailable_reason', lambda device=None: None)
-    monkeypatch.setattr(K, '_loaded', {})
-    monkeypatch.setattr(K, '_build_failures', {})
+    monkeypatch.setattr(K, '_ext', None)
+    monkeypatch.setattr(K, '_build_failure', None)
     for _ in range(3):
         with pytest.raises(RuntimeError, match='nvcc exploded'): K.load_kernels()
-    assert calls == [KERNEL_VERSION]
+    assert calls == [csrc_dir()]
 
 
 import pytest

@@ -40,7 +40,7 @@ def test_earlier_builds_launch_through_their_own_entry_points():
     assert calls == [('chunked', 15, 4), ('decode', 14), ('kda_fwd', 14)]
     with pytest.raises(RuntimeError, match='v1, v2'): version_launcher(object(), Plan('chunked', 'test'))
 
-from kda_nb.kernels import version_unavailable_reason
+from kda_nb.bench.versions import version_unavailable_reason
 HISTORY = version_unavailable_reason('v1')
 
 @pytest.mark.skipif(HISTORY is not None, reason=f"earlier versions need the git history: {HISTORY}")

@@ -5,7 +5,7 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a KERNEL_VERSIONS key (default base, 72082b1)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
 #
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
@@ -34,8 +34,8 @@
 # Logs are packed into $OUT/gpu_check.tar (OUT default /tmp/gpu_check_out). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are. Where the copy on the GPU
 # machine holds no history (seen on 2026-12-02), write BASE's sources here first, into a folder that travels:
-#   XDG_CACHE_HOME=$PWD/.kcache python -c "from kda_nb.kernels import version_sources as v; print(v('BASE'))"
-# then carry .kcache and export XDG_CACHE_HOME=$PWD/.kcache there (kda_nb.kernels reads a complete copy from it).
+#   XDG_CACHE_HOME=$PWD/.kcache python -c "from kda_nb.bench.versions import version_sources as v; print(v('BASE'))"
+# then carry .kcache and export XDG_CACHE_HOME=$PWD/.kcache there (kda_nb.bench.versions reads a complete copy from it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BASE="${1:-base}"
@@ -66,8 +66,9 @@ echo "== build (this tree and $BASE)"
 python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
+from kda_nb.bench.versions import load_version
 for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records']) else (None, sys.argv[1]):
-    t = time.time(); load_kernels(**({} if v is None else {'version': v})); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
+    t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
        tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py"

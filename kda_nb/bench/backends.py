@@ -14,8 +14,8 @@ from typing import Callable
 import torch
 
 from ..api import DecodeStep, fwd, kda
-from ..kernels import (KERNEL_VERSION, KERNEL_VERSIONS, kernels_unavailable_reason, load_kernels, version_sources,
-                            version_unavailable_reason)
+from ..kernels import kernels_unavailable_reason, load_kernels
+from .versions import KERNEL_VERSIONS, load_version, version_sources, version_unavailable_reason
 from ..plan import Plan, plan, plan_for
 from ..peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
 from .cases import STATES, TRAIN, Case
@@ -82,19 +82,21 @@ def _forward_only(case: Case, who: str) -> str | None:
 # %% ../../nbs/07b_bench_backends.ipynb #35be32b3
 _BUILDS: dict = {}
 
-def kernels_ready(device, version: str = KERNEL_VERSION) -> str | None:
-    "Build a version of kda_nb's kernels once (timed, printed); why they cannot run (None if they can)."
+def kernels_ready(device, version: str | None = None) -> str | None:
+    "Build kda_nb's kernels (`version` None) or an earlier version of them once (timed, printed); why they cannot run (None if they can)."
     reason = kernels_unavailable_reason(device)
     if reason: return reason
     if version in _BUILDS: return _BUILDS[version]['error']
+    name = 'of this tree' if version is None else version
     t0 = time.perf_counter()
     try:
-        load_kernels(version=version)
+        if version is None: load_kernels()
+        else: load_version(version)
         _BUILDS[version] = dict(error=None, seconds=time.perf_counter() - t0)
-        print(f"kda_nb kernels {version} ready after {_BUILDS[version]['seconds']:.0f} s", flush=True)
+        print(f"kda_nb kernels {name} ready after {_BUILDS[version]['seconds']:.0f} s", flush=True)
     except Exception as e:                      # a failed build is reported in every case, not raised
-        print(f"kda_nb: building the kernels {version} failed:\n{e}", flush=True)
-        _BUILDS[version] = dict(error=f"building the kernels {version} failed ({type(e).__name__}; the log has "
+        print(f"kda_nb: building the kernels {name} failed:\n{e}", flush=True)
+        _BUILDS[version] = dict(error=f"building the kernels {name} failed ({type(e).__name__}; the log has "
                                       "the compiler's output)")
     return _BUILDS[version]['error']
 
@@ -161,7 +163,7 @@ def version_launcher(ext, p: Plan) -> Callable:
 def version_call(version: str, inp: dict, out, final_state, seqlens=None) -> Callable:
     "A call of `version`'s kernels on a `random_inputs` problem into `out` and `final_state`, on the plan's path (for tools that time versions)."
     p = plan_for(inp['q'], inp['v'], inp.get('initial_state'), final_state, inp.get('cu_seqlens'), seqlens=seqlens)
-    launch = version_launcher(load_kernels(version=version), p)             # the path is chosen here, once
+    launch = version_launcher(load_version(version), p)             # the path is chosen here, once
     args = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], float(inp['scale']), out, inp['A_log'],
             inp['dt_bias'], float(inp['lower_bound']), inp.get('initial_state'), final_state, inp.get('cu_seqlens'), None)
     return lambda: launch(*args)
@@ -240,10 +242,10 @@ def flash_kda_backend() -> Backend:
 
 # %% ../../nbs/07b_bench_backends.ipynb #077d280d
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', 'kda_nb_step': 'kda_nb DecodeStep', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', 'kda_nb_step': 'kda_nb DecodeStep', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
-    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_step=step_backend, **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS if v != KERNEL_VERSION}, reference=lambda: fwd_backend('reference', ref_max_tokens),
+    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_step=step_backend, **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS}, reference=lambda: fwd_backend('reference', ref_max_tokens),
                 fla=fla_backend, fla_recurrent=fla_recurrent_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from ..kernels import KERNEL_VERSION, KERNEL_VERSIONS
+from .versions import KERNEL_VERSIONS
 from .cases import GROUPS, L2_BYTES_H200, STATES, build_cases
 from .backends import IMPLS, LABELS, default_backends, fla_own_kernels
 from .timing import copy_bandwidth, trivial_e2e_us
@@ -51,7 +51,7 @@ def _what_to_run(ap: argparse.ArgumentParser):
     ap.add_argument('--impls', default=','.join(IMPLS),
                     help=f"implementations (default: {','.join(IMPLS)}); also fla_recurrent (fla's fused_recurrent_kda, "
                          f"on the one-token small cases), kda_nb_step (a DecodeStep: K3 with the checks done once, "
-                         f"where fwd picks K3) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS if v != KERNEL_VERSION)} "
+                         f"where fwd picks K3) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS)} "
                          "(earlier kernels)")
     ap.add_argument('--H', default=None, help='heads of the anchor cases (default 96,64; CPU: 2)')
     ap.add_argument('--anchor-T', type=int, default=None, help='tokens of the anchor cases (default 8192; CPU: 256)')

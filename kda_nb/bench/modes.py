@@ -14,6 +14,7 @@ import torch
 
 import kda_nb
 from .. import backward_kernels, kernels
+from . import versions
 from .backends import train_step, version_call
 from .cases import make_inputs, train_cases
 from ..layout import random_inputs
@@ -158,8 +159,8 @@ def stages_main(argv=None):
     a = ap.parse_args(argv)
     before = None
     if a.before:
-        kernels.KERNEL_VERSIONS['before'] = a.before
-        before = backward_at(a.before, kernels.load_kernels(version='before'), a.before_py)
+        versions.KERNEL_VERSIONS['before'] = a.before          # any commit, under a key of its own
+        before = backward_at(a.before, versions.load_version('before'), a.before_py)
     if a.once:
         seqlens = None if a.N == 1 else [a.T // a.N] * a.N
         inp = random_inputs(1, a.T if a.N == 1 else 0, a.H, 128, seqlens=seqlens, seed=0, device='cuda', state='fp32', A_log=None)
@@ -388,11 +389,11 @@ COMPARE_CASES = [  # name, random_inputs arguments, state dtype out ('fp32', 'bf
 def compare(version: str) -> int:
     "Print, case by case, whether this tree's `fwd` gives the bits of `version`'s build; the number of cases that differ."
     if (why := kernels.kernels_unavailable_reason()) is not None: raise SystemExit(f"compare: cannot run here: {why}")
-    if version not in kernels.KERNEL_VERSIONS or not kernels.KERNEL_VERSIONS[version]:
-        raise SystemExit(f"compare: VERSION must be an earlier version in kernels.KERNEL_VERSIONS, got {version!r}")
-    kernels.load_kernels(version=version)
+    if version not in versions.KERNEL_VERSIONS:
+        raise SystemExit(f"compare: VERSION must be an earlier version, a key of {list(versions.KERNEL_VERSIONS)}, got {version!r}")
+    versions.load_version(version)
     bad = 0
-    print(f"kda_nb fwd (this tree) against {version} ({kernels.KERNEL_VERSIONS[version][:7]}), bitwise:")
+    print(f"kda_nb fwd (this tree) against {version} ({versions.KERNEL_VERSIONS[version][:7]}), bitwise:")
     for name, kw, state in COMPARE_CASES:
         kw = dict(kw)
         inp = random_inputs(kw.pop('B', 1), kw.pop('T', 0), kw.pop('H'), 128, device='cuda', seed=len(name), **kw)
@@ -424,7 +425,7 @@ def compare(version: str) -> int:
 def compare_main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog='python -m kda_nb.bench compare', description=COMPARE_HELP)
     ap.add_argument('version', nargs='?', default='base',
-                    help=f"an earlier version, a key of KERNEL_VERSIONS: {', '.join(k for k, c in kernels.KERNEL_VERSIONS.items() if c)} (default base)")
+                    help=f"an earlier version, a key of KERNEL_VERSIONS: {', '.join(versions.KERNEL_VERSIONS)} (default base)")
     return 1 if compare(ap.parse_args(argv).version) else 0
 
 
