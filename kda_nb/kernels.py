@@ -21,8 +21,7 @@ import torch
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
            'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES', 'csrc_dir', 'show_source',
            'workspace_bytes', 'kernel_units', 'nvcc_resource_usage', 'check_binding_compiles',
-           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'build_extension', 'launch',
-           'fwd_cuda', 'run_kernels']
+           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
@@ -209,31 +208,3 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
                            final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
                            plan.k1_grid == 'persistent', plan.sms, keep)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)
-
-def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
-             final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
-             state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
-    """The kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps) on checked inputs, the rest of
-    the plan by its rules (`kda_nb.plan.path_plan`); `(out, final_state)` written in place; copies nothing to the host."""
-    from kda_nb.plan import path_plan, sm_count                # (the plan imports this module)
-    if path not in KERNEL_PATHS: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
-    B, T, H = q.shape[:3]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
-    p = path_plan(path, "asked for by fwd_cuda's caller", B, T, H, N, cu_seqlens is not None,
-                  0 if path == 'decode' else sm_count(q.device), steps)
-    launch(p, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-           state_indices)
-    return out, final_state
-
-# %% ../nbs/04_kernels.ipynb #67171bbb
-def run_kernels(inp: dict, state_out: str | None = 'fp32', path: str = 'chunked', steps: int = 1):
-    "Run the kernels of `path` on a `random_inputs` problem: `(out, final_state)`, `out` poisoned with NaN first."
-    q, v = inp['q'], inp['v']
-    N = q.shape[0] if inp.get('cu_seqlens') is None else inp['cu_seqlens'].numel() - 1
-    out = torch.full_like(v, float('nan'))
-    fs = None
-    if state_out is not None:
-        dt = {'fp32': torch.float32, 'bf16': torch.bfloat16}[state_out]
-        fs = torch.full((N, q.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=dt, device=q.device)
-    args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs, path=path, steps=steps)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .kernels import kernels_unavailable_reason, load_kernels
+from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kernels
 from .layout import max_chunks
 
 # %% auto #0
@@ -22,8 +22,8 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TO
            'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD',
            'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'kernel_refusal', 'use_decode', 'use_fused',
            'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'sm_count', 'path_plan', 'kernel_path', 'plan',
-           'state_dtypes_of', 'plan_for', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
-           'forced', 'forced_backward']
+           'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
+           'backward_backend', 'backward_plan', 'forced', 'forced_backward']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -228,6 +228,33 @@ def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch
     return plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None,
                 max_len=max(seqlens, default=0) if seqlens is not None else None,
                 state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step, HV=v.shape[2])
+
+# %% ../nbs/04b_plan.ipynb #c588772d
+def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
+             final_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
+             state_indices: torch.Tensor | None = None, *, path: str = 'chunked', steps: int = 1):
+    """The kernels of `path` ('decode', 'fused', or 'chunked' in `steps` pipeline steps) on checked inputs, the rest of
+    the plan by its rules (`kda_nb.plan.path_plan`); `(out, final_state)` written in place; copies nothing to the host."""
+    if path not in KERNEL_PATHS: raise ValueError(f"path must be one of {KERNEL_PATHS}, got {path!r}")
+    B, T, H = q.shape[:3]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    p = path_plan(path, "asked for by fwd_cuda's caller", B, T, H, N, cu_seqlens is not None,
+                  0 if path == 'decode' else sm_count(q.device), steps)
+    launch(p, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+           state_indices)
+    return out, final_state
+
+def run_kernels(inp: dict, state_out: str | None = 'fp32', path: str = 'chunked', steps: int = 1):
+    "Run the kernels of `path` on a `random_inputs` problem: `(out, final_state)`, `out` poisoned with NaN first."
+    q, v = inp['q'], inp['v']
+    N = q.shape[0] if inp.get('cu_seqlens') is None else inp['cu_seqlens'].numel() - 1
+    out = torch.full_like(v, float('nan'))
+    fs = None
+    if state_out is not None:
+        dt = {'fp32': torch.float32, 'bf16': torch.bfloat16}[state_out]
+        fs = torch.full((N, q.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=dt, device=q.device)
+    args = {k: x for k, x in inp.items() if k != 'initial_state'}
+    return fwd_cuda(**args, out=out, initial_state=inp.get('initial_state'), final_state=fs, path=path, steps=steps)
 
 # %% ../nbs/04b_plan.ipynb #c2cc3f93
 PASS_KSPLIT = 2                  # warps of each backward pass sharing a group of 16 state rows, each with half its

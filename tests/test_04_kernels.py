@@ -121,6 +121,7 @@ def test_failed_build_fails_once(monkeypatch):
     assert calls == [csrc_dir()]
 
 
+from kda_nb.plan import fwd_cuda, run_kernels   # a path chosen by hand (the plan notebook)
 import pytest
 
 import torch
@@ -409,7 +410,7 @@ def test_binding_errors_raise(message):
     code = f"""
 import torch
 from kda_nb.layout import random_inputs
-from kda_nb.kernels import fwd_cuda
+from kda_nb.plan import fwd_cuda
 inp = random_inputs(1, 40, 2, 128, device='cuda', seed=1)
 {BINDING_ERRORS[message]}
 args = {{k: x for k, x in inp.items() if k != 'initial_state'}}

@@ -7,7 +7,8 @@ from kda_nb.decode import *
 import pytest
 from kda_nb.layout import GATE_CASES, random_inputs, rel_rms, safe_cu_seqlens
 from kda_nb.recurrence import kda_recurrent
-from kda_nb.kernels import kernels_unavailable_reason, fwd_cuda
+from kda_nb.kernels import kernels_unavailable_reason
+from kda_nb.plan import fwd_cuda
 
 REASON = kernels_unavailable_reason()
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")

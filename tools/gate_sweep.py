@@ -10,7 +10,8 @@ import sys
 
 import torch
 
-from kda_nb.kernels import kernels_unavailable_reason, run_kernels
+from kda_nb.kernels import kernels_unavailable_reason
+from kda_nb.plan import run_kernels
 from kda_nb.layout import ANCHOR_T, GATE_CASES, VARLEN_SIX, random_inputs, rel_rms
 from kda_nb.recurrence import kda_recurrent
 

@@ -22,7 +22,7 @@ from kda_nb.kernels import load_kernels
 SANITIZE_CASE = '''
 import torch
 from kda_nb.layout import random_inputs
-from kda_nb.kernels import run_kernels, fwd_cuda
+from kda_nb.plan import run_kernels, fwd_cuda
 for seqlens, B, T in ((None, 2, 40), ([5, 17, 0, 33], 1, 0)):
     for state_in, state_out in (('bf16', 'fp32'), ('fp32', 'bf16'), (None, None)):
         inp = random_inputs(B, T, 2, 128, seqlens=seqlens, state=state_in, device='cuda', seed=1)

@@ -18,7 +18,7 @@ __all__ = ['measure_paths', 'plot_paths']
 def measure_paths(Ns=(1, 8, 64, 256), Ls=(1, 2, 4, 8, 16), H: int = 32, device='cuda') -> list[dict]:
     "GPU time (µs, CUDA-event median) of K3 and of the chunked kernels for `L` tokens in each of `N` sequences, fp32 states."
     from kda_nb.decode import state_traffic_bytes
-    from kda_nb.kernels import fwd_cuda
+    from kda_nb.plan import fwd_cuda
     from kda_nb.layout import random_inputs
     rate = copy_bandwidth(device)
     rows = []
