@@ -4,36 +4,6 @@ import pytest
 from kda_nb.kernels import *
 
 
-import inspect
-import re
-from pathlib import Path
-
-import pytest
-
-def test_csrc_holds_the_current_kernels_only():
-    "csrc/ has the library's files, its kernel units in build order, and no folder of another build."
-    assert all((csrc_dir() / f).is_file() for f in CSRC_FILES)
-    assert kernel_units(csrc_dir()) == list(KERNEL_UNITS)            # the build's unit: every kernel file, in order
-    assert [p.name for p in csrc_dir().iterdir() if p.is_dir()] == []
-
-def test_kernel_units_of_a_folder(tmp_path):
-    "KERNEL_UNITS' files first, in their order, then any other .cu file, sorted; headers are not units."
-    for f in ('kda_zeta.cu', 'kda_fwd_fused.cu', 'kda_alpha.cu', 'kda_fwd_layout.cu', 'kda_common.cuh'):
-        (tmp_path / f).write_text('')
-    assert kernel_units(tmp_path) == ['kda_fwd_layout.cu', 'kda_fwd_fused.cu', 'kda_alpha.cu', 'kda_zeta.cu']
-    with pytest.raises(FileNotFoundError, match='no kernel sources folder'): kernel_units(tmp_path / 'missing')
-
-def test_library_builds_its_own_sources_only():
-    "No version to pick, no git, nothing of the lab: the library builds csrc/ (earlier commits are kda_nb.bench's)."
-    import kda_nb.kernels as K
-    assert 'version' not in inspect.signature(K.load_kernels).parameters
-    assert 'version' not in inspect.signature(K.nvcc_resource_usage).parameters
-    assert not hasattr(K, 'KERNEL_VERSIONS') and not hasattr(K, 'version_sources')
-    src = inspect.getsource(K)
-    assert not re.search(r"""['"]git['"]""", src), "kda_nb.kernels runs git"
-    assert not re.search(r'^\s*(from|import)\s+(kda_nb\.bench|\.bench)\b', src, re.M), "kda_nb.kernels imports the lab"
-
-
 import os
 import re
 import shutil
@@ -66,6 +36,36 @@ def test_nvcc_defines_are_torchs():
                     reason="needs the CUDA headers (cuda_runtime.h)")
 def test_binding_compiles():
     check_binding_compiles()
+
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+def test_csrc_holds_the_current_kernels_only():
+    "csrc/ has the library's files, its kernel units in build order, and no folder of another build."
+    assert all((csrc_dir() / f).is_file() for f in CSRC_FILES)
+    assert kernel_units(csrc_dir()) == list(KERNEL_UNITS)            # the build's unit: every kernel file, in order
+    assert [p.name for p in csrc_dir().iterdir() if p.is_dir()] == []
+
+def test_kernel_units_of_a_folder(tmp_path):
+    "KERNEL_UNITS' files first, in their order, then any other .cu file, sorted; headers are not units."
+    for f in ('kda_zeta.cu', 'kda_fwd_fused.cu', 'kda_alpha.cu', 'kda_fwd_layout.cu', 'kda_common.cuh'):
+        (tmp_path / f).write_text('')
+    assert kernel_units(tmp_path) == ['kda_fwd_layout.cu', 'kda_fwd_fused.cu', 'kda_alpha.cu', 'kda_zeta.cu']
+    with pytest.raises(FileNotFoundError, match='no kernel sources folder'): kernel_units(tmp_path / 'missing')
+
+def test_library_builds_its_own_sources_only():
+    "No version to pick, no git, nothing of the lab: the library builds csrc/ (earlier commits are kda_nb.bench's)."
+    import kda_nb.kernels as K
+    assert 'version' not in inspect.signature(K.load_kernels).parameters
+    assert 'version' not in inspect.signature(K.nvcc_resource_usage).parameters
+    assert not hasattr(K, 'KERNEL_VERSIONS') and not hasattr(K, 'version_sources')
+    src = inspect.getsource(K)
+    assert not re.search(r"""['"]git['"]""", src), "kda_nb.kernels runs git"
+    assert not re.search(r'^\s*(from|import)\s+(kda_nb\.bench|\.bench)\b', src, re.M), "kda_nb.kernels imports the lab"
 
 
 def test_binding_one_entry_point_per_path():
