@@ -60,14 +60,17 @@ def stall_color(reason: str):
     return _STALL_COLORS.get(reason, '0.6')
 
 # %% ../../nbs/08e_ncu_plots.ipynb #79122aac
-def plot_stalls(profiles: dict, n: int = 8, issue: bool = False):
-    "Per kernel, the `n` largest stall reasons (cycles per issued instruction), one bar per workload; `issue`: keep selected / not selected."
+def plot_stalls(profiles: dict, n: int = 8, issue: bool = False, ncols: int | None = None):
+    "Per kernel, the `n` largest stall reasons (cycles per issued instruction), one bar per workload; `issue`: keep selected / not selected; `ncols`: panels a row (default: all in one row)."
     import matplotlib.pyplot as plt
     pd = _pandas()
     tables = {label: stall_table(p) for label, p in profiles.items()}
     kernels = _order(k for t in tables.values() for k in t.columns)
-    fig, axes = plt.subplots(1, max(len(kernels), 1), figsize=(4.8 * max(len(kernels), 1), 4.5), squeeze=False)
-    for ax, k in zip(axes[0], kernels):
+    panels = max(len(kernels), 1)
+    cols = min(ncols or panels, panels)
+    fig, axes = plt.subplots(-(-panels // cols), cols, figsize=(4.8 * cols, 4.5 * -(-panels // cols)), squeeze=False)
+    for ax in axes.flat[len(kernels):]: ax.set_visible(False)          # the grid's spare panels
+    for ax, k in zip(axes.flat, kernels):
         both = pd.DataFrame({label: t[k] for label, t in tables.items() if k in t}).fillna(0.0)
         cpi = both.sum()
         if not issue: both = both.drop(index=[r for r in NOT_STALLS if r in both.index])
