@@ -19,8 +19,7 @@ from .recurrence import step_rows, step_schedule
 
 # %% auto #0
 __all__ = ['step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside', 'step_cuts', 'ends_first', 'kda_backward_cuda',
-           'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32', 'PASS_KSPLIT', 'SEGMENT_MIN_STEPS',
-           'STATES_DTYPE', 'pass_segments']
+           'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -65,7 +64,6 @@ def passes_beside(main: torch.cuda.Stream, n: int = 2):
     finally:
         for s in sides: main.wait_stream(s)
 
-_all_ = ['PASS_KSPLIT', 'SEGMENT_MIN_STEPS', 'STATES_DTYPE', 'pass_segments']   # the backward plan's rules (kda_nb.plan), here too
 
 def step_cuts(steps: int, k: int) -> list[tuple[int, int]]:
     "`k` (at most `steps`, at least one) ranges of steps as equal as can be, `[(lo, hi)]` from the first."

@@ -315,7 +315,7 @@ def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), ba
 
 def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto', *,
                   inputs_dtype: torch.dtype | None = None) -> BackwardPlan:
-    """The backward's plan for a call of this kind (no shapes: `BackwardPlan.shaped` adds the segments once they are
+    """The backward's plan for a call of this kind (no shapes: the plan's shaped method adds the segments once they are
     known). `inputs_dtype`: the one dtype of q, k, v, g and beta where the caller casts the gradients to it (`kda`'s
     autograd does): bf16 inputs then get bf16 gradients from the kernel itself; else (None) they are written in fp32."""
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")

@@ -4,6 +4,7 @@ import pytest
 from kda_nb.backward_kernels import *
 
 
+from kda_nb.plan import PASS_KSPLIT, SEGMENT_MIN_STEPS, STATES_DTYPE, pass_segments   # the backward plan's rules
 import pytest
 from kda_nb.layout import random_inputs, rel_rms
 from kda_nb.backward import recurrent_vjp, chunked_backward
