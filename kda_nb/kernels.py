@@ -68,12 +68,12 @@ def workspace_bytes(n_chunks: int, H: int, record_bytes: int = RECORD_BYTES) -> 
     return n_chunks * H * record_bytes
 
 # %% ../nbs/04_kernels.ipynb #4bc6c527
-def kernel_units(folder: Path) -> list[str]:
-    "The `.cu` files of a sources folder in the order they are built as one unit: those of `KERNEL_UNITS` in its order, then any other, sorted."
+def kernel_units(folder: Path, order: tuple[str, ...] = KERNEL_UNITS) -> list[str]:
+    "The `.cu` files of a sources folder in the order they are built as one unit: those of `order` in its order, then any other, sorted."
     folder = Path(folder)
     if not folder.is_dir(): raise FileNotFoundError(f"no kernel sources folder at {folder}")
     cu = {p.name for p in folder.iterdir() if p.suffix == '.cu'}
-    return [f for f in KERNEL_UNITS if f in cu] + sorted(cu - set(KERNEL_UNITS))
+    return [f for f in order if f in cu] + sorted(cu - set(order))
 
 def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units: list[str] | None = None) -> list[dict]:
     """Compile the kernels of `folder` (default `csrc_dir()`) as the library builds them, one translation unit of `units`

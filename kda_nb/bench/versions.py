@@ -108,10 +108,7 @@ VERSION_UNITS = ('kda_fwd_layout.cu', 'kda_layout.cu', 'kda_fwd_prepare.cu', 'kd
 
 def version_units(folder: Path) -> list[str]:
     "The `.cu` files of an earlier version's sources in the order they are built as one unit: layout kernel, K1, K2, fused, K3, the backward."
-    folder = Path(folder)
-    if not folder.is_dir(): raise FileNotFoundError(f"no kernel sources folder at {folder}")
-    cu = {p.name for p in folder.iterdir() if p.suffix == '.cu'}
-    return [f for f in VERSION_UNITS if f in cu] + sorted(cu - set(VERSION_UNITS))
+    return kernels.kernel_units(folder, VERSION_UNITS)
 
 _loaded: dict = {}              # version -> its loaded extension
 _build_failures: dict = {}      # version -> why its build failed (not retried in this process)
