@@ -70,12 +70,13 @@ from kda_nb.bench.versions import load_version
 for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records']) else (None, sys.argv[1]):
     t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
-TESTS="tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py tests/test_05_api.py tests/test_03a_backward.py
-       tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py"
+# the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
+TESTS="tests/test_05_api.py tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py 
+       tests/test_04c_backward_kernels.py tests/test_03a_backward.py tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py"
 if [ "$BENCH" = --train ]; then
   echo "== the backward's GPU tests"
-  bounded python3 -m pytest -q -rs -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
-  bounded python3 -m pytest -q -rs -p no:cacheprovider tests/test_05_api.py -k "kernel_path_backward or opcheck_cuda" 2>&1 \
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_05_api.py -k "kernel_path_backward or opcheck_cuda" 2>&1 \
     | tee "$LOG/pytest_api_backward.txt" || status=1
   echo "== the backward under compute-sanitizer, and where its time goes"
   bounded python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
@@ -127,7 +128,7 @@ if [ "$BENCH" = --records ]; then
 fi
 if [ "$BENCH" = --capture ]; then
   echo "== the GPU tests (not the slow ones), then the capture"
-  bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" | tail -15 || status=1
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" | tail -15 || status=1
   FK=$(python3 -c "import flash_kda" 2>/dev/null && echo --with-flash-kda)
   bounded python3 -m kda_nb.ncu capture --modes fixed varlen decode train $FK --out /tmp/ncu 2>&1 | grep -v '^==PROF== Profiling' \
     | tee "$LOG/capture.txt" || status=1
@@ -154,13 +155,13 @@ if [ "$BENCH" = --capture ]; then
 fi
 if [ "$BENCH" = --slow ]; then
   echo "== the slow GPU tests"
-  bounded python3 -m pytest -q -rs -p no:cacheprovider -m slow $TESTS 2>&1 | tee "$LOG/pytest_slow.txt" || status=1
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m slow $TESTS 2>&1 | tee "$LOG/pytest_slow.txt" || status=1
   exit $status
 fi
 echo "== bitwise against $BASE"
 bounded python3 -m kda_nb.bench compare "$BASE" 2>&1 | tee "$LOG/bitwise.txt" || status=1
 echo "== GPU tests (not the slow ones)"
-bounded python3 -m pytest -q -rs -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
+bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then
   echo "== benchmark: anchor and small calls, this tree against $BASE"
   bounded python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house "${COMMIT_ARG[@]}" 2>&1 \
