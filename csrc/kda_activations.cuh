@@ -3,9 +3,8 @@
 // strength) and the L2 normalisation of q and k. Only the math of one value lives here; how a kernel lays its
 // tokens and channels over threads (and so how it sums over channels) stays in the kernel.
 //
-// Each activation has a form, a compile-time parameter of its functions. There is one form of each today; another
-// (a gate given from outside, beta given as a probability, q and k normalised by the caller) is a new enum value
-// and an `if constexpr` branch in these functions, so the kernels that call them need no second copy.
+// Each activation has a form, a compile-time parameter of its functions: a form is an enum value and an
+// `if constexpr` branch in these functions, so the kernels that call them need no second copy.
 //
 // Python's reference: kda_nb.activations (gate, beta, l2_normalize) and kda_nb.backward (activate_backward).
 #pragma once
@@ -14,9 +13,21 @@
 namespace kda {
 
 // §forms
-enum class GateForm { SafeSigmoid };   // log-decay = bound * sigmoid(exp(A_log) (g + dt_bias)), bound = lower_bound < 0
-enum class BetaForm { Logit };         // beta = sigmoid(x) of the caller's x
-enum class NormForm { L2 };            // x_hat = x / sqrt(|x|^2 + NORM_EPS), inside the kernels
+// The numbers are the binding's: kda_nb.layout.Form.codes gives them, kda_forward takes them.
+enum class GateForm : int {
+    SafeSigmoid = 0,   // log-decay = bound * sigmoid(exp(A_log) (g + dt_bias)), bound = lower_bound < 0
+    Softplus = 1,      // log-decay = -exp(A_log) softplus(g + dt_bias): Kimi Linear's, no lower bound
+    Given = 2,         // log-decay = g, computed by the caller (any value <= 0; no A_log, no dt_bias)
+};
+enum class BetaForm : int {
+    Logit = 0,         // beta = sigmoid(x) of the caller's x
+    Prob = 1,          // beta = x, the caller's write strength
+    LogitNegEig = 2,   // beta = 2 sigmoid(x), in (0, 2) (allow_neg_eigval)
+};
+enum class NormForm : int {
+    L2 = 0,            // x_hat = x / sqrt(|x|^2 + NORM_EPS), inside the kernels
+    Outside = 1,       // x_hat = x: the caller normalised q and k
+};
 
 constexpr float NORM_EPS = 1e-6f;      // kda_nb.activations.l2_normalize
 

@@ -2,7 +2,7 @@
 // names every argument). Each checks its tensors (kda_checks.h), fills the kernels' arguments (kda_args.h) and
 // launches on torch's current stream of the inputs' device. It chooses nothing: every launch choice arrives from
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
-//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=)  the forward on the plan's
+//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id)
@@ -143,8 +143,13 @@ int64_t keep_decode_step(KDA_CALL_PARAMS) {
 // workspace holds K1's records, then (a pipeline) the two carry states; the steps are at most the batch's chunks
 // (the plan picks no more; a direct caller's are cut to them). 0, or with keep the id of a prepared decode step.
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
-                    bool k1_persistent, int64_t sms, bool keep) {
+                    bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
+                    int64_t norm_form) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
+    TORCH_CHECK(gate_form == 0 && beta_form == 0 && norm_form == 0,
+                "the forward's kernels compute FlashKDA's form only (gate_form, beta_form, norm_form = 0, 0, 0), got ",
+                num(gate_form).c_str(), ", ", num(beta_form).c_str(), ", ", num(norm_form).c_str(),
+                ": kda_nb.plan sends other forms to the reference");
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -429,7 +434,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("A_log"), py::arg("dt_bias"), py::arg("lower_bound"), py::arg("initial_state"),
           py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
-          py::arg("keep"));
+          py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"));
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

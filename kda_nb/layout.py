@@ -41,6 +41,14 @@ class Form:
         "Is every decay bounded by the form itself (the safe gate computed inside: a >= lower_bound >= -5)?"
         return self.gate == 'safe'
 
+    @property
+    def codes(self) -> tuple[int, int, int]:
+        """`(gate, beta, norm)`: the form as the kernels' template parameters take it (csrc/kda_activations.cuh: GateForm
+        0 safe, 1 softplus, 2 given; BetaForm 0 logits, 1 probabilities, 2 logits with allow_neg_eigval; NormForm 0
+        inside, 1 outside)."""
+        beta = (2 if self.allow_neg_eigval else 0) if self.use_beta_sigmoid_in_kernel else 1
+        return ('safe', 'softplus', 'given').index(self.gate), beta, 0 if self.use_qk_l2norm_in_kernel else 1
+
 FORM_OPTIONS = tuple(Form.__dataclass_fields__)
 
 def check_form(form: Form, A_log, dt_bias, lower_bound) -> float | None:

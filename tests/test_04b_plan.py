@@ -108,7 +108,8 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
                extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
     assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
-    assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep']
+    assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
+                          'gate_form', 'beta_form', 'norm_form']
     assert list(Plan('decode', '').launch_args()) == names[14:20]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
@@ -117,10 +118,11 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', '')):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(p, *args)     # the plan taken, the tensors refused
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(Plan('decode', ''), *args, keep=True)
-    good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False)
+    good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False,
+                gate_form=0, beta_form=0, norm_form=0)
     for bad, words in [(dict(path='x'), 'path must be'), (dict(steps=9), 'steps must be 1 to 8'), (dict(k2_stages=5), 'k2_stages'),
                        (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
-                       (dict(keep=True), 'keep')]:
+                       (dict(keep=True), 'keep'), (dict(gate_form=1), 'form')]:
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     assert ext.kda_decode_free(-5) is False
 
