@@ -42,18 +42,37 @@ __device__ __forceinline__ float sigmoid_slope(float x) {
     return e / (d * d);
 }
 
-// §gate: the gate's rate A = exp(A_log) of a head, its argument z = A (g + dt_bias) of one channel of one token, and
-// the log-decay bound * sigmoid(z), with `bound` the lower bound of the log-decay (times log2(e) where a kernel keeps
-// the cumulative decay in base 2, or 0 to drop a padding token). The forward's kernels take A by the fast
-// exponential (gate_rate), the backward's by the exact one (gate_rate_exact): they differ by an ulp or two.
+// §gate: the gate's rate A = exp(A_log) of a head; its argument z of one channel of one token (the safe gate:
+// A (g + dt_bias); the softplus gate: g + dt_bias; a given gate: g itself); the factor w = gate_scale(A, bound) that
+// turns the form's function of z into the log-decay (the safe gate: its lower bound; the softplus gate: -A; a given
+// gate: 1), and log_decay(z, w'), the log-decay for w' = w (times log2(e) where a kernel keeps the cumulative decay
+// in base 2, or 0 to drop a padding token). The forward's kernels take A by the fast exponential (gate_rate), the
+// backward's by the exact one (gate_rate_exact): they differ by an ulp or two.
 template <GateForm F = GateForm::SafeSigmoid>
 __device__ __forceinline__ float gate_rate(float A_log) { return __expf(A_log); }
 template <GateForm F = GateForm::SafeSigmoid>
 __device__ __forceinline__ float gate_rate_exact(float A_log) { return expf(A_log); }
 template <GateForm F = GateForm::SafeSigmoid>
-__device__ __forceinline__ float gate_arg(float g, float A, float bias) { return A * (g + bias); }
+__device__ __forceinline__ float gate_arg(float g, float A, float bias) {
+    if constexpr (F == GateForm::SafeSigmoid) return A * (g + bias);
+    else if constexpr (F == GateForm::Softplus) return g + bias;
+    else return g;
+}
 template <GateForm F = GateForm::SafeSigmoid>
-__device__ __forceinline__ float log_decay(float z, float bound) { return bound * sigmoid(z); }
+__device__ __forceinline__ float gate_scale(float A, float bound) {
+    if constexpr (F == GateForm::SafeSigmoid) return bound;
+    else if constexpr (F == GateForm::Softplus) return -A;
+    else return 1.f;
+}
+// softplus(z) = log(1 + e^z) = max(z, 0) + log(1 + e^-|z|), with the fast exponential and logarithm: an absolute
+// error of a few 1e-7, never an overflow
+__device__ __forceinline__ float softplus(float z) { return fmaxf(z, 0.f) + __logf(1.f + __expf(-fabsf(z))); }
+template <GateForm F = GateForm::SafeSigmoid>
+__device__ __forceinline__ float log_decay(float z, float w) {
+    if constexpr (F == GateForm::SafeSigmoid) return w * sigmoid(z);
+    else if constexpr (F == GateForm::Softplus) return w * softplus(z);
+    else return w * z;
+}
 // d log_decay / dz
 template <GateForm F = GateForm::SafeSigmoid>
 __device__ __forceinline__ float log_decay_slope(float z, float bound) { return bound * sigmoid_slope(z); }
@@ -68,17 +87,25 @@ __device__ __forceinline__ float gate_backward(float dz, float z, float A, bool 
     return dz * A;
 }
 
-// §beta: the write strength of a token from the caller's value x, and d beta / dx (b (1 - b) as s(x) s(-x): exact
-// where b is near 1)
+// §beta: the write strength of a token from the caller's value x (logits: sigmoid(x); probabilities: x itself;
+// allow_neg_eigval: 2 sigmoid(x), in (0, 2)), and d beta / dx (b (1 - b) as s(x) s(-x): exact where b is near 1)
 template <BetaForm F = BetaForm::Logit>
-__device__ __forceinline__ float beta_of(float x) { return sigmoid(x); }
+__device__ __forceinline__ float beta_of(float x) {
+    if constexpr (F == BetaForm::Logit) return sigmoid(x);
+    else if constexpr (F == BetaForm::Prob) return x;
+    else return 2.f * sigmoid(x);
+}
 template <BetaForm F = BetaForm::Logit>
 __device__ __forceinline__ float beta_slope(float x) { return sigmoid_slope(x); }
 
-// §norm: r = 1 / sqrt(|x|^2 + eps) from a token's sum of squares over its channels (x_hat = r x), and the gradient of
+// §norm: r = 1 / sqrt(|x|^2 + eps) from a token's sum of squares over its channels (x_hat = r x; 1 where the
+// caller normalised), and the gradient of
 // x from that of x_hat: r (dx_hat - (x_hat . dx_hat) x_hat), given the token's dot = x_hat . dx_hat
 template <NormForm F = NormForm::L2>
-__device__ __forceinline__ float inv_norm(float sum_sq) { return rsqrtf(sum_sq + NORM_EPS); }
+__device__ __forceinline__ float inv_norm(float sum_sq) {
+    if constexpr (F == NormForm::L2) return rsqrtf(sum_sq + NORM_EPS);
+    else return 1.f;                   // normalised by the caller
+}
 template <NormForm F = NormForm::L2>
 __device__ __forceinline__ float norm_backward(float r, float dx_hat, float dot, float x_hat) {
     return r * (dx_hat - dot * x_hat);
