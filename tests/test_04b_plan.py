@@ -122,7 +122,7 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
                 gate_form=0, beta_form=0, norm_form=0)
     for bad, words in [(dict(path='x'), 'path must be'), (dict(steps=9), 'steps must be 1 to 8'), (dict(k2_stages=5), 'k2_stages'),
                        (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
-                       (dict(keep=True), 'keep'), (dict(gate_form=1), 'form')]:
+                       (dict(keep=True), 'keep'), (dict(gate_form=3), 'form')]:
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     assert ext.kda_decode_free(-5) is False
 
