@@ -4,6 +4,17 @@ import pytest
 from kda_nb.bench.cases import *
 
 
+def test_variant_cases():
+    base = anchor_cases(Hs=(96, 64), states=('bf16', 'fp32'))
+    vs = variant_cases(base, ['softplus', 'gva32', 'd64', 'fp16'])
+    assert len(vs) == 4 * 3 and {(c.state) for c in vs} == {'bf16'}
+    assert [c.name for c in vs[:3]] == ['fixed · softplus', 'varlen six · softplus', 'varlen 1024 x 8 · softplus']
+    assert vs[0].gate == 'softplus' and vs[0].H == 96 and base[0].gate == 'safe'
+    assert (vs[3].H, vs[3].HV, vs[3].heads) == (16, 32, 32) and (vs[6].K, vs[6].V) == (64, 64) and vs[9].dtype == 'fp16'
+    assert variant_cases([], ['given']) == [] and variant_cases(base, []) == []
+    with pytest.raises(ValueError, match='unknown variant'): variant(base[0], 'nope')
+
+
 def test_forward_bytes_counts_each_tensor_once():
     c = Case('anchor', 'fixed', 96, [8192], 'fp32', False)
     b, tok = forward_bytes(c), 8192 * 96
@@ -13,6 +24,10 @@ def test_forward_bytes_counts_each_tensor_once():
     assert forward_bytes(c, 'bf16')['final_state'] * 2 == b['final_state']
     v = forward_bytes(Case('anchor', 'six', 96, [4096, 4096], 'fp32'))
     assert v['params'] == b['params'] + 3 * 8 and v['initial_state'] == 2 * b['initial_state']
+    gva = forward_bytes(variant(c, 'gva64'))                     # H = 16 query heads, 64 value heads
+    assert gva['q'] == 8192 * 16 * 128 * 2 and gva['v'] == gva['out'] == 8192 * 64 * 128 * 2
+    assert gva['initial_state'] == 64 * 128 * 128 * 4
+    assert forward_bytes(variant(c, 'given'))['params'] == 0 and forward_bytes(variant(c, 'd64'))['q'] == tok * 64 * 2
 
 
 def test_cases_run_most_important_first():
@@ -42,3 +57,12 @@ def test_train_cases():
     assert 'train' not in GROUPS                            # never part of a default run
     assert max(c.T for c in build_cases(['train'], cpu=True, quick=True)) <= 1024
     with pytest.raises(ValueError, match='train'): build_cases(['nope'], cpu=True, quick=True)
+
+def test_variants_follow_their_group():
+    cases = build_cases(['anchor', 'train'], cpu=False, quick=False, variants=('softplus', 'gva64'))
+    anchor = [c for c in cases if c.group == 'anchor' and c.state == 'bf16']
+    assert [c.name for c in anchor[6:9]] == ['fixed · softplus', 'varlen six · softplus', 'varlen 1024 x 8 · softplus']
+    assert len(anchor) == 6 + 6 and {c.H for c in anchor[6:]} == {96, 16}
+    train = [c for c in cases if c.group == 'train']
+    assert len(train) == 7 + 6 and [c.name for c in train[7:]][-1] == 'varlen 1024 x 8 · gva64'
+    assert build_cases(['anchor'], cpu=False, quick=False) == [c for c in build_cases(['anchor'], cpu=False, quick=False, variants=())]

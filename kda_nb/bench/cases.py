@@ -6,19 +6,21 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from ..layout import ANCHOR_HEADS, ANCHOR_T, anchor_workloads
+from ..layout import ANCHOR_HEADS, ANCHOR_T, Form, anchor_workloads
 
 # %% auto #0
-__all__ = ['STATES', 'DTYPE_BYTES', 'GROUPS', 'TRAIN', 'L2_BYTES_H200', 'Case', 'anchor_cases', 'powers_of', 't_sweep', 'n_sweep',
-           'train_cases', 'small_cases', 'forward_bytes', 'make_inputs', 'n_input_sets', 'build_cases']
+__all__ = ['STATES', 'DTYPE_BYTES', 'INPUTS', 'GROUPS', 'TRAIN', 'VARIANTS', 'L2_BYTES_H200', 'Case', 'anchor_cases', 'powers_of',
+           't_sweep', 'n_sweep', 'train_cases', 'small_cases', 'variant', 'variant_cases', 'forward_bytes',
+           'make_inputs', 'n_input_sets', 'build_cases']
 
 # %% ../../nbs/07a_bench_cases.ipynb #f220c657
 STATES = {'bf16': torch.bfloat16, 'fp32': torch.float32}
-DTYPE_BYTES = {'bf16': 2, 'fp32': 4}
+DTYPE_BYTES = {'bf16': 2, 'fp16': 2, 'fp32': 4}
+INPUTS = {'bf16': torch.bfloat16, 'fp16': torch.float16}
 
 @dataclass
 class Case:
@@ -31,12 +33,23 @@ class Case:
     varlen: bool = True    # False: one fixed-length row [1, T], no cu_seqlens
     K: int = 128
     V: int = 128
+    form: tuple = ()       # the KDA form, as (option, value) pairs of kda_nb.layout.Form: () is FlashKDA's
+    HV: int | None = None  # value heads (grouped value heads: a multiple of H); None: H
+    dtype: str = 'bf16'    # the inputs' dtype: 'bf16' or 'fp16'
 
     @property
     def T(self) -> int: return sum(self.seqlens)
     @property
     def N(self) -> int: return len(self.seqlens)
-    def __str__(self): return f"{self.group} {self.name}, H={self.H}, T={self.T}, N={self.N}, {self.state} state"
+    @property
+    def heads(self) -> int: return self.HV or self.H
+    @property
+    def options(self) -> dict: return dict(self.form)
+    @property
+    def gate(self) -> str: return Form(**self.options).gate
+    def __str__(self):
+        hv = f", HV={self.HV}" if self.HV else ''
+        return f"{self.group} {self.name}, H={self.H}{hv}, T={self.T}, N={self.N}, {self.state} state"
 
 # %% ../../nbs/07a_bench_cases.ipynb #3398b5f0
 def anchor_cases(T: int = ANCHOR_T, Hs=ANCHOR_HEADS, states=('bf16', 'fp32'), D: int = 128) -> list[Case]:
@@ -77,15 +90,36 @@ def small_cases(Ns=(1, 64, 256), Ts=(16, 64, 256), H: int = 32, state: str = 'fp
     return ([Case('small', f'{N} x 1 token', H, [1] * N, state, True, D, D) for N in Ns]
             + [Case('small', f'fixed, {T} tokens', H, [T], state, False, D, D) for T in Ts])
 
+# %% ../../nbs/07a_bench_cases.ipynb #4dc7f519
+VARIANTS = {   # name: what it changes in a Case
+    'softplus': dict(form=(('safe_gate', False),)),               # Kimi Linear's gate, no lower bound
+    'given': dict(form=(('use_gate_in_kernel', False),)),         # the log-decay computed outside
+    'gva32': dict(H=16, HV=32), 'gva64': dict(H=16, HV=64),       # grouped value heads
+    'd64': dict(K=64, V=64),                                      # head dims of 64
+    'fp16': dict(dtype='fp16'),
+}
+
+def variant(case: Case, name: str) -> Case:
+    "`case` in the variant `name` of `VARIANTS`, named `<layout> · <variant>`."
+    if name not in VARIANTS: raise ValueError(f"unknown variant {name!r}: choose from {', '.join(VARIANTS)}")
+    return replace(case, name=f"{case.name} · {name}", **VARIANTS[name])
+
+def variant_cases(cases: list[Case], names) -> list[Case]:
+    "Each variant in `names` on the cases of the first H and first state dtype among `cases`."
+    if not cases or not names: return []
+    first = [c for c in cases if (c.H, c.state) == (cases[0].H, cases[0].state)]
+    return [variant(c, n) for n in names for c in first]
+
 # %% ../../nbs/07a_bench_cases.ipynb #550a6118
-def forward_bytes(case: Case, state: str | None = None, act_bytes: int = 2) -> dict:
-    "The fewest bytes one forward must move, by tensor: inputs read once, `out` written once, states read and written."
-    T, H, N, K, V = case.T, case.H, case.N, case.K, case.V
-    sb = DTYPE_BYTES[state or case.state]
-    parts = dict(q=T * H * K * act_bytes, k=T * H * K * act_bytes, v=T * H * V * act_bytes,
-                 g=T * H * K * act_bytes, beta=T * H * act_bytes,
-                 params=H * 4 + H * K * 4 + ((N + 1) * 8 if case.varlen else 0),   # A_log, dt_bias, cu_seqlens
-                 out=T * H * V * act_bytes, initial_state=N * H * V * K * sb, final_state=N * H * V * K * sb)
+def forward_bytes(case: Case, state: str | None = None, act_bytes: int | None = None) -> dict:
+    """The fewest bytes one forward must move, by tensor: inputs read once, `out` written once, states read and written.
+    q and k have H heads, the rest HV (grouped value heads); a gate computed outside has no A_log, dt_bias."""
+    T, H, HV, N, K, V = case.T, case.H, case.heads, case.N, case.K, case.V
+    sb, ab = DTYPE_BYTES[state or case.state], act_bytes or DTYPE_BYTES[case.dtype]
+    gate_params = 0 if case.gate == 'given' else HV * 4 + HV * K * 4                 # A_log, dt_bias (fp32)
+    parts = dict(q=T * H * K * ab, k=T * H * K * ab, v=T * HV * V * ab, g=T * HV * K * ab, beta=T * HV * ab,
+                 params=gate_params + ((N + 1) * 8 if case.varlen else 0),           # and cu_seqlens
+                 out=T * HV * V * ab, initial_state=N * HV * V * K * sb, final_state=N * HV * V * K * sb)
     parts['total'] = sum(parts.values())
     return parts
 
@@ -93,16 +127,30 @@ def forward_bytes(case: Case, state: str | None = None, act_bytes: int = 2) -> d
 L2_BYTES_H200 = 60 * 10**6          # assumed when torch does not report the device's L2 size
 
 def make_inputs(case: Case, device='cpu', seed: int = 0) -> dict:
-    "A random problem for `case` drawn on `device`, as `fwd` keyword arguments (without `out`/`final_state`)."
+    """A random problem for `case` drawn on `device`, as `fwd` keyword arguments (without `out`/`final_state`, and
+    without the form's options: `case.options`). FlashKDA's form: the benchmark's long-standing draw (A_log = 0, dt_bias
+    = 0, g ~ 8 N(0, 1)). The softplus gate, and the gate computed outside (that gate's log-decay, drawn the same way):
+    A = exp(A_log) in [1, 16], dt_bias the inverse softplus of a step in [0.001, 0.1] (Mamba's draw), g ~ N(0, 1)."""
     dev = torch.device(device)
     gen = torch.Generator(device=dev).manual_seed(seed)
-    T, H, K, V, N = case.T, case.H, case.K, case.V, case.N
-    bf = dict(generator=gen, device=dev, dtype=torch.bfloat16)
-    inp = dict(q=torch.rand(1, T, H, K, **bf), k=torch.rand(1, T, H, K, **bf), v=torch.rand(1, T, H, V, **bf),
-               g=torch.randn(1, T, H, K, **bf).mul_(8), beta=torch.randn(1, T, H, **bf), scale=K ** -0.5,
-               A_log=torch.zeros(H, device=dev), dt_bias=torch.zeros(H, K, device=dev), lower_bound=-5.0,
-               initial_state=torch.randn(N, H, V, K, generator=gen, device=dev, dtype=STATES[case.state]),
+    T, H, HV, K, V, N = case.T, case.H, case.heads, case.K, case.V, case.N
+    x = dict(generator=gen, device=dev, dtype=INPUTS[case.dtype])
+    gate = case.gate
+    inp = dict(q=torch.rand(1, T, H, K, **x), k=torch.rand(1, T, H, K, **x), v=torch.rand(1, T, HV, V, **x),
+               g=torch.randn(1, T, HV, K, **x).mul_(8), beta=torch.randn(1, T, HV, **x), scale=K ** -0.5,
+               A_log=torch.zeros(HV, device=dev), dt_bias=torch.zeros(HV, K, device=dev), lower_bound=-5.0,
+               initial_state=torch.randn(N, HV, V, K, generator=gen, device=dev, dtype=STATES[case.state]),
                cu_seqlens=None)
+    if gate != 'safe':
+        f32 = dict(generator=gen, device=dev)
+        A_log = (1 + 15 * torch.rand(HV, **f32)).log()
+        step = (math.log(1e-3) + math.log(100) * torch.rand(HV, K, **f32)).exp()
+        dt_bias = step + torch.log(-torch.expm1(-step))                 # softplus(dt_bias) = step
+        g = torch.randn(1, T, HV, K, **f32)
+        inp.update(g=g.to(x['dtype']), A_log=A_log, dt_bias=dt_bias, lower_bound=None)
+        if gate == 'given':
+            a = -A_log.exp()[:, None] * torch.nn.functional.softplus(g + dt_bias)
+            inp.update(g=a.to(x['dtype']), A_log=None, dt_bias=None)
     if case.varlen:
         inp['cu_seqlens'] = torch.tensor([0] + case.seqlens, dtype=torch.int64).cumsum(0).to(dev)
     return inp
@@ -116,10 +164,11 @@ def n_input_sets(set_bytes: int, l2_bytes: int = L2_BYTES_H200, *, factor: int =
 # %% ../../nbs/07a_bench_cases.ipynb #593219af
 def build_cases(groups, cpu: bool, quick: bool, *, anchor_T=None, Hs=None, states=('bf16', 'fp32'), min_T=None,
                 max_T=None, T_step: int = 2, sweep_H=None, sweep_state='fp32', seq_total=None, max_seqs=None,
-                D: int = 128, small_H=None, small_Ns=None, small_Ts=None) -> list[Case]:
+                D: int = 128, small_H=None, small_Ns=None, small_Ts=None, variants=()) -> list[Case]:
     """The cases of a run, in the order they run: defaults by machine (GPU or CPU) and length (`quick`), overridden
     by what is given. The anchors with the first of `states` run where 'anchor' stands in `groups`; the anchors with
-    the other states run last, after the sweeps (the most important numbers first, for a run that may be cut short)."""
+    the other states run last, after the sweeps (the most important numbers first, for a run that may be cut short).
+    `variants` (names of `VARIANTS`) follow the anchors' and the training steps' own cases."""
     if cpu:
         d = dict(anchor_T=256, Hs=(2,), train_long_T=1024, min_T=64, max_T=256 if quick else 1024, sweep_H=2, seq_total=256,
                  max_seqs=16 if quick else 64, small_H=2, small_Ns=(1, 4, 16), small_Ts=(16, 64))
@@ -132,7 +181,8 @@ def build_cases(groups, cpu: bool, quick: bool, *, anchor_T=None, Hs=None, state
     cases, later = [], []
     for g in groups:
         if g == 'anchor':
-            cases += anchor_cases(v('anchor_T', anchor_T), v('Hs', Hs), states[:1], D)
+            first = anchor_cases(v('anchor_T', anchor_T), v('Hs', Hs), states[:1], D)
+            cases += first + variant_cases(first, variants)
             later += anchor_cases(v('anchor_T', anchor_T), v('Hs', Hs), states[1:], D)
         elif g == 'T':
             Ts = powers_of(T_step, v('min_T', min_T), v('max_T', max_T))
@@ -144,6 +194,7 @@ def build_cases(groups, cpu: bool, quick: bool, *, anchor_T=None, Hs=None, state
         elif g == 'small':
             cases += small_cases(v('small_Ns', small_Ns), v('small_Ts', small_Ts), v('small_H', small_H), 'fp32', D)
         elif g == TRAIN:
-            cases += train_cases(v('anchor_T', anchor_T), v('Hs', Hs), v('train_long_T', None), 32 if not cpu else 2, D)
+            steps = train_cases(v('anchor_T', anchor_T), v('Hs', Hs), v('train_long_T', None), 32 if not cpu else 2, D)
+            cases += steps + variant_cases(steps, variants)
         else: raise ValueError(f"unknown case group {g!r}: choose from {', '.join(GROUPS + (TRAIN,))}")
     return cases + later
