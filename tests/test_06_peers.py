@@ -40,3 +40,12 @@ def test_fla_forward_keeps_autograd(monkeypatch):
     assert out.grad_fn is not None and fs.grad_fn is not None
     (out.float().sum() + fs.sum()).backward()
     assert inp['v'].grad is not None and inp['initial_state'].grad is not None
+
+@pytest.mark.skipif(fla_unavailable_reason() is not None, reason=f"needs fla on a GPU: {fla_unavailable_reason()}")
+def test_fla_forward_takes_the_forms():
+    for form in (dict(safe_gate=False), dict(use_gate_in_kernel=False)):
+        inp = random_inputs(1, 200, 2, 128, device='cuda', seed=2, **form)
+        o, s = fla_forward(**inp, **form)
+        o64, s64 = kda_recurrent(**inp, **form)
+        print(f"fla chunk_kda, {form}: out {rel_rms(o, o64):.2e}, state {rel_rms(s, s64):.2e}")
+        assert rel_rms(o, o64) < 1e-2 and rel_rms(s, s64) < 1e-2

@@ -8,7 +8,7 @@ from kda_nb.bench.backends import IMPLS
 from kda_nb.bench.cli import _ints, _names
 
 def test_every_option_of_the_command():
-    names = ('--device', '--quick', '--cases', '--impls', '--H', '--anchor-T', '--states', '--min-T', '--max-T', '--T-step',
+    names = ('--device', '--quick', '--cases', '--impls', '--variants', '--H', '--anchor-T', '--states', '--min-T', '--max-T', '--T-step',
              '--sweep-H', '--sweep-state', '--seq-total', '--max-seqs', '--small-N', '--small-T', '--small-H',
              '--e2e-calls', '--e2e-warmup', '--e2e-budget', '--D', '--ref-max-tokens', '--calls', '--min-calls',
              '--warmup', '--budget', '--check-tokens', '--check-heads', '--tol', '--agree-tol', '--time-anyway',

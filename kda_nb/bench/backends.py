@@ -16,9 +16,10 @@ import torch
 from ..api import DecodeStep, fwd, kda
 from ..kernels import kernels_unavailable_reason, load_kernels
 from .versions import KERNEL_VERSIONS, load_version, version_sources, version_unavailable_reason
+from ..layout import Form
 from ..plan import Plan, plan, plan_for
 from ..peers import fla_forward, fla_unavailable_reason, flash_kda_unavailable_reason
-from .cases import STATES, TRAIN, Case
+from .cases import INPUTS, STATES, TRAIN, Case
 
 # %% auto #0
 __all__ = ['TRAIN_LEAVES', 'IMPLS', 'LABELS', 'Backend', 'case_plan', 'train_step', 'kernels_ready', 'fwd_backend',
@@ -37,36 +38,48 @@ class Backend:
 def _buffers(inp: dict, case: Case):
     "`out` and `final_state` for one input set, poisoned with NaN so that a backend that skips a write shows."
     out = torch.full_like(inp['v'], float('nan'))
-    fs = torch.full((case.N, case.H, case.V, case.K), float('nan'), dtype=STATES[case.state], device=out.device)
+    fs = torch.full((case.N, case.heads, case.V, case.K), float('nan'), dtype=STATES[case.state], device=out.device)
     return out, fs
 
-def _cuda_reason(case: Case, device, who: str) -> str | None:
-    if torch.device(device).type != 'cuda': return f"{who}: CUDA devices only, not {device}"
+def _cuda_only(device, who: str) -> str | None:
+    return None if torch.device(device).type == 'cuda' else f"{who}: CUDA devices only, not {device}"
+
+def _flash_kda_form(case: Case, who: str) -> str | None:
+    "Why `who` (FlashKDA, or kda_nb's earlier kernels, which compute its form only) cannot run `case` (None if it can)."
     if (case.K, case.V) != (128, 128): return f"{who}: K = V = 128 only"
+    if case.gate != 'safe' or case.form: return f"{who}: the safe gate with FlashKDA's options only"
+    if case.HV: return f"{who}: as many value heads as query heads only"
+    if case.dtype != 'bf16': return f"{who}: bf16 inputs only"
     return None
+
+def _cuda_reason(case: Case, device, who: str) -> str | None:
+    return _cuda_only(device, who) or _flash_kda_form(case, who)
 
 def case_plan(case: Case, device, step: bool = False) -> Plan:
     "The path `kda_nb.plan` gives `case` on `device` (as `fwd` would see it: the lengths known on the host)."
-    return plan(torch.device(device), torch.bfloat16, 1, case.T, case.H, case.K, case.V, case.N, varlen=case.varlen,
+    return plan(torch.device(device), INPUTS[case.dtype], 1, case.T, case.H, case.K, case.V, case.N, varlen=case.varlen,
                 max_len=max(case.seqlens), state_dtypes=(('initial_state', STATES[case.state]),
-                                                         ('final_state', STATES[case.state])), step=step)
+                                                         ('final_state', STATES[case.state])), step=step,
+                HV=case.heads, form=Form(**case.options))
 
 # %% ../../nbs/07b_bench_backends.ipynb #7181f8ed
 TRAIN_LEAVES = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')   # what a training step differentiates
 
 def train_step(forward: Callable, inp: dict, case: Case, *, flat_dt_bias: bool = False, seed: int = 1) -> Callable:
     """A training step on one input set: `call()` runs `forward(**leaves, scale=, lower_bound=, cu_seqlens=)` and the
-    backward from fixed upstream gradients of out and the final state; returns `(out, final_state)` detached.
+    backward from fixed upstream gradients of out and the final state; returns `(out, final_state)` detached. The
+    case's form goes to `forward` as its options (`case.options`).
     `call.leaves`: the leaves (their `.grad` after a call); `call.upstream`: the two upstream gradients. `flat_dt_bias`: dt_bias as [H * K], as fla takes it."""
     with torch.inference_mode(False):
-        leaves = {n: inp[n].clone() for n in TRAIN_LEAVES}          # ordinary tensors: autograd may save them
-        if flat_dt_bias: leaves['dt_bias'] = leaves['dt_bias'].flatten()
+        leaves = {n: inp[n].clone() for n in TRAIN_LEAVES if inp[n] is not None}   # ordinary tensors: autograd may save them
+        if flat_dt_bias and 'dt_bias' in leaves: leaves['dt_bias'] = leaves['dt_bias'].flatten()
         for x in leaves.values(): x.requires_grad_()
         cu = None if inp['cu_seqlens'] is None else inp['cu_seqlens'].clone()
         gen = torch.Generator(device=inp['v'].device).manual_seed(seed)
         d_out = torch.randn(inp['v'].shape, generator=gen, device=inp['v'].device).to(inp['v'].dtype)
         d_state = torch.randn(inp['initial_state'].shape, generator=gen, device=inp['v'].device)
-    rest = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=cu)
+    rest = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=cu, **case.options)
+    rest.update({n: None for n in TRAIN_LEAVES if inp[n] is None})      # a gate computed outside: no A_log, dt_bias
     def call():
         with torch.inference_mode(False), torch.enable_grad():
             for x in leaves.values(): x.grad = None
@@ -101,10 +114,17 @@ def kernels_ready(device, version: str | None = None) -> str | None:
     return _BUILDS[version]['error']
 
 # %% ../../nbs/07b_bench_backends.ipynb #fdb6f130
+def _plan_refusal(case: Case, device) -> str | None:
+    "Why kda_nb's kernels would not run `case` (the plan's reason where it picks the reference), or None."
+    p = case_plan(case, device)
+    return None if p.backend == 'cuda' else f"kda_nb's plan runs the reference here: {p.reason}"
+
 def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
     "kda_nb's `fwd` with `backend=which`: 'cuda' (the kernels) or 'reference' (limited to `max_tokens` tokens)."
     def why_not(case, device):
-        if which == 'cuda': return _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device)
+        if which == 'cuda':
+            return (_cuda_only(device, "kda_nb's kernels") or kernels_ready(device)
+                    or _plan_refusal(case, device))
         if max_tokens is not None and case.T > max_tokens:
             return (f"the chunked reference is a Python loop over chunks: timed only up to {max_tokens} tokens "
                     f"(--ref-max-tokens)")
@@ -114,7 +134,7 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
             return train_step(lambda **x: kda(**x, backend=which), inp, case)
         out, fs = _buffers(inp, case)
         def call():
-            fwd(**inp, out=out, final_state=fs, backend=which)
+            fwd(**inp, out=out, final_state=fs, backend=which, **case.options)
             return out, fs
         return call
     return Backend('kda_nb' if which == 'cuda' else 'reference', why_not, bind)
@@ -122,7 +142,8 @@ def fwd_backend(which: str = 'cuda', max_tokens: int | None = None) -> Backend:
 def step_backend() -> Backend:
     "kda_nb's `DecodeStep`, bound once per input set: each call is one K3 launch; the cases where `fwd` picks K3 only."
     def why_not(case, device):
-        why = _forward_only(case, 'DecodeStep') or _cuda_reason(case, device, "kda_nb's kernels") or kernels_ready(device)
+        why = (_forward_only(case, 'DecodeStep') or _cuda_only(device, "kda_nb's kernels") or kernels_ready(device)
+               or _plan_refusal(case, device))
         if why: return why
         p = case_plan(case, device)
         if p.path != 'decode':
@@ -130,7 +151,7 @@ def step_backend() -> Backend:
         return None
     def bind(inp, case):
         out, fs = _buffers(inp, case)
-        step = DecodeStep(**inp, out=out, final_state=fs, backend='cuda')
+        step = DecodeStep(**inp, out=out, final_state=fs, backend='cuda', **case.options)
         def call():
             step()
             return out, fs
@@ -196,7 +217,7 @@ def fla_backend() -> Backend:
         fla_own_kernels()
         if case.group == TRAIN:                                   # fla's own training path (dt_bias flat, as it takes it)
             return train_step(lambda **x: fla_forward(**x), inp, case, flat_dt_bias=True)
-        args = dict(inp, initial_state=inp['initial_state'].float())
+        args = dict(inp, initial_state=inp['initial_state'].float(), **case.options)
         return lambda: fla_forward(**args)
     return Backend('fla', why_not, bind, state=lambda case: 'fp32')
 
@@ -207,6 +228,8 @@ def fla_recurrent_backend() -> Backend:
         if case.group == TRAIN: return _forward_only(case, "fla's fused_recurrent_kda")
         if any(n != 1 for n in case.seqlens):
             return "fla's fused_recurrent_kda (its decode kernel) is timed on the one-token cases only"
+        if case.form or case.HV or case.dtype != 'bf16':
+            return "fla's fused_recurrent_kda is timed in FlashKDA's form only (the decode baseline)"
         why = fla_unavailable_reason() or (None if torch.device(device).type == 'cuda' else "fla runs on GPUs")
         if why: return why
         from fla.ops.kda import fused_recurrent_kda

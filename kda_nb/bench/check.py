@@ -14,7 +14,7 @@ import torch
 from ..backward import recurrent_vjp
 from ..chunked import kda_chunked
 from ..layout import random_inputs, rel_rms
-from .cases import TRAIN, Case
+from .cases import INPUTS, TRAIN, Case
 from .backends import TRAIN_LEAVES
 
 # %% auto #0
@@ -55,14 +55,16 @@ def fp64_oracle(inp: dict, case: Case, tokens: int = 8192, heads: int = 3) -> Or
     for n in case.seqlens[:-1]: starts.append(starts[-1] + n)
     dev = inp['q'].device
     idx = torch.cat([torch.arange(starts[i], starts[i] + n) for i, n, _ in plan]).to(dev)
-    hs = check_heads(case.H, heads)
+    hs = check_heads(case.heads, heads)                    # value heads; grouped ones read query head h // group
     h = torch.tensor(hs, device=dev)
-    sl = {n: inp[n][:, idx][:, :, h] for n in ('q', 'k', 'v', 'g', 'beta')}
+    hq = h // (case.heads // case.H)
+    sl = {n: inp[n][:, idx][:, :, hq if n in ('q', 'k') else h] for n in ('q', 'k', 'v', 'g', 'beta')}
     lens = [n for _, n, _ in plan]
     cu = torch.tensor([0] + lens, dtype=torch.int64).cumsum(0) if len(plan) > 1 else None
     s0 = inp['initial_state'][[i for i, _, _ in plan]][:, h]
-    o, s = kda_chunked(**sl, scale=inp['scale'], A_log=inp['A_log'][h], dt_bias=inp['dt_bias'][h],
-                       lower_bound=inp['lower_bound'], initial_state=s0, cu_seqlens=cu, dtype=torch.float64)
+    gates = {n: None if inp[n] is None else inp[n][h] for n in ('A_log', 'dt_bias')}     # None: a gate given outside
+    o, s = kda_chunked(**sl, scale=inp['scale'], **gates, lower_bound=inp['lower_bound'], initial_state=s0,
+                       cu_seqlens=cu, dtype=torch.float64, **case.options)
     whole = [j for j, (_, _, w) in enumerate(plan) if w]
     return Oracle(idx, hs, [plan[j][0] for j in whole], o, s[whole])
 
@@ -94,16 +96,25 @@ def _bad(err: float | None, tol: float) -> bool:
 GRAD_NAMES = ('dq', 'dk', 'dv', 'dg', 'dbeta', 'dA_log', 'ddt_bias', 'dinitial_state')   # in TRAIN_LEAVES' order
 GRAD_CHECK_SEQLENS = (300, 724)          # the gradient check's problem, with H = 2 (fla's training errors are quoted on it)
 
-def gradient_errors(bind: Callable, device, seqlens=GRAD_CHECK_SEQLENS, H: int = 2, K: int = 128, seed: int = 7) -> dict:
+def gradient_errors(bind: Callable, device, seqlens=GRAD_CHECK_SEQLENS, H: int = 2, K: int = 128, seed: int = 7,
+                    like: Case | None = None) -> dict:
     """`{'err_dq': ..., 'err_dinitial_state': ...}`: the relative RMS error of each gradient of a training step (`bind`
-    as a `Backend`'s, in the `train` group) against the vjp of the fp64 recurrence on the same inputs."""
+    as a `Backend`'s, in the `train` group) against the vjp of the fp64 recurrence on the same inputs. `like`: a case
+    whose form, grouped value heads (as many value heads per query head), head dims and input dtype the check takes
+    (None: FlashKDA's form). A gradient of an input the form does not have (A_log, dt_bias of a gate given outside) is
+    left out."""
+    like = like or Case(TRAIN, 'gradient check', H, list(seqlens), 'fp32', True, K, K)
+    HV = H * (like.heads // like.H)
     with torch.inference_mode(False):
-        inp = random_inputs(1, 0, H, K, seqlens=list(seqlens), device=device, seed=seed, state='fp32', A_log=None)
-        call = bind(inp, Case(TRAIN, 'gradient check', H, list(seqlens), 'fp32', True, K, K))
+        inp = random_inputs(1, 0, H, like.K, like.V, seqlens=list(seqlens), device=device, seed=seed, state='fp32',
+                            A_log=None, HV=HV, dtype=INPUTS[like.dtype], **like.options)
+        case = Case(TRAIN, 'gradient check', H, list(seqlens), 'fp32', True, like.K, like.V, like.form,
+                    HV if HV != H else None, like.dtype)
+        call = bind(inp, case)
         call()
         d_out, d_state = call.upstream
         want = recurrent_vjp(*(inp[n] for n in TRAIN_LEAVES[:7]), scale=inp['scale'], lower_bound=inp['lower_bound'],
                              initial_state=inp['initial_state'], cu_seqlens=inp['cu_seqlens'], grad_out=d_out,
-                             grad_state=d_state)
-        got = (call.leaves[n].grad for n in TRAIN_LEAVES)
-        return {f'err_{name}': rel_rms(g.reshape(w.shape), w) for name, g, w in zip(GRAD_NAMES, got, want)}
+                             grad_state=d_state, **like.options)
+        return {f'err_{name}': rel_rms(call.leaves[n].grad.reshape(w.shape), w)
+                for name, n, w in zip(GRAD_NAMES, TRAIN_LEAVES, want) if w is not None}

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from .versions import KERNEL_VERSIONS
-from .cases import GROUPS, L2_BYTES_H200, STATES, build_cases
+from .cases import GROUPS, L2_BYTES_H200, STATES, VARIANTS, build_cases
 from .backends import IMPLS, LABELS, default_backends, fla_own_kernels
 from .timing import copy_bandwidth, trivial_e2e_us
 from .records import PENDING, Record, measured_cases, merge_records, sort_records
@@ -53,6 +53,9 @@ def _what_to_run(ap: argparse.ArgumentParser):
                          f"on the one-token small cases), kda_nb_step (a DecodeStep: K3 with the checks done once, "
                          f"where fwd picks K3) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS)} "
                          "(earlier kernels)")
+    ap.add_argument('--variants', default='',
+                    help=f"other forms of KDA added to the anchor and train groups, at the first H and state: "
+                         f"{', '.join(VARIANTS)} (default: none)")
     ap.add_argument('--H', default=None, help='heads of the anchor cases (default 96,64; CPU: 2)')
     ap.add_argument('--anchor-T', type=int, default=None, help='tokens of the anchor cases (default 8192; CPU: 256)')
     ap.add_argument('--states', default='bf16,fp32',
@@ -139,7 +142,8 @@ def _plan(a: argparse.Namespace, cpu: bool, tag: str):
                         states=_names(a.states), min_T=a.min_T, max_T=a.max_T, T_step=a.T_step, sweep_H=a.sweep_H,
                         sweep_state=a.sweep_state, seq_total=a.seq_total, max_seqs=a.max_seqs, D=a.D,
                         small_H=a.small_H, small_Ns=_ints(a.small_N) if a.small_N else None,
-                        small_Ts=_ints(a.small_T) if a.small_T else None)
+                        small_Ts=_ints(a.small_T) if a.small_T else None,
+                        variants=_names(a.variants) if a.variants else ())
     ref_max = a.ref_max_tokens if a.ref_max_tokens is not None else (None if cpu else 8192)
     impls = _names(a.impls)
     backends = default_backends(impls, ref_max)

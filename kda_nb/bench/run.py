@@ -108,9 +108,9 @@ def _time_backend(r: Record, calls: list, dev, e2e: bool, *, warmup: int, max_ca
     r.time_s = time.perf_counter() - t_time
 
 # %% ../../nbs/07f_bench_run.ipynb #c7ab9276
-_GRAD_ERRORS: dict = {}      # (backend, device) -> its gradient errors: checked once per run
+_GRAD_ERRORS: dict = {}      # (backend, device, form, grouping, dims, dtype) -> its gradient errors: checked once per run
 
-def _train_extras(r: Record, bk: Backend, call: Callable, dev):
+def _train_extras(r: Record, bk: Backend, call: Callable, dev, case: Case):
     "A training step's record: the extra peak memory of one more step (GPU), and the gradients' errors (once per run)."
     if dev.type == 'cuda':
         for x in call.leaves.values(): x.grad = None
@@ -120,11 +120,11 @@ def _train_extras(r: Record, bk: Backend, call: Callable, dev):
         call()
         _sync(dev)
         r['extra_peak_gb'] = (torch.cuda.max_memory_allocated(dev) - base) / 1e9
-    key = (bk.name, str(dev))
+    key = (bk.name, str(dev), case.form, case.heads // case.H, case.K, case.V, case.dtype)
     try:
         if key not in _GRAD_ERRORS:                  # on a CPU a smaller problem: the fp64 vjp is a token loop
             lens = GRAD_CHECK_SEQLENS if dev.type == 'cuda' else (60, 33)
-            _GRAD_ERRORS[key] = gradient_errors(bk.bind, dev, seqlens=lens, K=r.K)
+            _GRAD_ERRORS[key] = gradient_errors(bk.bind, dev, seqlens=lens, K=r.K, like=case)
         r.update(_GRAD_ERRORS[key])
     except Exception as e:
         r['grad_check'] = f"the gradient check failed: {_short(e)}"
@@ -167,7 +167,7 @@ def run_case(case: Case, backends: list[Backend], device='cpu', *, seed: int = 0
         _time_backend(recs[bk.name], bound, dev, e2e, warmup=warmup, max_calls=max_calls,
                       min_calls=min_calls, budget_s=budget_s, e2e_calls=e2e_calls, e2e_warmup=e2e_warmup,
                       e2e_budget_s=e2e_budget_s)
-        if case.group == TRAIN and recs[bk.name].status == 'ok': _train_extras(recs[bk.name], bk, bound[0], dev)
+        if case.group == TRAIN and recs[bk.name].status == 'ok': _train_extras(recs[bk.name], bk, bound[0], dev, case)
         del bound
         _free(dev)
     add_speedups(list(recs.values()))
