@@ -15,8 +15,8 @@ from .api import kda
 from .layout import CHUNK, n_chunks, seq_bounds
 
 # %% auto #0
-__all__ = ['segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'SegmentCost', 'segment_cost',
-           'segment_plan']
+__all__ = ['segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup', 'SegmentCost',
+           'segment_cost', 'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -88,13 +88,25 @@ def kda_segmented(q, k, v, g, beta, A_log, dt_bias, *, seg_tokens: int, initial_
     table = segment_table(bounds, seg_tokens)
     p = stacked_call(q, k, v, g, beta, A_log, dt_bias, table, initial_state, state_dtype=state_dtype, **kw)
     E, finals = entry_chain(p.X, p.M, table)
-    seg = torch.cat([torch.full((e - s,), j, dtype=torch.long) for j, (_, s, e) in enumerate(table)]).to(q.device)
-    fix = torch.einsum('lhk,lhvk->lhv', p.c, E[seg]) if seg.numel() else p.o0
-    o = (p.o0.to(fix.dtype) + fix).to(p.o0.dtype)
+    o = p.o0 + fixup(p.c, E, table, seg_tokens).to(p.o0.dtype) if table else p.o0
     out = v.new_zeros(B * T, H, V, dtype=o.dtype)
-    rows = torch.cat([torch.arange(s, e) for _, s, e in table]).to(q.device) if table else seg
+    rows = torch.cat([torch.arange(s, e) for _, s, e in table]).to(q.device) if table else q.new_zeros(0, dtype=torch.long)
     out[rows] = o
     return out.view(B, T, H, V), torch.stack([finals[n] for n in range(len(bounds))])
+
+def fixup(c: Tensor, E: Tensor, table, seg_tokens: int) -> Tensor:
+    """Phase 3: `E_j c_i` for every token `i` of segment `j` (`c [L, H, K]` in the table's token order, `E [P, H, V,
+    K]`) -> `[L, H, V]`, as one batched product over the segments: each segment's tokens laid in a row of
+    `seg_tokens` slots (the last ones padded), so that no `[L, H, V, K]` copy of the entry states is made."""
+    if c.shape[0] == 0: return c.new_zeros(0, c.shape[1], E.shape[2])     # no tokens: nothing to add
+    lens = torch.tensor([e - s for _, s, e in table], dtype=torch.long, device=c.device)
+    start = torch.cat([lens.new_zeros(1), lens.cumsum(0)[:-1]])
+    slot = torch.arange(seg_tokens, device=c.device)
+    valid = slot[None, :] < lens[:, None]                                   # [P, seg_tokens]
+    idx = torch.where(valid, start[:, None] + slot[None, :], 0)
+    cp = c[idx] * valid[..., None, None]                                    # [P, seg_tokens, H, K]
+    fix = torch.einsum('pshk,phvk->pshv', cp, E.to(c.dtype))
+    return fix[valid]
 
 # %% ../nbs/10a_segments.ipynb #c854b25f
 @dataclass(frozen=True)
