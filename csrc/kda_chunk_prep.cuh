@@ -67,6 +67,7 @@ struct Fetched {
 // A warp asks for the next item's gate rows as soon as it has used the current ones, and for its q and
 // k rows as soon as the current ones are used (prep_item), so the loads overlap the current item's
 // arithmetic.
+template <GateForm GF>
 __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lane) {   // loads only: nothing waits
     const int g = lane >> 2, H = p.H;
     const int64_t HD = static_cast<int64_t>(H) * D;
@@ -77,8 +78,13 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lan
     const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
-    f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
-    f.A_log = __ldg(p.A_log + f.it.h);
+    if constexpr (GF != GateForm::Given) {         // the given gate has no A_log, no dt_bias
+        f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
+        f.A_log = __ldg(p.A_log + f.it.h);
+    } else {
+        f.bias = make_float4(0.f, 0.f, 0.f, 0.f);
+        f.A_log = 0.f;
+    }
 }
 __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
     const int g = lane >> 2, t = lane & 3;
@@ -98,27 +104,38 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
     cp_async_commit();
 }
 
-// §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
-// lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
-// scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
-// 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
-__device__ __forceinline__ void gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
+// §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the gate's log-decay in base 2 (the safe gate:
+// lb2 * sigmoid(A (g + bias)); the softplus gate: -A log2(e) softplus(g + bias); a given gate: log2(e) g), summed
+// over the rows into G, the cumulative decay, written to the scratch for the lanes that need it in the mma layout.
+// The last row's G is the chunk's total decay. The safe gate has G >= 16 * lower_bound * log2(e) >= -116, so 2^G
+// and 2^-G are normal floats: the split (decayed_keys). The unbounded gates test it per chunk: true (the split)
+// where every |G| of the chunk is <= SPLIT_FLOOR, on every channel (a vote of the warp), else false (the exact
+// path, decayed_keys_exact).
+constexpr float SPLIT_FLOOR = 116.f;     // 16 * 5 * log2(e) = 115.4: the safe gate's own worst chunk
+template <GateForm GF>
+__device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
                                            int lane) {
-    const float A = gate_rate(f.A_log), lb2 = p.lower_bound * LOG2E;
+    const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(f.A_log);
+    const float lb2 = GF == GateForm::SafeSigmoid ? p.lower_bound * LOG2E : gate_scale<GF>(A, p.lower_bound) * LOG2E;
     const float4 bias = f.bias;
     float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+    float big = 0.f;                               // the largest |G| of the lane's channels (unbounded gates)
 #pragma unroll
     for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
         const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
         const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
-        run.x += log_decay(gate_arg(a.x, A, bias.x), w);
-        run.y += log_decay(gate_arg(a.y, A, bias.y), w);
-        run.z += log_decay(gate_arg(b.x, A, bias.z), w);
-        run.w += log_decay(gate_arg(b.y, A, bias.w), w);
+        run.x += log_decay<GF>(gate_arg<GF>(a.x, A, bias.x), w);
+        run.y += log_decay<GF>(gate_arg<GF>(a.y, A, bias.y), w);
+        run.z += log_decay<GF>(gate_arg<GF>(b.x, A, bias.z), w);
+        run.w += log_decay<GF>(gate_arg<GF>(b.y, A, bias.w), w);
+        if constexpr (GF != GateForm::SafeSigmoid)
+            big = fmaxf(big, fmaxf(fmaxf(fabsf(run.x), fabsf(run.y)), fmaxf(fabsf(run.z), fabsf(run.w))));
         sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
     }
     *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
-        make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+        make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));   // 0 below fp32's range
+    if constexpr (GF == GateForm::SafeSigmoid) return true;
+    else return __all_sync(0xffffffffu, big <= SPLIT_FLOOR);
 }
 
 // Lane (g, t)'s 16-byte piece q4 of row g + 8 hf of q (which = 0) or k (1), as loaded into the scratch
@@ -128,7 +145,7 @@ __device__ __forceinline__ uint4 raw_qk(const K1Warp& sm, int which, int hf, int
 }
 
 // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
-__device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, float (&rq)[2], float (&rk)[2]) {
+__device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, int norm_form, float (&rq)[2], float (&rk)[2]) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         float sq = 0.f, sk = 0.f;
@@ -147,8 +164,8 @@ __device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, float (&rq
             sq += __shfl_xor_sync(0xffffffffu, sq, o);
             sk += __shfl_xor_sync(0xffffffffu, sk, o);
         }
-        rq[hf] = inv_norm(sq);
-        rk[hf] = inv_norm(sk);
+        rq[hf] = inv_norm_value(norm_form, sq);    // 1 where the caller normalised
+        rk[hf] = inv_norm_value(norm_form, sk);
     }
 }
 
@@ -216,6 +233,86 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
     }
 }
 
+// §exact: the exact path of a chunk whose |G| passes SPLIT_FLOOR somewhere (the unbounded gates only). Only decays
+// in [0, 1] are formed, so none overflows and those below fp32's range come out 0: kd = k_hat 2^G, qd = q_hat 2^G,
+// kr = k_hat 2^(G_last - G) (G is non-increasing down the rows), stored as decayed_keys stores them; and the lane's 8
+// entries of L and Mqk in the C-fragment layout of decayed_keys's mma (rows i = g, g + 8; columns j = 8 nt + 2 t, + 1)
+// summed over the 128 channels on the CUDA cores, sum_c x_ic k_jc 2^(G_ic - G_jc) for j <= i (the entries above the
+// diagonal stay 0: prep_item masks them). The norms of the columns' rows come from their lanes by shuffles.
+__device__ __forceinline__ float bf16_of(const K1Warp& sm, int which, int r, int c) {
+    return __bfloat162float(sm.qk[which][r][8 * ((c >> 3) ^ (4 * (r & 1))) + (c & 7)]);
+}
+__device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float (&rq)[2], const float (&rk)[2],
+                                                   uint8_t* rec, int lane, float (&Lacc)[2][4], float (&Macc)[2][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+    for (int q4 = 0; q4 < 4; ++q4) {
+        const uint4 qa[2] = {raw_qk(sm, 0, 0, q4, lane), raw_qk(sm, 0, 1, q4, lane)},
+                     ka[2] = {raw_qk(sm, 1, 0, q4, lane), raw_qk(sm, 1, 1, q4, lane)};
+        uint32_t okd[2][4], oqd[2][4], okr[2][4];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[CHUNK - 1][32 * q4 + 8 * t + 2 * w]);
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
+                const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][32 * q4 + 8 * t + 2 * w]);
+                float kd[2], qd[2], kr[2];
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const float G = c ? Gv.y : Gv.x, e = fast_exp2(G);
+                    const float kh = (c ? kk.y : kk.x) * rk[hf], qh = (c ? qq.y : qq.x) * rq[hf];
+                    kd[c] = kh * e;
+                    qd[c] = qh * e;
+                    kr[c] = kh * fast_exp2(fminf((c ? Gl.y : Gl.x) - G, 0.f));
+                }
+                okd[hf][w] = pack_bf16(kd[0], kd[1]);
+                oqd[hf][w] = pack_bf16(qd[0], qd[1]);
+                okr[hf][w] = pack_f16(kr[0], kr[1]);
+            }
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int at = 2 * swz_row(g + 8 * hf, 4 * q4 + t);
+            *reinterpret_cast<uint4*>(rec + REC_KD + at) = make_uint4(okd[hf][0], okd[hf][1], okd[hf][2], okd[hf][3]);
+            *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
+            *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
+        }
+    }
+    // the norms of rows j = 8 nt + 2 t + e: lane 4 (2 t + e) holds row 8 nt + 2 t + e as its row g + 8 nt
+    float rkj[2][2];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) rkj[nt][e] = __shfl_sync(0xffffffffu, rk[nt], 4 * (2 * t + e));
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        const int i = g + 8 * hf;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const int j0 = 8 * nt + 2 * t;
+            if (j0 > i) continue;                      // both columns above the diagonal
+            float l0 = 0.f, l1 = 0.f, m0 = 0.f, m1 = 0.f;
+#pragma unroll 4
+            for (int c = 0; c < D; ++c) {
+                const float Gi = sm.G[i][c], ki = bf16_of(sm, 1, i, c), qi = bf16_of(sm, 0, i, c);
+                const float e0 = fast_exp2(fminf(Gi - sm.G[j0][c], 0.f)), k0 = bf16_of(sm, 1, j0, c) * e0;
+                l0 = fmaf(ki, k0, l0);
+                m0 = fmaf(qi, k0, m0);
+                if (j0 + 1 <= i) {
+                    const float e1 = fast_exp2(fminf(Gi - sm.G[j0 + 1][c], 0.f)), k1 = bf16_of(sm, 1, j0 + 1, c) * e1;
+                    l1 = fmaf(ki, k1, l1);
+                    m1 = fmaf(qi, k1, m1);
+                }
+            }
+            Lacc[nt][2 * hf] = l0 * rk[hf] * rkj[nt][0];
+            Lacc[nt][2 * hf + 1] = l1 * rk[hf] * rkj[nt][1];
+            Macc[nt][2 * hf] = m0 * rq[hf] * rkj[nt][0];
+            Macc[nt][2 * hf + 1] = m1 * rq[hf] * rkj[nt][1];
+        }
+    }
+}
+
 // §inverse: X = (I + L)^-1 by forward substitution, X_i = e_i - sum_{m < i} L_im X_m, one column per
 // lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
 // of the lane's column stay in registers.
@@ -239,26 +336,28 @@ __device__ __forceinline__ void inverse_column(const K1Warp& sm, int lane, float
 // The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
 // or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
 // here, into f and the scratch, as soon as the current ones are used.
-template <class Next>
+template <GateForm GF, class Next>
 __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const int len = f.it.len;
     float beta[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_of(__bfloat162float(f.beta[hf])) : 0.f;
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_value(p.beta_form, __bfloat162float(f.beta[hf])) : 0.f;
 
-    gate_decay(p, f, sm, rec, len, lane);
+    const bool split = gate_decay<GF>(p, f, sm, rec, len, lane);
     Item nx;
     const bool more = next(nx);
-    if (more) { f.it = nx; prep_fetch(p, f, lane); }     // the next item's gate rows, while this one computes
+    if (more) { f.it = nx; prep_fetch<GF>(p, f, lane); }     // the next item's gate rows, while this one computes
     cp_async_wait<0>();                                 // this item's q and k rows
     __syncwarp();
 
     float rq[2], rk[2];
-    row_norms(sm, lane, rq, rk);
+    row_norms(sm, lane, p.norm_form, rq, rk);
 
     float Lacc[2][4] = {}, Macc[2][4] = {};
-    decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
+    if constexpr (GF == GateForm::SafeSigmoid) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
+    else if (split) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);     // warp-uniform
+    else decayed_keys_exact(sm, rq, rk, rec, lane, Lacc, Macc);
     __syncwarp();                                     // every lane is done with q and k: fetch the next item's
     if (more) prep_fetch_qk(p, f.it, sm, lane);
 

@@ -89,6 +89,7 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
+template <GateForm GF>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
@@ -104,7 +105,11 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
                     g = __bfloat162float(gp[i * stride]);
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
-        sm.decay[i][c] = fast_exp2(log_decay(gate_arg(g, A, dtb), LOG2E * p.lower_bound));
+        // the token's decay of channel c, in [0, 1] for every gate form (0 below fp32's range)
+        if constexpr (GF == GateForm::SafeSigmoid)
+            sm.decay[i][c] = fast_exp2(log_decay(gate_arg(g, A, dtb), LOG2E * p.lower_bound));
+        else
+            sm.decay[i][c] = fast_exp2(log_decay<GF>(gate_arg<GF>(g, A, dtb), LOG2E * gate_scale<GF>(A, p.lower_bound)));
         float sq = q * q, sk = k * k;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
@@ -115,14 +120,14 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     }
     if (c < DEC_BLOCK_ROWS)
         for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
-    if (c < nt) sm.b[c] = beta_of(bf16_at(p.beta, (tb + c) * p.H + h));
+    if (c < nt) sm.b[c] = beta_value(p.beta_form, bf16_at(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; ++w) { sq += sm.sums[i][w][0]; sk += sm.sums[i][w][1]; }
-        sm.qh[i][c] *= inv_norm(sq);
-        sm.kh[i][c] *= inv_norm(sk);
+        sm.qh[i][c] *= inv_norm_value(p.norm_form, sq);     // 1 where the caller normalised
+        sm.kh[i][c] *= inv_norm_value(p.norm_form, sk);
     }
     __syncthreads();
 }
@@ -164,6 +169,7 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
+template <GateForm GF>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -190,8 +196,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             return;
         }
 
-        const float A = gate_rate(__ldg(p.A_log + h));
-        const float dtb = __ldg(p.dt_bias + h * D + threadIdx.x);
+        const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(__ldg(p.A_log + h));   // the given gate: no A_log,
+        const float dtb = GF == GateForm::Given ? 0.f : __ldg(p.dt_bias + h * D + threadIdx.x);   // no dt_bias
 
         float S[DEC_ROWS][4 * DEC_PIECES];
         const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
@@ -222,7 +228,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if (sl == 0 || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens(p, sm, h, vbase, tb, nt, A, dtb);
+                stage_tokens<GF>(p, sm, h, vbase, tb, nt, A, dtb);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -313,8 +319,10 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
-    kda_decode<<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
-    return cudaGetLastError();
+    return dispatch_gate(a.gate_form, [&](auto gf) {    // the gate's form picks the instantiation (kda_switch.h)
+        kda_decode<static_cast<GateForm>(decltype(gf)::value)><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+        return cudaGetLastError();
+    });
 }
 
 }  // namespace kda
