@@ -77,15 +77,39 @@ struct Call {
     int64_t B = 0, T = 0, H = 0, N = 0, P = 0;
     bool varlen = false, pooled = false;
     int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
+    int gate_form = 0, beta_form = 0, norm_form = 0;   // the form's codes (prepare checks them)
     cudaStream_t stream = nullptr;
 };
 
 Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
-             const torch::Tensor& beta, const torch::Tensor& out, const torch::Tensor& A_log,
-             const torch::Tensor& dt_bias, const c10::optional<torch::Tensor>& initial_state,
+             const torch::Tensor& beta, const torch::Tensor& out, const c10::optional<torch::Tensor>& A_log_opt,
+             const c10::optional<torch::Tensor>& dt_bias_opt, const c10::optional<torch::Tensor>& initial_state,
              const c10::optional<torch::Tensor>& final_state, const c10::optional<torch::Tensor>& cu_seqlens,
-             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64) {
+             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64, int64_t gate_form,
+             int64_t beta_form, int64_t norm_form) {
     Call c;
+    // The form (kda_activations.cuh's GateForm, BetaForm, NormForm; kda_nb.layout.Form.codes): a number outside them is
+    // refused here, so the launchers' dispatch (kda_switch.h) never sees one.
+    TORCH_CHECK(gate_form >= 0 && gate_form <= 2, "gate_form must be 0 (safe), 1 (softplus) or 2 (given), got ", num(gate_form).c_str());
+    TORCH_CHECK(beta_form >= 0 && beta_form <= 2, "beta_form must be 0 (logits), 1 (probabilities) or 2 (logits, allow_neg_eigval), got ",
+                num(beta_form).c_str());
+    TORCH_CHECK(norm_form >= 0 && norm_form <= 1, "norm_form must be 0 (L2 inside) or 1 (normalised outside), got ", num(norm_form).c_str());
+    c.gate_form = static_cast<int>(gate_form); c.beta_form = static_cast<int>(beta_form); c.norm_form = static_cast<int>(norm_form);
+    // The gate's parameters: the safe and softplus gates (gate_form 0, 1) take A_log and dt_bias; a given gate (2) has
+    // none, and the kernels never read them (null pointers).
+    const bool given = gate_form == 2;
+    for (const auto* t : {&A_log_opt, &dt_bias_opt}) {
+        const char* name = t == &A_log_opt ? "A_log" : "dt_bias";
+        if (given) {
+            TORCH_CHECK(!t->has_value(), name, " must be None with the given gate (gate_form = 2): g is the log-decay itself");
+        } else {
+            TORCH_CHECK(t->has_value(), name, " is needed by the gate computed inside (gate_form = ", num(gate_form).c_str(), ")");
+        }
+    }
+    // the given gate: stand-ins (q's own memory, never read) so that the checks below stay one code path
+    const int64_t H0 = q.dim() == 4 ? q.size(2) : 1;
+    const torch::Tensor A_log = given ? torch::empty({H0}, q.options().dtype(at::kFloat)) : *A_log_opt;
+    const torch::Tensor dt_bias = given ? torch::empty({H0, 128}, q.options().dtype(at::kFloat)) : *dt_bias_opt;
     TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     c.B = q.size(0); c.T = q.size(1); c.H = q.size(2);
@@ -176,7 +200,10 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
 template <typename Args>
 void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
-    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
+    const bool given = c.gate_form == 2;         // no A_log, no dt_bias: the kernels get null there
+    a.A_log = given ? nullptr : c.Ac.data_ptr<float>(); a.dt_bias = given ? nullptr : c.dc.data_ptr<float>();
+    a.out = c.o.data_ptr();
+    a.gate_form = c.gate_form; a.beta_form = c.beta_form; a.norm_form = c.norm_form;
     a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
     a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
     a.state_in_kind = c.in_kind;
