@@ -65,6 +65,15 @@ torch::Tensor kernel_ready(const torch::Tensor& t) {
 }
 
 
+// The form (kda_activations.cuh's GateForm, BetaForm, NormForm; kda_nb.layout.Form.codes): a number outside them is
+// refused here, so the launchers' dispatch (kda_switch.h) never sees one.
+void check_form_codes(int64_t gate_form, int64_t beta_form, int64_t norm_form) {
+    TORCH_CHECK(gate_form >= 0 && gate_form <= 2, "gate_form must be 0 (safe), 1 (softplus) or 2 (given), got ", num(gate_form).c_str());
+    TORCH_CHECK(beta_form >= 0 && beta_form <= 2, "beta_form must be 0 (logits), 1 (probabilities) or 2 (logits, allow_neg_eigval), got ",
+                num(beta_form).c_str());
+    TORCH_CHECK(norm_form >= 0 && norm_form <= 1, "norm_form must be 0 (L2 inside) or 1 (normalised outside), got ", num(norm_form).c_str());
+}
+
 // The checked, kernel-ready form of a call's tensors, shared by every path (kda_forward's three, and a prepared
 // decode step). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
 // [H, 128] fp32; states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
@@ -88,12 +97,7 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
              const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64, int64_t gate_form,
              int64_t beta_form, int64_t norm_form) {
     Call c;
-    // The form (kda_activations.cuh's GateForm, BetaForm, NormForm; kda_nb.layout.Form.codes): a number outside them is
-    // refused here, so the launchers' dispatch (kda_switch.h) never sees one.
-    TORCH_CHECK(gate_form >= 0 && gate_form <= 2, "gate_form must be 0 (safe), 1 (softplus) or 2 (given), got ", num(gate_form).c_str());
-    TORCH_CHECK(beta_form >= 0 && beta_form <= 2, "beta_form must be 0 (logits), 1 (probabilities) or 2 (logits, allow_neg_eigval), got ",
-                num(beta_form).c_str());
-    TORCH_CHECK(norm_form >= 0 && norm_form <= 1, "norm_form must be 0 (L2 inside) or 1 (normalised outside), got ", num(norm_form).c_str());
+    check_form_codes(gate_form, beta_form, norm_form);
     c.gate_form = static_cast<int>(gate_form); c.beta_form = static_cast<int>(beta_form); c.norm_form = static_cast<int>(norm_form);
     // The gate's parameters: the safe and softplus gates (gate_form 0, 1) take A_log and dt_bias; a given gate (2) has
     // none, and the kernels never read them (null pointers).
