@@ -65,13 +65,14 @@ __global__ void __launch_bounds__(32 * (FUSED_WARPS + FUSED_PREP), 1) kda_fwd_fu
 }
 
 // The whole batch in one launch: one block per (sequence, head)
+// ready: the form's own, per device (launch_fused keeps them: a template's static would be one object for every
+// build loaded in a process)
 template <GateForm GF>
-cudaError_t launch_fused_form(const FwdArgs& a, cudaStream_t stream) {
+cudaError_t launch_fused_form(const FwdArgs& a, cudaStream_t stream, bool* ready) {
     int device = 0;
     cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
     constexpr int smem = FUSED_STAGES * FusedLayout::STAGE + FusedLayout::OUT_BYTES + FUSED_PREP * static_cast<int>(sizeof(K1Warp));
-    static bool ready[MAX_DEVICES] = {};       // the shared-memory attribute, set once per device and gate form
     if (!ready[device]) {
         err = cudaFuncSetAttribute(kda_fwd_fused<GF>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
@@ -85,8 +86,10 @@ cudaError_t launch_fused_form(const FwdArgs& a, cudaStream_t stream) {
 
 cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
+    static bool ready[3][MAX_DEVICES] = {};    // the shared-memory attribute, set once per gate form and device
     return dispatch_gate(a.gate_form, [&](auto gf) {
-        return launch_fused_form<static_cast<GateForm>(decltype(gf)::value)>(a, stream);
+        constexpr int F = decltype(gf)::value;
+        return launch_fused_form<static_cast<GateForm>(F)>(a, stream, ready[F]);
     });
 }
 

@@ -67,10 +67,11 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
 
 size_t record_bytes() { return REC_BYTES; }
 
+// blocks_per_sm: the form's own, per device, set on its first launch (launch_prepare keeps them: a template's static
+// would be one object for every build loaded in a process)
 template <GateForm GF>
-cudaError_t launch_prepare_form(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream) {
+cudaError_t launch_prepare_form(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream, int* blocks_per_sm) {
     constexpr int smem = K1_WARPS * sizeof(K1Warp);
-    static int blocks_per_sm[MAX_DEVICES] = {};        // per device and gate form, set on its first launch
     int device = 0;
     cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
@@ -98,8 +99,10 @@ cudaError_t launch_prepare_form(const FwdArgs& a, bool persistent, int sms, cuda
 // the gate's form picks the instantiation (kda_switch.h)
 cudaError_t launch_prepare(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream) {
     if (a.max_chunks == 0) return cudaSuccess;
+    static int blocks_per_sm[3][MAX_DEVICES] = {};     // per gate form and device
     return dispatch_gate(a.gate_form, [&](auto gf) {
-        return launch_prepare_form<static_cast<GateForm>(decltype(gf)::value)>(a, persistent, sms, stream);
+        constexpr int F = decltype(gf)::value;
+        return launch_prepare_form<static_cast<GateForm>(F)>(a, persistent, sms, stream, blocks_per_sm[F]);
     });
 }
 
