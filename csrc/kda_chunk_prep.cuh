@@ -1,5 +1,6 @@
 // kda_chunk_prep.cuh: one warp's preparation of one (chunk, head) item. Everything of the chunked form that
-// does not depend on the state: the activations (L2 norm, safe gate, beta), the cumulative decay, the
+// does not depend on the state: the activations (the norm, the gate and beta, in every form: the gate's a template
+// parameter GF, beta's and the norm's uniform values of FwdArgs), the cumulative decay, the
 // decayed / restored keys and decayed queries, the 16x16 matrices Mqk and (I + L)^-1 diag(beta), and
 // the chunk's total decay, left as one record (layout in kda_common.cuh) at an address the caller
 // gives. K1 (kda_fwd_prepare.cu) gives one in the workspace, for K2 to read back; the fused kernel's

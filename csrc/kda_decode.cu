@@ -11,7 +11,8 @@
 // would (with one, 256 sequences of one token at H = 32 took 1.43x the time of the state's bytes at the H200's
 // bandwidth), which is what a memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
 // channel c of q, k, g and computes, once per block, the normalised query and key (sums of squares
-// across the block) and the decay exp(a_c) of the safe gate; beta and the slice's values come along.
+// across the block) and the decay exp(a_c) of the gate (its form a template parameter, GF; beta's and the norm's
+// forms uniform values of DecodeArgs); beta and the slice's values come along.
 // Then a state row (one value channel, 128 key channels) is held in registers by 8 neighbouring lanes,
 // 16 channels each as four pieces of 4 (lane j: channels 32 m + 4 j .. + 3, m = 0..3), two rows per
 // thread, and per token, with b = sigmoid(beta):
