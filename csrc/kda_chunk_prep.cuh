@@ -135,8 +135,23 @@ __device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched& f, K
     }
     *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
         make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));   // 0 below fp32's range
-    if constexpr (GF == GateForm::SafeSigmoid) return true;
-    else return __all_sync(0xffffffffu, big <= SPLIT_FLOOR);
+    if constexpr (GF == GateForm::SafeSigmoid) {
+        return true;
+    } else {
+        const bool split = __all_sync(0xffffffffu, big <= SPLIT_FLOOR);
+        if (!split) {                              // the exact path: each row's own log-decay in place of G (the lane's
+#pragma unroll                                     // own channels: no other lane reads them before prep_item syncs)
+            for (int r = 0; r < CHUNK; ++r) {
+                const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+                const bool in = r < len;           // rows past the end: 0
+                sts4(&sm.G[r][4 * lane], in ? log_decay<GF>(gate_arg<GF>(a.x, A, bias.x), lb2) : 0.f,
+                     in ? log_decay<GF>(gate_arg<GF>(a.y, A, bias.y), lb2) : 0.f,
+                     in ? log_decay<GF>(gate_arg<GF>(b.x, A, bias.z), lb2) : 0.f,
+                     in ? log_decay<GF>(gate_arg<GF>(b.y, A, bias.w), lb2) : 0.f);
+            }
+        }
+        return split;
+    }
 }
 
 // Lane (g, t)'s 16-byte piece q4 of row g + 8 hf of q (which = 0) or k (1), as loaded into the scratch
@@ -234,15 +249,22 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
     }
 }
 
-// §exact: the exact path of a chunk whose |G| passes SPLIT_FLOOR somewhere (the unbounded gates only). Only decays
-// in [0, 1] are formed, so none overflows and those below fp32's range come out 0: kd = k_hat 2^G, qd = q_hat 2^G,
-// kr = k_hat 2^(G_last - G) (G is non-increasing down the rows), stored as decayed_keys stores them; and the lane's 8
-// entries of L and Mqk in the C-fragment layout of decayed_keys's mma (rows i = g, g + 8; columns j = 8 nt + 2 t, + 1)
-// summed over the 128 channels on the CUDA cores, sum_c x_ic k_jc 2^(G_ic - G_jc) for j <= i (the entries above the
-// diagonal stay 0: prep_item masks them). The norms of the columns' rows come from their lanes by shuffles.
-__device__ __forceinline__ float bf16_of(const K1Warp& sm, int which, int r, int c) {
-    return __bfloat162float(sm.qk[which][r][8 * ((c >> 3) ^ (4 * (r & 1))) + (c & 7)]);
+// §exact: the exact path of a chunk whose |G| passes SPLIT_FLOOR somewhere (the unbounded gates only). gate_decay
+// has left the per-token log-decays a_r (base 2) in the scratch instead of G, and every exponent below is a sum of
+// them over the rows it spans, never a difference of two cumulative sums: where a masked token puts G near -1443, the
+// decays between the tokens after it keep fp32's relative precision. Only decays in [0, 1] are formed, so none
+// overflows, and those below fp32's range come out 0 (never NaN or inf, -inf log-decays included):
+// kd = k_hat 2^(sum r <= i), qd = q_hat 2^(sum r <= i), kr = k_hat 2^(sum r > i), stored as decayed_keys stores them;
+// and the lane's 8 entries of L and Mqk in the C-fragment layout of decayed_keys's mma (rows i = g, g + 8; columns
+// j = 8 nt + 2 t + e), sum_c x_ic k_jc 2^(T_ijc) with T_ij = sum of a_r over j < r <= i, for j <= i, on the CUDA cores
+// (the entries above the diagonal stay 0: prep_item masks them). The norms of the columns' rows come by shuffles.
+__device__ __forceinline__ float2 bf16x2_of(const K1Warp& sm, int which, int r, int c) {   // channels c, c + 1 (c even)
+    return unpack_bf16(*reinterpret_cast<const uint32_t*>(&sm.qk[which][r][8 * ((c >> 3) ^ (4 * (r & 1))) + (c & 7)]));
 }
+__device__ __forceinline__ float2 logs_of(const K1Warp& sm, int r, int c) {   // a_r of channels c, c + 1
+    return *reinterpret_cast<const float2*>(&sm.G[r][c]);
+}
+__device__ __forceinline__ float2 add2(float2 x, float2 y) { return make_float2(x.x + y.x, x.y + y.y); }
 __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float (&rq)[2], const float (&rk)[2],
                                                    uint8_t* rec, int lane, float (&Lacc)[2][4], float (&Macc)[2][4]) {
     const int g = lane >> 2, t = lane & 3;
@@ -253,23 +275,27 @@ __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float
         uint32_t okd[2][4], oqd[2][4], okr[2][4];
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
-            const float2 Gl = *reinterpret_cast<const float2*>(&sm.G[CHUNK - 1][32 * q4 + 8 * t + 2 * w]);
+            const int c = 32 * q4 + 8 * t + 2 * w;
+            // prefix sums (rows <= g, <= g + 8) and suffix sums (rows > g, > g + 8), in one walk down the rows
+            const float2 zero = make_float2(0.f, 0.f);
+            float2 pre[2] = {zero, zero}, suf[2] = {zero, zero};
+#pragma unroll 1
+            for (int r = 0; r < CHUNK; ++r) {
+                const float2 a = logs_of(sm, r, c);
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    if (r <= g + 8 * hf) pre[hf] = add2(pre[hf], a);
+                    else suf[hf] = add2(suf[hf], a);
+                }
+            }
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
                 const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
-                const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][32 * q4 + 8 * t + 2 * w]);
-                float kd[2], qd[2], kr[2];
-#pragma unroll
-                for (int c = 0; c < 2; ++c) {
-                    const float G = c ? Gv.y : Gv.x, e = fast_exp2(G);
-                    const float kh = (c ? kk.y : kk.x) * rk[hf], qh = (c ? qq.y : qq.x) * rq[hf];
-                    kd[c] = kh * e;
-                    qd[c] = qh * e;
-                    kr[c] = kh * fast_exp2(fminf((c ? Gl.y : Gl.x) - G, 0.f));
-                }
-                okd[hf][w] = pack_bf16(kd[0], kd[1]);
-                oqd[hf][w] = pack_bf16(qd[0], qd[1]);
-                okr[hf][w] = pack_f16(kr[0], kr[1]);
+                const float e0 = fast_exp2(pre[hf].x), e1 = fast_exp2(pre[hf].y);
+                const float kh0 = kk.x * rk[hf], kh1 = kk.y * rk[hf];
+                okd[hf][w] = pack_bf16(kh0 * e0, kh1 * e1);
+                oqd[hf][w] = pack_bf16(qq.x * rq[hf] * e0, qq.y * rq[hf] * e1);   // unscaled: K2 applies the output scale
+                okr[hf][w] = pack_f16(kh0 * fast_exp2(suf[hf].x), kh1 * fast_exp2(suf[hf].y));
             }
         }
 #pragma unroll
@@ -280,37 +306,64 @@ __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float
             *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
         }
     }
-    // the norms of rows j = 8 nt + 2 t + e: lane 4 (2 t + e) holds row 8 nt + 2 t + e as its row g + 8 nt
-    float rkj[2][2];
+    // the lane's columns j = 8 nt + 2 t + e, as x = 2 nt + e
+    int jj[4];
 #pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) rkj[nt][e] = __shfl_sync(0xffffffffu, rk[nt], 4 * (2 * t + e));
-#pragma unroll
+    for (int x = 0; x < 4; ++x) jj[x] = 8 * (x >> 1) + 2 * t + (x & 1);
+#pragma unroll 1
     for (int hf = 0; hf < 2; ++hf) {
         const int i = g + 8 * hf;
+        float l[4] = {}, m[4] = {};
+#pragma unroll 1
+        for (int c = 0; c < D; c += 2) {
+            const float2 zero = make_float2(0.f, 0.f);
+            // T over (9 + 2t, i]: rows 10 + 2t .. i (at most 6 of them); T over (2t + 1, i] adds rows 2t + 2 .. 9 + 2t
+            float2 hi = zero;
+#pragma unroll 1
+            for (int d = 0; d < 6; ++d) {
+                const int r = 10 + 2 * t + d;
+                const float2 a = logs_of(sm, min(r, CHUNK - 1), c);
+                if (r <= i) hi = add2(hi, a);
+            }
+            float2 lo = hi;
+#pragma unroll 1
+            for (int d = 0; d < 8; ++d) {
+                const int r = 2 * t + 2 + d;
+                const float2 a = logs_of(sm, r, c);
+                if (r <= i) lo = add2(lo, a);
+            }
+            float2 T[4];
+            T[1] = lo;                                               // j = 2t + 1
+            T[0] = add2(lo, logs_of(sm, 2 * t + 1, c));             // j = 2t
+            T[3] = hi;                                               // j = 9 + 2t
+            T[2] = add2(hi, logs_of(sm, 9 + 2 * t, c));             // j = 8 + 2t
+            const float2 ki = bf16x2_of(sm, 1, i, c), qi = bf16x2_of(sm, 0, i, c);
 #pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-            const int j0 = 8 * nt + 2 * t;
-            if (j0 > i) continue;                      // both columns above the diagonal
-            float l0 = 0.f, l1 = 0.f, m0 = 0.f, m1 = 0.f;
-#pragma unroll 4
-            for (int c = 0; c < D; ++c) {
-                const float Gi = sm.G[i][c], ki = bf16_of(sm, 1, i, c), qi = bf16_of(sm, 0, i, c);
-                const float e0 = fast_exp2(fminf(Gi - sm.G[j0][c], 0.f)), k0 = bf16_of(sm, 1, j0, c) * e0;
-                l0 = fmaf(ki, k0, l0);
-                m0 = fmaf(qi, k0, m0);
-                if (j0 + 1 <= i) {
-                    const float e1 = fast_exp2(fminf(Gi - sm.G[j0 + 1][c], 0.f)), k1 = bf16_of(sm, 1, j0 + 1, c) * e1;
-                    l1 = fmaf(ki, k1, l1);
-                    m1 = fmaf(qi, k1, m1);
+            for (int x = 0; x < 4; ++x) {
+                if (jj[x] > i) continue;                             // above the diagonal
+                const float2 kj = bf16x2_of(sm, 1, jj[x], c);
+                const float e0 = jj[x] == i ? 1.f : fast_exp2(T[x].x), e1 = jj[x] == i ? 1.f : fast_exp2(T[x].y);
+                const float k0 = kj.x * e0, k1 = kj.y * e1;
+                l[x] = fmaf(ki.x, k0, fmaf(ki.y, k1, l[x]));
+                m[x] = fmaf(qi.x, k0, fmaf(qi.y, k1, m[x]));
+            }
+        }
+        // the norms of the columns' rows: lane 4 (2 t + e) holds row 8 nt + 2 t + e as its row g + 8 nt
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const float rkj = __shfl_sync(0xffffffffu, rk[x >> 1], 4 * (2 * t + (x & 1)));
+            l[x] *= rkj;
+            m[x] *= rkj;
+        }
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)                               // static indices into the fragments
+            if (h2 == hf) {
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    Lacc[x >> 1][2 * h2 + (x & 1)] = l[x] * rk[h2];
+                    Macc[x >> 1][2 * h2 + (x & 1)] = m[x] * rq[h2];
                 }
             }
-            Lacc[nt][2 * hf] = l0 * rk[hf] * rkj[nt][0];
-            Lacc[nt][2 * hf + 1] = l1 * rk[hf] * rkj[nt][1];
-            Macc[nt][2 * hf] = m0 * rq[hf] * rkj[nt][0];
-            Macc[nt][2 * hf + 1] = m1 * rq[hf] * rkj[nt][1];
-        }
     }
 }
 
