@@ -41,6 +41,42 @@ def test_binding_compiles():
     check_binding_compiles()
 
 
+FORM_STUBS = """#include "kda_launch.h"
+namespace kda {   // launchers that launch nothing: the binding's checks alone, without nvcc or a GPU
+size_t record_bytes() { return 0; }
+cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+}
+"""
+
+def test_binding_refuses_form_codes_out_of_range(tmp_path):
+    "The binding, built with the host compiler against launchers that launch nothing: codes outside the forms are refused by name, before the tensors are looked at; codes inside them get as far as the tensors."
+    import torch
+    from torch.utils.cpp_extension import load
+    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
+    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
+        pytest.skip("needs a C++ compiler and the CUDA runtime's headers and library")
+    (tmp_path / 'stubs.cpp').write_text(FORM_STUBS)
+    ext = load('kda_binding_forms', [str(csrc_dir() / 'kda_binding.cpp'), str(tmp_path / 'stubs.cpp')],
+               extra_include_paths=[str(csrc_dir()), str(cuda / 'include')],
+               extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
+    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
+    args = (q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+            None, None, None, None, 'chunked', 1, 1.0, 4, True, 132, False)
+    for codes, words in [((3, 0, 0), 'gate_form must be'), ((-1, 0, 0), 'gate_form must be'), ((0, 3, 0), 'beta_form must be'),
+                         ((0, -1, 0), 'beta_form must be'), ((0, 0, 2), 'norm_form must be'), ((2, 2, 9), 'norm_form must be')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, *codes)
+    for codes in [(0, 0, 0), (1, 1, 1), (2, 2, 0)]:
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args, *codes)
+
+
 import inspect
 import re
 from pathlib import Path
