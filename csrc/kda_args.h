@@ -66,6 +66,9 @@ struct FwdArgs : Args {
     int gate_form = 0;
     int beta_form = 0;
     int norm_form = 0;
+    // Grouped value heads (GVA): H above counts the value heads (v, g, beta, A_log, dt_bias, the states, out); q and
+    // k have H / 2^group_shift heads, value head h reading q and k head h >> group_shift. 0: as many as value heads.
+    int group_shift = 0;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the
@@ -84,6 +87,7 @@ struct DecodeArgs : Args {
     int gate_form = 0;        // as FwdArgs
     int beta_form = 0;
     int norm_form = 0;
+    int group_shift = 0;      // as FwdArgs
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

@@ -87,6 +87,7 @@ struct Call {
     bool varlen = false, pooled = false;
     int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
     int gate_form = 0, beta_form = 0, norm_form = 0;   // the form's codes (prepare checks them)
+    int64_t group = 1;                                   // value heads per q and k head (GVA)
     cudaStream_t stream = nullptr;
 };
 
@@ -111,12 +112,22 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
         }
     }
     // the given gate: stand-ins (q's own memory, never read) so that the checks below stay one code path
-    const int64_t H0 = q.dim() == 4 ? q.size(2) : 1;
+    const int64_t H0 = v.dim() == 4 ? v.size(2) : 1;
     const torch::Tensor A_log = given ? torch::empty({H0}, q.options().dtype(at::kFloat)) : *A_log_opt;
     const torch::Tensor dt_bias = given ? torch::empty({H0, 128}, q.options().dtype(at::kFloat)) : *dt_bias_opt;
     TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    c.B = q.size(0); c.T = q.size(1); c.H = q.size(2);
+    c.B = q.size(0); c.T = q.size(1);
+    // Grouped value heads (GVA): v, g, out, beta, A_log, dt_bias and the states have HV heads, a multiple of q's and k's
+    // H; c.H counts the value heads, value head h reads q and k head h / group.
+    const int64_t Hq = q.size(2);
+    TORCH_CHECK(v.dim() == 4 && v.size(0) == c.B && v.size(1) == c.T && v.size(3) == 128 && v.size(2) >= 1 && Hq >= 1 &&
+                v.size(2) % Hq == 0, "v must be [B, T, HV, 128] with q's B, T and HV a multiple of q's H = ", num(Hq).c_str(),
+                " (grouped value heads), got ", shape_of(v).c_str());
+    c.H = v.size(2);
+    c.group = c.H / Hq;
+    TORCH_CHECK((c.group & (c.group - 1)) == 0, "the value heads per query head (HV / H = ", num(c.group).c_str(),
+                ") must be a power of two in the kernels (grouped value heads)");
     c.varlen = cu_seqlens.has_value();
     if (c.varlen) {
         TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
@@ -131,13 +142,14 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
     const char* names[] = {"q", "k", "v", "g", "out"};
     for (int i = 0; i < 5; ++i) {
+        const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v, g and out: HV
         check_tensor(*same_shape[i], names[i], at::kBFloat16, q);
-        TORCH_CHECK(same_shape[i]->sizes() == q.sizes(), names[i], " must have the shape of q ", shape_of(q).c_str(),
-                    ", got ", shape_of(*same_shape[i]).c_str());
+        TORCH_CHECK(same_shape[i]->sizes() == like.sizes(), names[i], " must have the shape of ", i < 2 ? "q " : "v ",
+                    shape_of(like).c_str(), ", got ", shape_of(*same_shape[i]).c_str());
     }
     check_tensor(beta, "beta", at::kBFloat16, q);
     TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
-                "beta must be [B, T, H], got ", shape_of(beta).c_str());
+                "beta must be [B, T, HV] (v's heads), got ", shape_of(beta).c_str());
     for (const auto* t : {&A_log, &dt_bias}) {
         const char* name = t == &A_log ? "A_log" : "dt_bias";
         TORCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
@@ -208,6 +220,8 @@ void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.A_log = given ? nullptr : c.Ac.data_ptr<float>(); a.dt_bias = given ? nullptr : c.dc.data_ptr<float>();
     a.out = c.o.data_ptr();
     a.gate_form = c.gate_form; a.beta_form = c.beta_form; a.norm_form = c.norm_form;
+    a.group_shift = 0;
+    while ((int64_t{1} << a.group_shift) < c.group) ++a.group_shift;
     a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
     a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
     a.state_in_kind = c.in_kind;

@@ -89,12 +89,13 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lan
 }
 __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
     const int g = lane >> 2, t = lane & 3;
-    const int64_t HD = static_cast<int64_t>(p.H) * D;
+    const int64_t HD = static_cast<int64_t>(p.H >> p.group_shift) * D;    // q and k: H / 2^group_shift heads (GVA)
+    const int hq = it.h >> p.group_shift;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int r = g + 8 * hf;
         const bool in = r < it.len;
-        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + it.h * D;
+        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + hq * D;
 #pragma unroll
         for (int q4 = 0; q4 < 4; ++q4) {
             const int piece = (4 * q4 + t) ^ (4 * (r & 1));
@@ -270,8 +271,6 @@ __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll 1
     for (int q4 = 0; q4 < 4; ++q4) {
-        const uint4 qa[2] = {raw_qk(sm, 0, 0, q4, lane), raw_qk(sm, 0, 1, q4, lane)},
-                     ka[2] = {raw_qk(sm, 1, 0, q4, lane), raw_qk(sm, 1, 1, q4, lane)};
         uint32_t okd[2][4], oqd[2][4], okr[2][4];
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
@@ -290,7 +289,7 @@ __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float
             }
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
-                const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
+                const float2 kk = bf16x2_of(sm, 1, g + 8 * hf, c), qq = bf16x2_of(sm, 0, g + 8 * hf, c);
                 const float e0 = fast_exp2(pre[hf].x), e1 = fast_exp2(pre[hf].y);
                 const float kh0 = kk.x * rk[hf], kh1 = kk.y * rk[hf];
                 okd[hf][w] = pack_bf16(kh0 * e0, kh1 * e1);

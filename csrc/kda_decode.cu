@@ -95,14 +95,16 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
                                              int nt, float A, float dtb) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
     const int64_t e0 = (tb * p.H + h) * D + c;                      // token tb; the next ones H * D further
-    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + e0;
-    const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + e0;
+    const int hq = p.H >> p.group_shift;                            // q and k: H / 2^group_shift heads (GVA)
+    const int64_t eq = (tb * hq + (h >> p.group_shift)) * D + c;
+    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + eq;
+    const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + eq;
     const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + e0;
-    const int stride = p.H * D;
+    const int stride = p.H * D, qstride = hq * D;
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
         if (i >= nt) break;
-        const float q = __bfloat162float(qp[i * stride]), k = __bfloat162float(kp[i * stride]),
+        const float q = __bfloat162float(qp[i * qstride]), k = __bfloat162float(kp[i * qstride]),
                     g = __bfloat162float(gp[i * stride]);
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
