@@ -253,7 +253,7 @@ def run_form(inp: dict, path: str = 'chunked', steps: int = 1, state_out: str | 
     form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
     x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
     q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
-    B, T, H = q.shape[:3]
+    B, T, H = v.shape[:3]                                    # H: the value heads (GVA: a multiple of q's)
     N = B if cu is None else cu.numel() - 1
     out = torch.full_like(v, float('nan'))
     s_in, fs = x.get('initial_state'), None
@@ -377,6 +377,20 @@ def test_forms_binding_refuses_bad_codes():
     no_gate = list(base)
     no_gate[7] = no_gate[8] = None
     with pytest.raises(RuntimeError, match='A_log is needed'): ext.kda_forward(*no_gate, 1, 0, 0)
+    gva = random_inputs(1, 20, 2, 128, HV=6, device='cuda', seed=1)      # v with HV heads against q's 2
+    for HV, words in [(3, 'multiple of'), (6, 'power of two')]:
+        args = [gva['q'], gva['k'], gva['v'][:, :, :HV], gva['g'][:, :, :HV], gva['beta'][:, :, :HV], gva['scale'],
+                torch.empty_like(gva['v'][:, :, :HV]), gva['A_log'][:HV], gva['dt_bias'][:HV], *base[9:]]
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, 0, 0, 0)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('gate', ['safe', 'softplus', 'given'])
+@pytest.mark.parametrize('HV', [4, 8])
+def test_forms_grouped_value_heads(HV, gate, path, steps):
+    "GVA: q and k with 2 heads, v, g, beta, A_log, dt_bias and the states with HV; value head h reads q and k head h // (HV / 2)."
+    check_form_against_fp64(random_inputs(1, 0, 2, 128, HV=HV, seqlens=AWKWARD, device='cuda', seed=28, **GATE_FORMS[gate]),
+                            path, steps)
 
 
 ADVERSARIAL = [[0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [0, -3, -7], [40, 0, 40], [0, 0, 0],

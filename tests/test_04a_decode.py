@@ -165,8 +165,8 @@ def run_decode_form(inp, state_out='fp32', keep=False, state_indices=None, pool=
     out = torch.full_like(v, float('nan'))
     s_in, fs = x.get('initial_state'), None
     if pool is not None: s_in = fs = pool
-    elif state_out is not None:
-        fs = torch.full((N, q.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=STATES[state_out], device=q.device)
+    elif state_out is not None:                              # v's heads: GVA has more of them than q
+        fs = torch.full((N, v.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=STATES[state_out], device=q.device)
     args = (q, x['k'], v, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'],
             x['lower_bound'] if form.safe_gate and form.use_gate_in_kernel else None, s_in, fs, cu, state_indices)
     if keep:
@@ -224,3 +224,11 @@ def test_decode_forms_extremes(case):
         g[0, ::3] = -1000.0 if 'masked' in case else -1e4
         inp['g'] = g.bfloat16()
     check_decode_form(inp)
+
+@needs_kernels
+@pytest.mark.parametrize('keep', [False, True])
+@pytest.mark.parametrize('form', ['safe', 'softplus', 'given'])
+def test_decode_grouped_value_heads(form, keep):
+    "GVA: q and k with 2 heads, v, g, beta, A_log, dt_bias and the states with 8."
+    kw = {'safe': {}, 'softplus': DECODE_FORMS['softplus'], 'given': DECODE_FORMS['given']}[form]
+    check_decode_form(random_inputs(1, 0, 2, 128, HV=8, seqlens=[1, 0, 3, 8, 2, 19], device='cuda', seed=35, **kw), keep=keep)
