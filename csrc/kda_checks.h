@@ -75,8 +75,9 @@ void check_form_codes(int64_t gate_form, int64_t beta_form, int64_t norm_form) {
 }
 
 // The checked, kernel-ready form of a call's tensors, shared by every path (kda_forward's three, and a prepared
-// decode step). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
-// [H, 128] fp32 (None for the given gate, gate_form 2); states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
+// decode step). q, k: [B, T, Hq, 128] bf16; v, g: [B, T, H, 128] bf16 with H = 2^s Hq (grouped value heads; Call::H
+// counts the value heads); beta [B, T, H] bf16; out like v; A_log [H], dt_bias [H, 128] fp32 (None for the given
+// gate, gate_form 2); states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
 // (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
 // Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
 // `s_out`), which `finish` copies back.
