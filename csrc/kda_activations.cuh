@@ -95,6 +95,12 @@ __device__ __forceinline__ float beta_of(float x) {
     else if constexpr (F == BetaForm::Prob) return x;
     else return 2.f * sigmoid(x);
 }
+// The forward's kernels take beta's and the norm's forms as uniform runtime values (FwdArgs / DecodeArgs beta_form,
+// norm_form: a select per token, no second instantiation); these pick the template of the value's form.
+__device__ __forceinline__ float beta_value(int form, float x) {
+    return form == static_cast<int>(BetaForm::Prob) ? beta_of<BetaForm::Prob>(x)
+         : form == static_cast<int>(BetaForm::LogitNegEig) ? beta_of<BetaForm::LogitNegEig>(x) : beta_of<BetaForm::Logit>(x);
+}
 template <BetaForm F = BetaForm::Logit>
 __device__ __forceinline__ float beta_slope(float x) { return sigmoid_slope(x); }
 
@@ -105,6 +111,9 @@ template <NormForm F = NormForm::L2>
 __device__ __forceinline__ float inv_norm(float sum_sq) {
     if constexpr (F == NormForm::L2) return rsqrtf(sum_sq + NORM_EPS);
     else return 1.f;                   // normalised by the caller
+}
+__device__ __forceinline__ float inv_norm_value(int form, float sum_sq) {
+    return form == static_cast<int>(NormForm::Outside) ? inv_norm<NormForm::Outside>(sum_sq) : inv_norm<NormForm::L2>(sum_sq);
 }
 template <NormForm F = NormForm::L2>
 __device__ __forceinline__ float norm_backward(float r, float dx_hat, float dot, float x_hat) {

@@ -61,6 +61,14 @@ struct FwdArgs : Args {
     int64_t chunk_hi = INT64_MAX;
     const float* carry_in = nullptr;
     float* carry_out = nullptr;
+    // The form (kda_activations.cuh): the gate's is the kernels' template parameter (the launchers dispatch on it,
+    // kda_switch.h); beta's and the norm's are uniform runtime values. A_log and dt_bias are null for the given gate.
+    int gate_form = 0;
+    int beta_form = 0;
+    int norm_form = 0;
+    // Grouped value heads (GVA): H above counts the value heads (v, g, beta, A_log, dt_bias, the states, out); q and
+    // k have H / 2^group_shift heads, value head h reading q and k head h >> group_shift. 0: as many as value heads.
+    int group_shift = 0;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the
@@ -76,6 +84,10 @@ struct DecodeArgs : Args {
     int H;
     float scale;
     float lower_bound;
+    int gate_form = 0;        // as FwdArgs
+    int beta_form = 0;
+    int norm_form = 0;
+    int group_shift = 0;      // as FwdArgs
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

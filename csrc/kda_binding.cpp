@@ -31,7 +31,8 @@
 // The 14 arguments of the forward, as parameters and as the names passed on: written once here.
 #define KDA_CALL_PARAMS                                                                                        \
     torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor g, torch::Tensor beta, double scale,        \
-        torch::Tensor out, torch::Tensor A_log, torch::Tensor dt_bias, double lower_bound,                       \
+        torch::Tensor out, c10::optional<torch::Tensor> A_log, c10::optional<torch::Tensor> dt_bias,             \
+        double lower_bound,                                                                                      \
         c10::optional<torch::Tensor> initial_state, c10::optional<torch::Tensor> final_state,                    \
         c10::optional<torch::Tensor> cu_seqlens, c10::optional<torch::Tensor> state_indices
 #define KDA_CALL_TENSORS q, k, v, g, beta, out, A_log, dt_bias, initial_state, final_state, cu_seqlens, state_indices
@@ -117,13 +118,14 @@ kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth,
     return p;
 }
 
-int64_t keep_decode_step(KDA_CALL_PARAMS) {
+int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form) {
     auto plan = std::make_shared<DecodePlan>();
-    plan->c = prepare(KDA_CALL_TENSORS, false);
+    plan->c = prepare(KDA_CALL_TENSORS, false, gate_form, beta_form, norm_form);
     const Call& c = plan->c;
     require_as_is(q, c.qc, "q"); require_as_is(k, c.kc, "k"); require_as_is(v, c.vc, "v"); require_as_is(g, c.gc, "g");
-    require_as_is(beta, c.bc, "beta"); require_as_is(A_log, c.Ac, "A_log", "float32, contiguous and 16-byte aligned");
-    require_as_is(dt_bias, c.dc, "dt_bias", "float32, contiguous and 16-byte aligned");
+    require_as_is(beta, c.bc, "beta");
+    if (A_log.has_value()) require_as_is(*A_log, c.Ac, "A_log", "float32, contiguous and 16-byte aligned");
+    if (dt_bias.has_value()) require_as_is(*dt_bias, c.dc, "dt_bias", "float32, contiguous and 16-byte aligned");
     require_as_is(out, c.o, "out");
     if (initial_state.has_value()) require_as_is(*initial_state, *c.s_in, "initial_state");
     if (final_state.has_value()) require_as_is(*final_state, *c.s_out, "final_state");
@@ -146,15 +148,12 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
-    TORCH_CHECK(gate_form == 0 && beta_form == 0 && norm_form == 0,
-                "the forward's kernels compute FlashKDA's form only (gate_form, beta_form, norm_form = 0, 0, 0), got ",
-                num(gate_form).c_str(), ", ", num(beta_form).c_str(), ", ", num(norm_form).c_str(),
-                ": kda_nb.plan sends other forms to the reference");
+    check_form_codes(gate_form, beta_form, norm_form);
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                      final_state, cu_seqlens, state_indices);
-    const Call c = prepare(KDA_CALL_TENSORS, path != "decode");
+                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form);
+    const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
         err = kda::launch_decode(decode_args(c, scale, lower_bound), c.stream);

@@ -65,9 +65,19 @@ torch::Tensor kernel_ready(const torch::Tensor& t) {
 }
 
 
+// The form (kda_activations.cuh's GateForm, BetaForm, NormForm; kda_nb.layout.Form.codes): a number outside them is
+// refused here, so the launchers' dispatch (kda_switch.h) never sees one.
+void check_form_codes(int64_t gate_form, int64_t beta_form, int64_t norm_form) {
+    TORCH_CHECK(gate_form >= 0 && gate_form <= 2, "gate_form must be 0 (safe), 1 (softplus) or 2 (given), got ", num(gate_form).c_str());
+    TORCH_CHECK(beta_form >= 0 && beta_form <= 2, "beta_form must be 0 (logits), 1 (probabilities) or 2 (logits, allow_neg_eigval), got ",
+                num(beta_form).c_str());
+    TORCH_CHECK(norm_form >= 0 && norm_form <= 1, "norm_form must be 0 (L2 inside) or 1 (normalised outside), got ", num(norm_form).c_str());
+}
+
 // The checked, kernel-ready form of a call's tensors, shared by every path (kda_forward's three, and a prepared
-// decode step). q, k, v, g: [B, T, H, 128] bf16; beta [B, T, H] bf16; out like v; A_log [H], dt_bias
-// [H, 128] fp32; states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
+// decode step). q, k: [B, T, Hq, 128] bf16; v, g: [B, T, H, 128] bf16 with H = 2^s Hq (grouped value heads; Call::H
+// counts the value heads); beta [B, T, H] bf16; out like v; A_log [H], dt_bias [H, 128] fp32 (None for the given
+// gate, gate_form 2); states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
 // (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
 // Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
 // `s_out`), which `finish` copies back.
@@ -77,18 +87,48 @@ struct Call {
     int64_t B = 0, T = 0, H = 0, N = 0, P = 0;
     bool varlen = false, pooled = false;
     int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
+    int gate_form = 0, beta_form = 0, norm_form = 0;   // the form's codes (prepare checks them)
+    int64_t group = 1;                                   // value heads per q and k head (GVA)
     cudaStream_t stream = nullptr;
 };
 
 Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
-             const torch::Tensor& beta, const torch::Tensor& out, const torch::Tensor& A_log,
-             const torch::Tensor& dt_bias, const c10::optional<torch::Tensor>& initial_state,
+             const torch::Tensor& beta, const torch::Tensor& out, const c10::optional<torch::Tensor>& A_log_opt,
+             const c10::optional<torch::Tensor>& dt_bias_opt, const c10::optional<torch::Tensor>& initial_state,
              const c10::optional<torch::Tensor>& final_state, const c10::optional<torch::Tensor>& cu_seqlens,
-             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64) {
+             const c10::optional<torch::Tensor>& state_indices, bool slots_as_int64, int64_t gate_form,
+             int64_t beta_form, int64_t norm_form) {
     Call c;
+    check_form_codes(gate_form, beta_form, norm_form);
+    c.gate_form = static_cast<int>(gate_form); c.beta_form = static_cast<int>(beta_form); c.norm_form = static_cast<int>(norm_form);
+    // The gate's parameters: the safe and softplus gates (gate_form 0, 1) take A_log and dt_bias; a given gate (2) has
+    // none, and the kernels never read them (null pointers).
+    const bool given = gate_form == 2;
+    for (const auto* t : {&A_log_opt, &dt_bias_opt}) {
+        const char* name = t == &A_log_opt ? "A_log" : "dt_bias";
+        if (given) {
+            TORCH_CHECK(!t->has_value(), name, " must be None with the given gate (gate_form = 2): g is the log-decay itself");
+        } else {
+            TORCH_CHECK(t->has_value(), name, " is needed by the gate computed inside (gate_form = ", num(gate_form).c_str(), ")");
+        }
+    }
+    // the given gate: stand-ins (q's own memory, never read) so that the checks below stay one code path
+    const int64_t H0 = v.dim() == 4 ? v.size(2) : 1;
+    const torch::Tensor A_log = given ? torch::empty({H0}, q.options().dtype(at::kFloat)) : *A_log_opt;
+    const torch::Tensor dt_bias = given ? torch::empty({H0, 128}, q.options().dtype(at::kFloat)) : *dt_bias_opt;
     TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
-    c.B = q.size(0); c.T = q.size(1); c.H = q.size(2);
+    c.B = q.size(0); c.T = q.size(1);
+    // Grouped value heads (GVA): v, g, out, beta, A_log, dt_bias and the states have HV heads, a multiple of q's and k's
+    // H; c.H counts the value heads, value head h reads q and k head h / group.
+    const int64_t Hq = q.size(2);
+    TORCH_CHECK(v.dim() == 4 && v.size(0) == c.B && v.size(1) == c.T && v.size(3) == 128 && v.size(2) >= 1 && Hq >= 1 &&
+                v.size(2) % Hq == 0, "v must be [B, T, HV, 128] with q's B, T and HV a multiple of q's H = ", num(Hq).c_str(),
+                " (grouped value heads), got ", shape_of(v).c_str());
+    c.H = v.size(2);
+    c.group = c.H / Hq;
+    TORCH_CHECK((c.group & (c.group - 1)) == 0, "the value heads per query head (HV / H = ", num(c.group).c_str(),
+                ") must be a power of two in the kernels (grouped value heads)");
     c.varlen = cu_seqlens.has_value();
     if (c.varlen) {
         TORCH_CHECK(cu_seqlens->dim() == 1 && cu_seqlens->numel() >= 2, "cu_seqlens must be [N + 1] with N >= 1");
@@ -103,13 +143,14 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
     const char* names[] = {"q", "k", "v", "g", "out"};
     for (int i = 0; i < 5; ++i) {
+        const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v, g and out: HV
         check_tensor(*same_shape[i], names[i], at::kBFloat16, q);
-        TORCH_CHECK(same_shape[i]->sizes() == q.sizes(), names[i], " must have the shape of q ", shape_of(q).c_str(),
-                    ", got ", shape_of(*same_shape[i]).c_str());
+        TORCH_CHECK(same_shape[i]->sizes() == like.sizes(), names[i], " must have the shape of ", i < 2 ? "q " : "v ",
+                    shape_of(like).c_str(), ", got ", shape_of(*same_shape[i]).c_str());
     }
     check_tensor(beta, "beta", at::kBFloat16, q);
     TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
-                "beta must be [B, T, H], got ", shape_of(beta).c_str());
+                "beta must be [B, T, HV] (v's heads), got ", shape_of(beta).c_str());
     for (const auto* t : {&A_log, &dt_bias}) {
         const char* name = t == &A_log ? "A_log" : "dt_bias";
         TORCH_CHECK(t->scalar_type() == at::kFloat || t->scalar_type() == at::kDouble, name,
@@ -176,7 +217,12 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
 template <typename Args>
 void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.q = c.qc.data_ptr(); a.k = c.kc.data_ptr(); a.v = c.vc.data_ptr(); a.g = c.gc.data_ptr(); a.beta = c.bc.data_ptr();
-    a.A_log = c.Ac.data_ptr<float>(); a.dt_bias = c.dc.data_ptr<float>(); a.out = c.o.data_ptr();
+    const bool given = c.gate_form == 2;         // no A_log, no dt_bias: the kernels get null there
+    a.A_log = given ? nullptr : c.Ac.data_ptr<float>(); a.dt_bias = given ? nullptr : c.dc.data_ptr<float>();
+    a.out = c.o.data_ptr();
+    a.gate_form = c.gate_form; a.beta_form = c.beta_form; a.norm_form = c.norm_form;
+    a.group_shift = 0;
+    while ((int64_t{1} << a.group_shift) < c.group) ++a.group_shift;
     a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;
     a.state_out = c.s_out.has_value() ? c.s_out->data_ptr() : nullptr;
     a.state_in_kind = c.in_kind;

@@ -1,5 +1,6 @@
 // kda_chunk_prep.cuh: one warp's preparation of one (chunk, head) item. Everything of the chunked form that
-// does not depend on the state: the activations (L2 norm, safe gate, beta), the cumulative decay, the
+// does not depend on the state: the activations (the norm, the gate and beta, in every form: the gate's a template
+// parameter GF, beta's and the norm's uniform values of FwdArgs), the cumulative decay, the
 // decayed / restored keys and decayed queries, the 16x16 matrices Mqk and (I + L)^-1 diag(beta), and
 // the chunk's total decay, left as one record (layout in kda_common.cuh) at an address the caller
 // gives. K1 (kda_fwd_prepare.cu) gives one in the workspace, for K2 to read back; the fused kernel's
@@ -67,6 +68,7 @@ struct Fetched {
 // A warp asks for the next item's gate rows as soon as it has used the current ones, and for its q and
 // k rows as soon as the current ones are used (prep_item), so the loads overlap the current item's
 // arithmetic.
+template <GateForm GF>
 __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lane) {   // loads only: nothing waits
     const int g = lane >> 2, H = p.H;
     const int64_t HD = static_cast<int64_t>(H) * D;
@@ -77,17 +79,23 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lan
     const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
-    f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
-    f.A_log = __ldg(p.A_log + f.it.h);
+    if constexpr (GF != GateForm::Given) {         // the given gate has no A_log, no dt_bias
+        f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
+        f.A_log = __ldg(p.A_log + f.it.h);
+    } else {
+        f.bias = make_float4(0.f, 0.f, 0.f, 0.f);
+        f.A_log = 0.f;
+    }
 }
 __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
     const int g = lane >> 2, t = lane & 3;
-    const int64_t HD = static_cast<int64_t>(p.H) * D;
+    const int64_t HD = static_cast<int64_t>(p.H >> p.group_shift) * D;    // q and k: H / 2^group_shift heads (GVA)
+    const int hq = it.h >> p.group_shift;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int r = g + 8 * hf;
         const bool in = r < it.len;
-        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + it.h * D;
+        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + hq * D;
 #pragma unroll
         for (int q4 = 0; q4 < 4; ++q4) {
             const int piece = (4 * q4 + t) ^ (4 * (r & 1));
@@ -98,27 +106,53 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
     cp_async_commit();
 }
 
-// §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the safe gate in base 2,
-// lb2 * sigmoid(A (g + bias)), summed over the rows into G, the cumulative decay, written to the
-// scratch for the lanes that need it in the mma layout. G >= 16 * lower_bound * log2(e) >= -116, so
-// 2^G and 2^-G are normal floats. The last row's G is the chunk's total decay.
-__device__ __forceinline__ void gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
+// §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the gate's log-decay in base 2 (the safe gate:
+// lb2 * sigmoid(A (g + bias)); the softplus gate: -A log2(e) softplus(g + bias); a given gate: log2(e) g), summed
+// over the rows into G, the cumulative decay, written to the scratch for the lanes that need it in the mma layout.
+// The last row's G is the chunk's total decay. The safe gate has G >= 16 * lower_bound * log2(e) >= -116, so 2^G
+// and 2^-G are normal floats: the split (decayed_keys). The unbounded gates test it per chunk: true (the split)
+// where every |G| of the chunk is <= SPLIT_FLOOR, on every channel (a vote of the warp), else false (the exact
+// path, decayed_keys_exact).
+constexpr float SPLIT_FLOOR = 116.f;     // 16 * 5 * log2(e) = 115.4: the safe gate's own worst chunk
+template <GateForm GF>
+__device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
                                            int lane) {
-    const float A = gate_rate(f.A_log), lb2 = p.lower_bound * LOG2E;
+    const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(f.A_log);
+    const float lb2 = GF == GateForm::SafeSigmoid ? p.lower_bound * LOG2E : gate_scale<GF>(A, p.lower_bound) * LOG2E;
     const float4 bias = f.bias;
     float4 run = make_float4(0.f, 0.f, 0.f, 0.f);
+    float big = 0.f;                               // the largest |G| of the lane's channels (unbounded gates)
 #pragma unroll
     for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
         const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
         const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
-        run.x += log_decay(gate_arg(a.x, A, bias.x), w);
-        run.y += log_decay(gate_arg(a.y, A, bias.y), w);
-        run.z += log_decay(gate_arg(b.x, A, bias.z), w);
-        run.w += log_decay(gate_arg(b.y, A, bias.w), w);
+        run.x += log_decay<GF>(gate_arg<GF>(a.x, A, bias.x), w);
+        run.y += log_decay<GF>(gate_arg<GF>(a.y, A, bias.y), w);
+        run.z += log_decay<GF>(gate_arg<GF>(b.x, A, bias.z), w);
+        run.w += log_decay<GF>(gate_arg<GF>(b.y, A, bias.w), w);
+        if constexpr (GF != GateForm::SafeSigmoid)
+            big = fmaxf(big, fmaxf(fmaxf(fabsf(run.x), fabsf(run.y)), fmaxf(fabsf(run.z), fabsf(run.w))));
         sts4(&sm.G[r][4 * lane], run.x, run.y, run.z, run.w);
     }
     *reinterpret_cast<float4*>(rec + REC_DECAY + 16 * lane) =
-        make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));
+        make_float4(fast_exp2(run.x), fast_exp2(run.y), fast_exp2(run.z), fast_exp2(run.w));   // 0 below fp32's range
+    if constexpr (GF == GateForm::SafeSigmoid) {
+        return true;
+    } else {
+        const bool split = __all_sync(0xffffffffu, big <= SPLIT_FLOOR);
+        if (!split) {                              // the exact path: each row's own log-decay in place of G (the lane's
+#pragma unroll                                     // own channels: no other lane reads them before prep_item syncs)
+            for (int r = 0; r < CHUNK; ++r) {
+                const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+                const bool in = r < len;           // rows past the end: 0
+                sts4(&sm.G[r][4 * lane], in ? log_decay<GF>(gate_arg<GF>(a.x, A, bias.x), lb2) : 0.f,
+                     in ? log_decay<GF>(gate_arg<GF>(a.y, A, bias.y), lb2) : 0.f,
+                     in ? log_decay<GF>(gate_arg<GF>(b.x, A, bias.z), lb2) : 0.f,
+                     in ? log_decay<GF>(gate_arg<GF>(b.y, A, bias.w), lb2) : 0.f);
+            }
+        }
+        return split;
+    }
 }
 
 // Lane (g, t)'s 16-byte piece q4 of row g + 8 hf of q (which = 0) or k (1), as loaded into the scratch
@@ -128,7 +162,7 @@ __device__ __forceinline__ uint4 raw_qk(const K1Warp& sm, int which, int hf, int
 }
 
 // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
-__device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, float (&rq)[2], float (&rk)[2]) {
+__device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, int norm_form, float (&rq)[2], float (&rk)[2]) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         float sq = 0.f, sk = 0.f;
@@ -147,8 +181,8 @@ __device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, float (&rq
             sq += __shfl_xor_sync(0xffffffffu, sq, o);
             sk += __shfl_xor_sync(0xffffffffu, sk, o);
         }
-        rq[hf] = inv_norm(sq);
-        rk[hf] = inv_norm(sk);
+        rq[hf] = inv_norm_value(norm_form, sq);    // 1 where the caller normalised
+        rk[hf] = inv_norm_value(norm_form, sk);
     }
 }
 
@@ -216,6 +250,122 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
     }
 }
 
+// §exact: the exact path of a chunk whose |G| passes SPLIT_FLOOR somewhere (the unbounded gates only). gate_decay
+// has left the per-token log-decays a_r (base 2) in the scratch instead of G, and every exponent below is a sum of
+// them over the rows it spans, never a difference of two cumulative sums: where a masked token puts G near -1443, the
+// decays between the tokens after it keep fp32's relative precision. Only decays in [0, 1] are formed, so none
+// overflows, and those below fp32's range come out 0 (never NaN or inf, -inf log-decays included):
+// kd = k_hat 2^(sum r <= i), qd = q_hat 2^(sum r <= i), kr = k_hat 2^(sum r > i), stored as decayed_keys stores them;
+// and the lane's 8 entries of L and Mqk in the C-fragment layout of decayed_keys's mma (rows i = g, g + 8; columns
+// j = 8 nt + 2 t + e), sum_c x_ic k_jc 2^(T_ijc) with T_ij = sum of a_r over j < r <= i, for j <= i, on the CUDA cores
+// (the entries above the diagonal stay 0: prep_item masks them). The norms of the columns' rows come by shuffles.
+__device__ __forceinline__ float2 bf16x2_of(const K1Warp& sm, int which, int r, int c) {   // channels c, c + 1 (c even)
+    return unpack_bf16(*reinterpret_cast<const uint32_t*>(&sm.qk[which][r][8 * ((c >> 3) ^ (4 * (r & 1))) + (c & 7)]));
+}
+__device__ __forceinline__ float2 logs_of(const K1Warp& sm, int r, int c) {   // a_r of channels c, c + 1
+    return *reinterpret_cast<const float2*>(&sm.G[r][c]);
+}
+__device__ __forceinline__ float2 add2(float2 x, float2 y) { return make_float2(x.x + y.x, x.y + y.y); }
+__device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float (&rq)[2], const float (&rk)[2],
+                                                   uint8_t* rec, int lane, float (&Lacc)[2][4], float (&Macc)[2][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll 1
+    for (int q4 = 0; q4 < 4; ++q4) {
+        uint32_t okd[2][4], oqd[2][4], okr[2][4];
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const int c = 32 * q4 + 8 * t + 2 * w;
+            // prefix sums (rows <= g, <= g + 8) and suffix sums (rows > g, > g + 8), in one walk down the rows
+            const float2 zero = make_float2(0.f, 0.f);
+            float2 pre[2] = {zero, zero}, suf[2] = {zero, zero};
+#pragma unroll 1
+            for (int r = 0; r < CHUNK; ++r) {
+                const float2 a = logs_of(sm, r, c);
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    if (r <= g + 8 * hf) pre[hf] = add2(pre[hf], a);
+                    else suf[hf] = add2(suf[hf], a);
+                }
+            }
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                const float2 kk = bf16x2_of(sm, 1, g + 8 * hf, c), qq = bf16x2_of(sm, 0, g + 8 * hf, c);
+                const float e0 = fast_exp2(pre[hf].x), e1 = fast_exp2(pre[hf].y);
+                const float kh0 = kk.x * rk[hf], kh1 = kk.y * rk[hf];
+                okd[hf][w] = pack_bf16(kh0 * e0, kh1 * e1);
+                oqd[hf][w] = pack_bf16(qq.x * rq[hf] * e0, qq.y * rq[hf] * e1);   // unscaled: K2 applies the output scale
+                okr[hf][w] = pack_f16(kh0 * fast_exp2(suf[hf].x), kh1 * fast_exp2(suf[hf].y));
+            }
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            const int at = 2 * swz_row(g + 8 * hf, 4 * q4 + t);
+            *reinterpret_cast<uint4*>(rec + REC_KD + at) = make_uint4(okd[hf][0], okd[hf][1], okd[hf][2], okd[hf][3]);
+            *reinterpret_cast<uint4*>(rec + REC_QD + at) = make_uint4(oqd[hf][0], oqd[hf][1], oqd[hf][2], oqd[hf][3]);
+            *reinterpret_cast<uint4*>(rec + REC_KR + at) = make_uint4(okr[hf][0], okr[hf][1], okr[hf][2], okr[hf][3]);
+        }
+    }
+    // the lane's columns j = 8 nt + 2 t + e, as x = 2 nt + e
+    int jj[4];
+#pragma unroll
+    for (int x = 0; x < 4; ++x) jj[x] = 8 * (x >> 1) + 2 * t + (x & 1);
+#pragma unroll 1
+    for (int hf = 0; hf < 2; ++hf) {
+        const int i = g + 8 * hf;
+        float l[4] = {}, m[4] = {};
+#pragma unroll 1
+        for (int c = 0; c < D; c += 2) {
+            const float2 zero = make_float2(0.f, 0.f);
+            // T over (9 + 2t, i]: rows 10 + 2t .. i (at most 6 of them); T over (2t + 1, i] adds rows 2t + 2 .. 9 + 2t
+            float2 hi = zero;
+#pragma unroll 1
+            for (int d = 0; d < 6; ++d) {
+                const int r = 10 + 2 * t + d;
+                const float2 a = logs_of(sm, min(r, CHUNK - 1), c);
+                if (r <= i) hi = add2(hi, a);
+            }
+            float2 lo = hi;
+#pragma unroll 1
+            for (int d = 0; d < 8; ++d) {
+                const int r = 2 * t + 2 + d;
+                const float2 a = logs_of(sm, r, c);
+                if (r <= i) lo = add2(lo, a);
+            }
+            float2 T[4];
+            T[1] = lo;                                               // j = 2t + 1
+            T[0] = add2(lo, logs_of(sm, 2 * t + 1, c));             // j = 2t
+            T[3] = hi;                                               // j = 9 + 2t
+            T[2] = add2(hi, logs_of(sm, 9 + 2 * t, c));             // j = 8 + 2t
+            const float2 ki = bf16x2_of(sm, 1, i, c), qi = bf16x2_of(sm, 0, i, c);
+#pragma unroll
+            for (int x = 0; x < 4; ++x) {
+                if (jj[x] > i) continue;                             // above the diagonal
+                const float2 kj = bf16x2_of(sm, 1, jj[x], c);
+                const float e0 = jj[x] == i ? 1.f : fast_exp2(T[x].x), e1 = jj[x] == i ? 1.f : fast_exp2(T[x].y);
+                const float k0 = kj.x * e0, k1 = kj.y * e1;
+                l[x] = fmaf(ki.x, k0, fmaf(ki.y, k1, l[x]));
+                m[x] = fmaf(qi.x, k0, fmaf(qi.y, k1, m[x]));
+            }
+        }
+        // the norms of the columns' rows: lane 4 (2 t + e) holds row 8 nt + 2 t + e as its row g + 8 nt
+#pragma unroll
+        for (int x = 0; x < 4; ++x) {
+            const float rkj = __shfl_sync(0xffffffffu, rk[x >> 1], 4 * (2 * t + (x & 1)));
+            l[x] *= rkj;
+            m[x] *= rkj;
+        }
+#pragma unroll
+        for (int h2 = 0; h2 < 2; ++h2)                               // static indices into the fragments
+            if (h2 == hf) {
+#pragma unroll
+                for (int x = 0; x < 4; ++x) {
+                    Lacc[x >> 1][2 * h2 + (x & 1)] = l[x] * rk[h2];
+                    Macc[x >> 1][2 * h2 + (x & 1)] = m[x] * rq[h2];
+                }
+            }
+    }
+}
+
 // §inverse: X = (I + L)^-1 by forward substitution, X_i = e_i - sum_{m < i} L_im X_m, one column per
 // lane (lanes 16..31 repeat lanes 0..15). The rows of L are read as 16-byte broadcasts; all 16 rows
 // of the lane's column stay in registers.
@@ -239,26 +389,28 @@ __device__ __forceinline__ void inverse_column(const K1Warp& sm, int lane, float
 // The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
 // or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
 // here, into f and the scratch, as soon as the current ones are used.
-template <class Next>
+template <GateForm GF, class Next>
 __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const int len = f.it.len;
     float beta[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_of(__bfloat162float(f.beta[hf])) : 0.f;
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_value(p.beta_form, __bfloat162float(f.beta[hf])) : 0.f;
 
-    gate_decay(p, f, sm, rec, len, lane);
+    const bool split = gate_decay<GF>(p, f, sm, rec, len, lane);
     Item nx;
     const bool more = next(nx);
-    if (more) { f.it = nx; prep_fetch(p, f, lane); }     // the next item's gate rows, while this one computes
+    if (more) { f.it = nx; prep_fetch<GF>(p, f, lane); }     // the next item's gate rows, while this one computes
     cp_async_wait<0>();                                 // this item's q and k rows
     __syncwarp();
 
     float rq[2], rk[2];
-    row_norms(sm, lane, rq, rk);
+    row_norms(sm, lane, p.norm_form, rq, rk);
 
     float Lacc[2][4] = {}, Macc[2][4] = {};
-    decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
+    if constexpr (GF == GateForm::SafeSigmoid) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
+    else if (split) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);     // warp-uniform
+    else decayed_keys_exact(sm, rq, rk, rec, lane, Lacc, Macc);
     __syncwarp();                                     // every lane is done with q and k: fetch the next item's
     if (more) prep_fetch_qk(p, f.it, sm, lane);
 

@@ -11,7 +11,8 @@
 // would (with one, 256 sequences of one token at H = 32 took 1.43x the time of the state's bytes at the H200's
 // bandwidth), which is what a memory-bound kernel needs. Meanwhile the block stages the tokens, DEC_TILE at a time: thread c loads
 // channel c of q, k, g and computes, once per block, the normalised query and key (sums of squares
-// across the block) and the decay exp(a_c) of the safe gate; beta and the slice's values come along.
+// across the block) and the decay exp(a_c) of the gate (its form a template parameter, GF; beta's and the norm's
+// forms uniform values of DecodeArgs); beta and the slice's values come along.
 // Then a state row (one value channel, 128 key channels) is held in registers by 8 neighbouring lanes,
 // 16 channels each as four pieces of 4 (lane j: channels 32 m + 4 j .. + 3, m = 0..3), two rows per
 // thread, and per token, with b = sigmoid(beta):
@@ -89,22 +90,29 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
+template <GateForm GF>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
     const int64_t e0 = (tb * p.H + h) * D + c;                      // token tb; the next ones H * D further
-    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + e0;
-    const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + e0;
+    const int hq = p.H >> p.group_shift;                            // q and k: H / 2^group_shift heads (GVA)
+    const int64_t eq = (tb * hq + (h >> p.group_shift)) * D + c;
+    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + eq;
+    const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + eq;
     const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + e0;
-    const int stride = p.H * D;
+    const int stride = p.H * D, qstride = hq * D;
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
         if (i >= nt) break;
-        const float q = __bfloat162float(qp[i * stride]), k = __bfloat162float(kp[i * stride]),
+        const float q = __bfloat162float(qp[i * qstride]), k = __bfloat162float(kp[i * qstride]),
                     g = __bfloat162float(gp[i * stride]);
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
-        sm.decay[i][c] = fast_exp2(log_decay(gate_arg(g, A, dtb), LOG2E * p.lower_bound));
+        // the token's decay of channel c, in [0, 1] for every gate form (0 below fp32's range)
+        if constexpr (GF == GateForm::SafeSigmoid)
+            sm.decay[i][c] = fast_exp2(log_decay(gate_arg(g, A, dtb), LOG2E * p.lower_bound));
+        else
+            sm.decay[i][c] = fast_exp2(log_decay<GF>(gate_arg<GF>(g, A, dtb), LOG2E * gate_scale<GF>(A, p.lower_bound)));
         float sq = q * q, sk = k * k;
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) {
@@ -115,14 +123,14 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     }
     if (c < DEC_BLOCK_ROWS)
         for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
-    if (c < nt) sm.b[c] = beta_of(bf16_at(p.beta, (tb + c) * p.H + h));
+    if (c < nt) sm.b[c] = beta_value(p.beta_form, bf16_at(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; ++w) { sq += sm.sums[i][w][0]; sk += sm.sums[i][w][1]; }
-        sm.qh[i][c] *= inv_norm(sq);
-        sm.kh[i][c] *= inv_norm(sk);
+        sm.qh[i][c] *= inv_norm_value(p.norm_form, sq);     // 1 where the caller normalised
+        sm.kh[i][c] *= inv_norm_value(p.norm_form, sk);
     }
     __syncthreads();
 }
@@ -164,6 +172,7 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
+template <GateForm GF>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -190,8 +199,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             return;
         }
 
-        const float A = gate_rate(__ldg(p.A_log + h));
-        const float dtb = __ldg(p.dt_bias + h * D + threadIdx.x);
+        const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(__ldg(p.A_log + h));   // the given gate: no A_log,
+        const float dtb = GF == GateForm::Given ? 0.f : __ldg(p.dt_bias + h * D + threadIdx.x);   // no dt_bias
 
         float S[DEC_ROWS][4 * DEC_PIECES];
         const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
@@ -222,7 +231,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if (sl == 0 || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens(p, sm, h, vbase, tb, nt, A, dtb);
+                stage_tokens<GF>(p, sm, h, vbase, tb, nt, A, dtb);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -313,8 +322,10 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
-    kda_decode<<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
-    return cudaGetLastError();
+    return dispatch_gate(a.gate_form, [&](auto gf) {    // the gate's form picks the instantiation (kda_switch.h)
+        kda_decode<static_cast<GateForm>(decltype(gf)::value)><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+        return cudaGetLastError();
+    });
 }
 
 }  // namespace kda

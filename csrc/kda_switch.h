@@ -27,4 +27,11 @@ cudaError_t dispatch_bool(bool value, F&& f) {
     return value ? f(std::true_type{}) : f(std::false_type{});
 }
 
+// the gate's form (GateForm, kda_activations.cuh) as a template parameter: every form the forward's kernels are built
+// for, in one place. f(std::integral_constant<int, form>{})
+template <typename F>
+cudaError_t dispatch_gate(int gate_form, F&& f) {
+    return dispatch<0, 1, 2>(gate_form, static_cast<F&&>(f));
+}
+
 }  // namespace kda

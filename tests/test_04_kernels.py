@@ -21,6 +21,9 @@ def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
     assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
+    # K1, the fused kernel and K3 once per gate form (kda_switch.h's dispatch_gate: safe, softplus, given)
+    for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
+        assert sum(r['kernel'] == k for r in usage) == 3, f"{k}: one instantiation per gate form"
     for r in usage:
         print(r)
         allowed = ALLOWED_SPILLS.get((r['kernel'], r['registers']), 0)
@@ -36,6 +39,42 @@ def test_nvcc_defines_are_torchs():
                     reason="needs the CUDA headers (cuda_runtime.h)")
 def test_binding_compiles():
     check_binding_compiles()
+
+
+FORM_STUBS = """#include "kda_launch.h"
+namespace kda {   // launchers that launch nothing: the binding's checks alone, without nvcc or a GPU
+size_t record_bytes() { return 0; }
+cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+}
+"""
+
+def test_binding_refuses_form_codes_out_of_range(tmp_path):
+    "The binding, built with the host compiler against launchers that launch nothing: codes outside the forms are refused by name, before the tensors are looked at; codes inside them get as far as the tensors."
+    import torch
+    from torch.utils.cpp_extension import load
+    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
+    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
+        pytest.skip("needs a C++ compiler and the CUDA runtime's headers and library")
+    (tmp_path / 'stubs.cpp').write_text(FORM_STUBS)
+    ext = load('kda_binding_forms', [str(csrc_dir() / 'kda_binding.cpp'), str(tmp_path / 'stubs.cpp')],
+               extra_include_paths=[str(csrc_dir()), str(cuda / 'include')],
+               extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
+    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
+    args = (q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+            None, None, None, None, 'chunked', 1, 1.0, 4, True, 132, False)
+    for codes, words in [((3, 0, 0), 'gate_form must be'), ((-1, 0, 0), 'gate_form must be'), ((0, 3, 0), 'beta_form must be'),
+                         ((0, -1, 0), 'beta_form must be'), ((0, 0, 2), 'norm_form must be'), ((2, 2, 9), 'norm_form must be')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, *codes)
+    for codes in [(0, 0, 0), (1, 1, 1), (2, 2, 0)]:
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args, *codes)
 
 
 import inspect
@@ -199,6 +238,159 @@ def test_kernels_agree_with_twin():
     o, s = run_kernels(inp)
     ot, st = kda_chunked(**inp, twin=True)
     assert rel_rms(o, ot) < 3e-3 and rel_rms(s, st) < 1e-3
+
+
+import math
+from kda_nb.kernels import launch
+from kda_nb.layout import FORM_OPTIONS, Form
+from kda_nb.plan import path_plan, sm_count
+from kda_nb.recurrence import kda_recurrent
+
+def run_form(inp: dict, path: str = 'chunked', steps: int = 1, state_out: str | None = 'fp32', state_indices=None, pool=None):
+    """The kernels of `path` on a `random_inputs` problem of any form (its `Form` options in the dict), through
+    `kernels.launch` with a plan of that path: `(out, final_state)`, both poisoned with NaN first (`pool`: the state
+    pool, read and written in place with `state_indices`)."""
+    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
+    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
+    B, T, H = v.shape[:3]                                    # H: the value heads (GVA: a multiple of q's)
+    N = B if cu is None else cu.numel() - 1
+    out = torch.full_like(v, float('nan'))
+    s_in, fs = x.get('initial_state'), None
+    if pool is not None: s_in = fs = pool
+    elif state_out is not None:
+        fs = torch.full((N, H, v.shape[-1], q.shape[-1]), float('nan'), device=q.device,
+                        dtype={'fp32': torch.float32, 'bf16': torch.bfloat16}[state_out])
+    p = path_plan(path, 'a form test', B, T, H, N, cu is not None, 0 if path == 'decode' else sm_count(q.device), steps)
+    launch(p, q, x['k'], v, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'],
+           x['lower_bound'] if form.safe_gate and form.use_gate_in_kernel else None, s_in, fs, cu, state_indices, form=form)
+    return out, fs
+
+def check_form_against_fp64(inp, path='chunked', steps=1, state_out='fp32', tol=6e-3):
+    "The kernels against the fp64 recurrence of the same form, with the tolerances of `check_against_fp64`."
+    o, s = run_form(inp, path, steps, state_out)
+    o64, s64 = kda_recurrent(**inp)
+    assert torch.isfinite(o).all(), "some outputs were not written or are not finite"
+    eo = rel_rms(o, o64)
+    assert eo < tol, f"out error {eo:.2e}"
+    if state_out is not None:
+        es = rel_rms(s, s64)
+        assert torch.isfinite(s).all() and es < (tol if state_out == 'fp32' else 8e-3), f"state error {es:.2e}"
+    return o, s
+
+GATE_FORMS = {'safe': {}, 'softplus': dict(safe_gate=False), 'given': dict(use_gate_in_kernel=False),
+              'given (logsigmoid)': dict(use_gate_in_kernel=False, safe_gate=False)}
+BETA_NORM_FORMS = {'beta probabilities': dict(use_beta_sigmoid_in_kernel=False),
+                   'allow_neg_eigval': dict(allow_neg_eigval=True),
+                   'normalised outside': dict(use_qk_l2norm_in_kernel=False),
+                   'all three': dict(use_beta_sigmoid_in_kernel=False, use_qk_l2norm_in_kernel=False)}
+FORM_PATHS = [('chunked', 1), ('chunked', 3), ('fused', 1), ('decode', 1)]
+AWKWARD = [1, 15, 17, 33, 0, 64]
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('gate', list(GATE_FORMS))
+def test_forms_gates(gate, path, steps):
+    "Each gate form (beta and norm as FlashKDA's) on every path, varlen with awkward lengths, and fixed length."
+    check_form_against_fp64(random_inputs(1, 0, 2, 128, seqlens=AWKWARD, device='cuda', seed=21, **GATE_FORMS[gate]), path, steps)
+    check_form_against_fp64(random_inputs(2, 40, 2, 128, device='cuda', seed=22, **GATE_FORMS[gate]), path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('form', list(BETA_NORM_FORMS))
+@pytest.mark.parametrize('gate', ['safe', 'softplus'])
+def test_forms_beta_norm(gate, form, path, steps):
+    inp = random_inputs(1, 0, 2, 128, seqlens=AWKWARD, device='cuda', seed=23, **GATE_FORMS[gate], **BETA_NORM_FORMS[form])
+    check_form_against_fp64(inp, path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('state_in,state_out', [('fp32', 'fp32'), ('bf16', 'bf16'), (None, 'fp32'), ('fp32', None)])
+@pytest.mark.parametrize('gate', ['softplus', 'given'])
+@pytest.mark.parametrize('path', ['chunked', 'fused', 'decode'])
+def test_forms_state_formats(gate, state_in, state_out, path):
+    inp = random_inputs(2, 50, 2, 128, state=state_in, device='cuda', seed=24, **GATE_FORMS[gate])
+    check_form_against_fp64(inp, path, state_out=state_out)
+
+@needs_kernels
+@pytest.mark.parametrize('path', ['chunked', 'fused', 'decode'])
+@pytest.mark.parametrize('gate', ['softplus', 'given'])
+def test_forms_pool_with_padding(gate, path):
+    "A pool of 6 slots, one padding sequence (-1): the slots named hold the fp64 states, the others are untouched."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[20, 7, 0, 35], device='cuda', seed=25, **GATE_FORMS[gate])
+    pool = torch.randn(6, 2, 128, 128, device='cuda')
+    before = pool.clone()
+    idx = torch.tensor([4, -1, 0, 2], device='cuda')
+    o, p = run_form(inp, path, state_indices=idx, pool=pool)
+    assert (o[0, 20:27] == 0).all(), "a padding sequence's outputs are zero"
+    assert torch.equal(p[[1, 3, 5]], before[[1, 3, 5]]), "slots no entry names stay as they were"
+    real = [0, 2, 3]
+    ref = dict(inp, initial_state=before[[4, 1, 0, 2]])
+    o64, s64 = kda_recurrent(**ref)
+    cu = inp['cu_seqlens'].tolist()
+    keep = torch.cat([torch.arange(cu[n], cu[n + 1]) for n in real])
+    assert rel_rms(o[0, keep], o64[0, keep]) < 6e-3
+    assert rel_rms(p[[4, 0, 2]], s64[real]) < 6e-3
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('case', ['A_log = log 16, g = 8', 'A_log = log 16, bias = ±8', 'A_log = log 16, g ~ N(0, 8)'])
+def test_forms_softplus_extremes(case, path, steps):
+    "Kimi Linear's gate at its extremes: per-token log-decays down to -16 (8 + 8) x 16, a chunk's G far past the split's floor."
+    gate = {'A_log = log 16, g = 8': 'g=8', 'A_log = log 16, bias = ±8': 'bias=±8', 'A_log = log 16, g ~ N(0, 8)': 'g~N(0,8)'}[case]
+    inp = random_inputs(1, 0, 2, 128, seqlens=[1, 17, 50, 100], gate=gate, A_log=math.log(16), device='cuda', seed=26,
+                        safe_gate=False)
+    check_form_against_fp64(inp, path, steps)
+
+def masked_given(seed: int, floor: float) -> dict:
+    "A given-gate problem (g = logsigmoid of a fill) with a quarter of its tokens masked at -1000 and a few values at `floor`."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[5, 16, 33, 70], device='cuda', seed=seed, use_gate_in_kernel=False, safe_gate=False)
+    gen = torch.Generator(device='cuda').manual_seed(seed)
+    g = inp['g'].float()
+    T = g.shape[1]
+    masked = torch.rand(T, generator=gen, device='cuda') < 0.25
+    g[0, masked] = -1000.0
+    g[0, torch.rand(T, generator=gen, device='cuda') < 0.05, :, ::7] = floor
+    inp['g'] = g.bfloat16()
+    return inp
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('floor', [-1000.0, -1e4])
+def test_forms_given_masked(floor, path, steps):
+    "Masked tokens at -1000 and values down to -1e4: every output finite, the decayed states what fp64 says."
+    check_form_against_fp64(masked_given(27, floor), path, steps)
+    o, s = run_form(masked_given(27, floor), path, steps, state_out='bf16')
+    assert torch.isfinite(o).all() and torch.isfinite(s).all()
+
+@needs_kernels
+def test_forms_binding_refuses_bad_codes():
+    "Codes outside the forms, and the given gate with A_log or the gate inside without it, are refused by name."
+    from kda_nb.kernels import load_kernels
+    ext = load_kernels()
+    inp = random_inputs(1, 20, 2, 128, device='cuda', seed=1)
+    q = inp['q']
+    base = [q, inp['k'], inp['v'], inp['g'], inp['beta'], inp['scale'], torch.empty_like(inp['v']), inp['A_log'], inp['dt_bias'],
+            -5.0, None, None, None, None, 'chunked', 1, 1.0, 4, True, sm_count(q.device), False]
+    for codes, words in [((3, 0, 0), 'gate_form must be'), ((0, 3, 0), 'beta_form must be'), ((0, -1, 0), 'beta_form must be'),
+                         ((0, 0, 2), 'norm_form must be'), ((2, 0, 0), 'A_log must be None')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*base, *codes)
+    no_gate = list(base)
+    no_gate[7] = no_gate[8] = None
+    with pytest.raises(RuntimeError, match='A_log is needed'): ext.kda_forward(*no_gate, 1, 0, 0)
+    gva = random_inputs(1, 20, 2, 128, HV=6, device='cuda', seed=1)      # v with HV heads against q's 2
+    for HV, words in [(3, 'multiple of'), (6, 'power of two')]:
+        args = [gva['q'], gva['k'], gva['v'][:, :, :HV], gva['g'][:, :, :HV], gva['beta'][:, :, :HV], gva['scale'],
+                torch.empty_like(gva['v'][:, :, :HV]), gva['A_log'][:HV], gva['dt_bias'][:HV], *base[9:]]
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, 0, 0, 0)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('gate', ['safe', 'softplus', 'given'])
+@pytest.mark.parametrize('HV', [4, 8])
+def test_forms_grouped_value_heads(HV, gate, path, steps):
+    "GVA: q and k with 2 heads, v, g, beta, A_log, dt_bias and the states with HV; value head h reads q and k head h // (HV / 2)."
+    check_form_against_fp64(random_inputs(1, 0, 2, 128, HV=HV, seqlens=AWKWARD, device='cuda', seed=28, **GATE_FORMS[gate]),
+                            path, steps)
 
 
 ADVERSARIAL = [[0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [0, -3, -7], [40, 0, 40], [0, 0, 0],

@@ -141,3 +141,94 @@ def test_decode_cuda_graph_replays_new_lengths():
         fwd_cuda(**args, out=out, initial_state=pool, final_state=pool, state_indices=idx)   # the chunked path
         assert rel_rms(got, out) < 6e-3 and rel_rms(got_pool, pool) < 1e-3
         pool.copy_(got_pool)
+
+
+import math
+from kda_nb.kernels import launch
+from kda_nb.layout import FORM_OPTIONS, Form
+from kda_nb.plan import Plan
+
+DECODE_FORMS = {'softplus': dict(safe_gate=False), 'given': dict(use_gate_in_kernel=False),
+                'given (logsigmoid)': dict(use_gate_in_kernel=False, safe_gate=False),
+                'beta probabilities': dict(use_beta_sigmoid_in_kernel=False), 'allow_neg_eigval': dict(allow_neg_eigval=True),
+                'normalised outside': dict(use_qk_l2norm_in_kernel=False),
+                'softplus, beta probabilities, outside': dict(safe_gate=False, use_beta_sigmoid_in_kernel=False,
+                                                              use_qk_l2norm_in_kernel=False)}
+
+def run_decode_form(inp, state_out='fp32', keep=False, state_indices=None, pool=None):
+    """K3 on a `random_inputs` problem of any form, through `kernels.launch` with a 'decode' plan (`keep`: as a
+    prepared step, run once and freed); `out` and the final state poisoned with NaN first (`pool`: in place)."""
+    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
+    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
+    N = q.shape[0] if cu is None else cu.numel() - 1
+    out = torch.full_like(v, float('nan'))
+    s_in, fs = x.get('initial_state'), None
+    if pool is not None: s_in = fs = pool
+    elif state_out is not None:                              # v's heads: GVA has more of them than q
+        fs = torch.full((N, v.shape[2], v.shape[-1], q.shape[-1]), float('nan'), dtype=STATES[state_out], device=q.device)
+    args = (q, x['k'], v, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'],
+            x['lower_bound'] if form.safe_gate and form.use_gate_in_kernel else None, s_in, fs, cu, state_indices)
+    if keep:
+        run, free = launch(Plan('decode', 'a form test'), *args, keep=True, form=form)
+        try: run()
+        finally: free()
+    else: launch(Plan('decode', 'a form test'), *args, form=form)
+    return out, fs
+
+def check_decode_form(inp, state_out='fp32', keep=False, tol=4e-3, state_tol=3e-5):
+    "As `check_decode`; the fp32 state within 3e-5 (the softplus gate's fast exponential and logarithm)."
+    o, s = run_decode_form(inp, state_out, keep)
+    o64, s64 = kda_recurrent(**inp)
+    assert torch.isfinite(o).all(), "some outputs were not written (NaN poison survived)"
+    assert rel_rms(o, o64) < tol, f"out error {rel_rms(o, o64):.2e}"
+    if state_out is not None:
+        es = rel_rms(s, s64)
+        assert torch.isfinite(s).all() and es < (state_tol if state_out == 'fp32' else 5e-3), f"state error {es:.2e}"
+
+@needs_kernels
+@pytest.mark.parametrize('keep', [False, True])
+@pytest.mark.parametrize('form', list(DECODE_FORMS))
+def test_decode_forms(form, keep):
+    "Every form, fixed and varlen (lengths 0 to 19), as a call and as a prepared step."
+    check_decode_form(random_inputs(1, 0, 2, 128, seqlens=[1, 0, 3, 8, 2, 19], device='cuda', seed=31, **DECODE_FORMS[form]),
+                      keep=keep)
+    check_decode_form(random_inputs(3, 2, 2, 128, device='cuda', seed=32, **DECODE_FORMS[form]), 'bf16', keep=keep)
+
+@needs_kernels
+@pytest.mark.parametrize('pool_dtype', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('form', ['softplus', 'given'])
+def test_decode_forms_pool(form, pool_dtype):
+    "A pool read and written in place (int32 slots, one padding entry): the slots named hold the fp64 states."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[1, 1, 3, 1], device='cuda', seed=33, **DECODE_FORMS[form])
+    pool = torch.randn(5, 2, 128, 128, device='cuda').to(pool_dtype)
+    before = pool.clone()
+    idx = torch.tensor([3, -1, 0, 4], device='cuda', dtype=torch.int32)
+    o, p = run_decode_form(inp, state_indices=idx, pool=pool)
+    assert (o[0, 1] == 0).all() and torch.equal(p[[1, 2]], before[[1, 2]])
+    o64, s64 = kda_recurrent(**dict(inp, initial_state=before[[3, 1, 0, 4]].float()))
+    keep = [0, 2, 3, 4, 5]
+    assert rel_rms(o[0, keep], o64[0, keep]) < 4e-3
+    assert rel_rms(p[[3, 0, 4]], s64[[0, 2, 3]]) < (3e-5 if pool_dtype == torch.float32 else 5e-3)
+
+@needs_kernels
+@pytest.mark.parametrize('case', ['softplus, A_log = log 16, g = 8', 'given, masked at -1000', 'given, values at -1e4'])
+def test_decode_forms_extremes(case):
+    "Decays far below fp32's range: outputs finite, the decayed states what fp64 says."
+    if case.startswith('softplus'):
+        inp = random_inputs(1, 0, 2, 128, seqlens=[1, 5, 19], gate='g=8', A_log=math.log(16), device='cuda', seed=34,
+                            safe_gate=False)
+    else:
+        inp = random_inputs(1, 0, 2, 128, seqlens=[1, 5, 19], device='cuda', seed=34, use_gate_in_kernel=False, safe_gate=False)
+        g = inp['g'].float()
+        g[0, ::3] = -1000.0 if 'masked' in case else -1e4
+        inp['g'] = g.bfloat16()
+    check_decode_form(inp)
+
+@needs_kernels
+@pytest.mark.parametrize('keep', [False, True])
+@pytest.mark.parametrize('form', ['safe', 'softplus', 'given'])
+def test_decode_grouped_value_heads(form, keep):
+    "GVA: q and k with 2 heads, v, g, beta, A_log, dt_bias and the states with 8."
+    kw = {'safe': {}, 'softplus': DECODE_FORMS['softplus'], 'given': DECODE_FORMS['given']}[form]
+    check_decode_form(random_inputs(1, 0, 2, 128, HV=8, seqlens=[1, 0, 3, 8, 2, 19], device='cuda', seed=35, **kw), keep=keep)

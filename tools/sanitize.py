@@ -100,6 +100,29 @@ for cu, slots in (([0, 19, 60, 2**40], [7, -5, 2]), ([-5, 10, 3, 40], [3, 3, -1]
     idx.copy_(torch.tensor(slots))
     step()
     torch.cuda.synchronize()
+# every gate form (kda_chunk_prep.cuh's split and exact paths; K3): the softplus gate with A = 16 (every chunk on the
+# exact path) and a given gate masked at -1000 (no A_log, no dt_bias: null pointers, never read), on each path, with
+# offsets no check saw and states in and out in place; and grouped value heads (2 query heads, 4 value heads)
+import math
+from kda_nb.kernels import launch
+from kda_nb.layout import Form
+from kda_nb.plan import path_plan, sm_count
+for form, kw in ((Form(safe_gate=False), dict(gate='g=8', A_log=math.log(16), safe_gate=False)),
+                 (Form(use_gate_in_kernel=False, safe_gate=False), dict(use_gate_in_kernel=False, safe_gate=False)),
+                 (Form(safe_gate=False), dict(safe_gate=False, HV=4))):
+    for path, steps in (('chunked', 3), ('fused', 1), ('decode', 1)):
+        for cu in ([0, 5, 17, 40], [-5, 10, 40], [40, 0, 40]):
+            inp = random_inputs(1, 40, 2, 128, device='cuda', seed=11, **kw)
+            if not form.use_gate_in_kernel: inp['g'][0, ::4] = -1000.0
+            out = torch.empty_like(inp['v'])
+            HV = inp['v'].shape[2]
+            s = torch.randn(len(cu) - 1, HV, 128, 128, device='cuda')
+            plan = path_plan(path, 'sanitize', 1, 40, HV, len(cu) - 1, True,
+                             0 if path == 'decode' else sm_count(inp['q'].device), steps)
+            launch(plan, inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], inp['scale'], out, inp['A_log'],
+                   inp['dt_bias'], None, s, s, torch.tensor(cu, device='cuda'), None, form=form)
+            torch.cuda.synchronize()
+            assert torch.isfinite(out).all()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
 '''
 
