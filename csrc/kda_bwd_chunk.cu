@@ -132,11 +132,22 @@ __device__ __forceinline__ float beta_grad_slope(int form, float x) {
 }
 // the gate's rate A, the bias of channel c and the factor w of the head's log-decay (a given gate reads neither A_log
 // nor dt_bias: A = 1, bias = 0, w = 1)
-template <GateForm GF, class P>
+// (RELOAD: read again, volatile, rather than kept in registers from an earlier read through a long stretch of code)
+template <GateForm GF, bool RELOAD = false, class P>
 __device__ __forceinline__ void gate_params(const P& p, int h, int c, float& A, float& bias, float& w) {
     if constexpr (GF == GateForm::Given) { A = 1.f; bias = 0.f; }
-    else { A = gate_rate_exact<GF>(p.A_log[h]); bias = p.dt_bias[h * D + c]; }
+    else if constexpr (RELOAD) {
+        A = gate_rate_exact<GF>(*reinterpret_cast<const volatile float*>(p.A_log + h));
+        bias = *reinterpret_cast<const volatile float*>(p.dt_bias + h * D + c);
+    } else { A = gate_rate_exact<GF>(p.A_log[h]); bias = p.dt_bias[h * D + c]; }
     w = gate_scale<GF>(A, p.lower_bound);
+}
+
+// w where the kernels use it: the safe gate reads its bound from the parameters there (as FlashKDA's form always did)
+template <GateForm GF, class P>
+__device__ __forceinline__ float scale_of(const P& p, float w) {
+    if constexpr (GF == GateForm::SafeSigmoid) return p.lower_bound;
+    else return w;
 }
 
 // thread c's channel of the chunk's raw q and k (from the staged rows: zero past len), and the cumulated log-decay G
@@ -151,7 +162,7 @@ __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int l
     for (int i = 0; i < CHUNK; ++i) {
         x.q[i] = __bfloat162float(rows.q[i * D + c]);
         x.k[i] = __bfloat162float(rows.k[i * D + c]);
-        if (i < len) G += log_decay<GF>(gate_arg<GF>(__bfloat162float(rows.g[i * D + c]), A, bias), w);
+        if (i < len) G += log_decay<GF>(gate_arg<GF>(__bfloat162float(rows.g[i * D + c]), A, bias), scale_of<GF>(p, w));
         x.G[i] = G;
     }
 }
@@ -278,9 +289,7 @@ __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, 
 }
 
 template <GateForm GF, bool FORMS>
-__device__ __forceinline__ void prepare_body(const PrepArgs& p) {
-    __shared__ __align__(16) Factors s;
-    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
+__device__ __forceinline__ void prepare_body(const PrepArgs& p, Factors& s, unsigned char* do_raw) {
     Channel x;
     const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
     const int h = blockIdx.y, H = p.H, c = threadIdx.x;
@@ -335,9 +344,18 @@ __device__ __forceinline__ void prepare_body(const PrepArgs& p) {
     p.decay[rh * D + c] = expf(last);
 }
 // FlashKDA's form, and the family of every other form (kda_switch.h's dispatch_bwd_form)
-__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) { prepare_body<GateForm::SafeSigmoid, false>(p); }
+// (their shared memory declared by the kernels themselves: declared in prepare_body, FlashKDA's form's code moved)
+__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
+    __shared__ __align__(16) Factors s;
+    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
+    prepare_body<GateForm::SafeSigmoid, false>(p, s, do_raw);
+}
 template <GateForm GF>
-__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare_form(PrepArgs p) { prepare_body<GF, true>(p); }
+__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare_form(PrepArgs p) {
+    __shared__ __align__(16) Factors s;
+    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
+    prepare_body<GF, true>(p, s, do_raw);
+}
 
 // §adjoint ------------------------------------------------------------------------------------
 // Shared memory: the factors' three big tiles are used twice over, so that more blocks fit on an SM (f.M is unused):
@@ -740,6 +758,7 @@ __device__ __forceinline__ void adjoint_body(const AdjointArgs& p) {
     if (within_floor<GF>(x.G[CHUNK - 1])) token_grads<false>(s, x, da);
     else token_grads<true>(s, x, da);
     // §activations: l2 norms, the safe gate, beta
+    float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
     const bool l2 = norm_inside<FORMS>(p);             // else the norm's backward is the identity
     float sq[CHUNK], sk[CHUNK];
     if (l2) {
@@ -749,9 +768,8 @@ __device__ __forceinline__ void adjoint_body(const AdjointArgs& p) {
         block_sum16(sk, s.f.red);
     }
     float A, bias, w;
-    gate_params<GF>(p, h, c, A, bias, w);
+    gate_params<GF, FORMS>(p, h, c, A, bias, w);
     float dA_log = 0.f, ddt = 0.f;
-    float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {                  // in place, each thread its own column; rows past len unused
         if (l2) {
@@ -759,7 +777,7 @@ __device__ __forceinline__ void adjoint_body(const AdjointArgs& p) {
             s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
         }
         const float z = i < len ? gate_arg<GF>(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
-        dg[i][c] = gate_backward<GF>(da[i], z, A, w, i < len, dA_log, ddt);
+        dg[i][c] = gate_backward<GF>(da[i], z, A, scale_of<GF>(p, w), i < len, dA_log, ddt);
     }
     if (p.grads_bf16) store_grads<__nv_bfloat16>(p, s, tok0, len, h);
     else store_grads<float>(p, s, tok0, len, h);
