@@ -170,9 +170,10 @@ def form_case(seqlens=(300, 1, 0, 17, 64, 33), state='fp32', gate='g~N(0,8)', A_
     gs = torch.randn(len(seqlens), 2, 128, 128, device='cuda')
     return inp, opts, go, gs
 
-def check_form_grads(inp, opts, go, gs, ref32=True, **kw):
+def check_form_grads(inp, opts, go, gs, ref32=True, want=None, **kw):
+    "The kernels' gradients in the form `opts` against the fp64 oracle (`want`, made if None) and, with `ref32`, the rounding model; returns `want`."
     got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, form=Form(**opts), **kw)
-    want = recurrent_vjp(**inp, grad_out=go, grad_state=gs, **opts)
+    want = recurrent_vjp(**inp, grad_out=go, grad_state=gs, **opts) if want is None else want
     ref = (chunked_backward(*(inp[a] for a in ARGS), go, gs, torch.float32, chunk_states_tf32, chunk_state_adjoint_tf32,
                             **opts) if ref32 else want)
     tol = 2e-3 if kw.get('states_dtype') == torch.float32 else 4e-3
@@ -183,6 +184,7 @@ def check_form_grads(inp, opts, go, gs, ref32=True, **kw):
         assert x.shape == w.shape and torch.isfinite(x).all(), (opts, name)
         assert rel_rms(x, w) < tol, (opts, name, rel_rms(x, w))        # against autograd of the fp64 recurrence
         if ref32: assert rel_rms(x, r) < 3e-4, (opts, name, rel_rms(x, r))
+    return want
 
 FORMS = {'softplus': dict(safe_gate=False),
          'given': dict(use_gate_in_kernel=False, safe_gate=False),          # logsigmoid: no bound
@@ -201,8 +203,8 @@ def test_backward_cuda_every_form(name):
     # varlen with awkward lengths, states in and out, every gradient; fp32 states against the fp64 oracle and the
     # kernels' own rounding model, then bf16 states (the default) against the oracle
     inp, opts, go, gs = form_case(**FORMS[name])
-    check_form_grads(inp, opts, go, gs, states_dtype=torch.float32)
-    check_form_grads(inp, opts, go, gs, ref32=False)
+    want = check_form_grads(inp, opts, go, gs, states_dtype=torch.float32)
+    check_form_grads(inp, opts, go, gs, ref32=False, want=want)
 
 @needs_kernels
 def test_backward_cuda_every_form_fixed_no_state():
