@@ -289,7 +289,9 @@ __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, 
 }
 
 template <GateForm GF, bool FORMS>
-__device__ __forceinline__ void prepare_body(const PrepArgs& p, Factors& s, unsigned char* do_raw) {
+__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
+    __shared__ __align__(16) Factors s;
+    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
     Channel x;
     const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
     const int h = blockIdx.y, H = p.H, c = threadIdx.x;
@@ -343,20 +345,6 @@ __device__ __forceinline__ void prepare_body(const PrepArgs& p, Factors& s, unsi
     }
     p.decay[rh * D + c] = expf(last);
 }
-// FlashKDA's form, and the family of every other form (kda_switch.h's dispatch_bwd_form)
-// (their shared memory declared by the kernels themselves: declared in prepare_body, FlashKDA's form's code moved)
-__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
-    __shared__ __align__(16) Factors s;
-    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
-    prepare_body<GateForm::SafeSigmoid, false>(p, s, do_raw);
-}
-template <GateForm GF>
-__global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare_form(PrepArgs p) {
-    __shared__ __align__(16) Factors s;
-    __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
-    prepare_body<GF, true>(p, s, do_raw);
-}
-
 // §adjoint ------------------------------------------------------------------------------------
 // Shared memory: the factors' three big tiles are used twice over, so that more blocks fit on an SM (f.M is unused):
 //   the small matrices:   f.kd = R, f.qd = dU, f.ki = dP     (u, dr; A, INV, b, rq and rk read back)
@@ -638,8 +626,9 @@ __device__ __forceinline__ void token_grads(Adjoint& s, const Channel& x, float 
     }
 }
 
+// FlashKDA's form is <BF16, SafeSigmoid, false>: three blocks an SM, at most 168 registers
 template <bool BF16, GateForm GF, bool FORMS>
-__device__ __forceinline__ void adjoint_body(const AdjointArgs& p) {
+__global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
     Channel x;
@@ -801,20 +790,13 @@ __device__ __forceinline__ void adjoint_body(const AdjointArgs& p) {
         p.dA_part[rh] = acc;
     }
 }
-// FlashKDA's form (three blocks an SM: at most 168 registers), and the family of every other form
-template <bool BF16>
-__global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) { adjoint_body<BF16, GateForm::SafeSigmoid, false>(p); }
-template <bool BF16, GateForm GF>
-__global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint_form(AdjointArgs p) { adjoint_body<BF16, GF, true>(p); }
-
 }  // namespace bwdc
 
 cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
     if (a.rows == 0 || a.H == 0) return cudaSuccess;
     return dispatch_bwd_form(a.form.gate, a.form.beta, a.form.norm, [&](auto gate, auto forms) {
         constexpr GateForm GF = static_cast<GateForm>(decltype(gate)::value);
-        auto kernel = bwdc::kda_bwd_prepare;
-        if constexpr (decltype(forms)::value) kernel = bwdc::kda_bwd_prepare_form<GF>;
+        auto kernel = bwdc::kda_bwd_prepare<GF, decltype(forms)::value>;
         kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, 0, stream>>>(a);
         return cudaGetLastError();
     });
@@ -827,8 +809,7 @@ cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream) {
       return dispatch_bwd_form(a.form.gate, a.form.beta, a.form.norm, [&](auto gate, auto forms) {
         constexpr bool BF16 = decltype(states_bf16)::value;
         constexpr GateForm GF = static_cast<GateForm>(decltype(gate)::value);
-        auto kernel = bwdc::kda_bwd_adjoint<BF16>;
-        if constexpr (decltype(forms)::value) kernel = bwdc::kda_bwd_adjoint_form<BF16, GF>;
+        auto kernel = bwdc::kda_bwd_adjoint<BF16, GF, decltype(forms)::value>;
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, smem, stream>>>(a);
