@@ -14,6 +14,10 @@
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
+// Both compute every form of KDA (kda_nb.layout.Form): the gate's form is their template parameter GF, beta's and the
+// norm's forms are run-time flags where FORMS (§forms); FlashKDA's form is <SafeSigmoid, false>. Unbounded decays
+// (the softplus gate, a given gate) take an exact path per chunk where the chunk's decays leave the fast path's range.
+//
 // Both copy the chunk's q, k, g and dO rows to shared memory with cp.async as their first step (stage_rows), so that
 // those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB it waited for
 // instructions a quarter of its time, and at 143 KB (its stores unrolled in two dtypes) it was 36% slower than at
