@@ -574,63 +574,6 @@ __device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint&
     }
 }
 
-// §token grads: thread c's dq and dk of q_hat and k_hat (into the X_q and X_k tiles, each thread its own column) and
-// da, the gradient of its log-decays. The fast path scales by em = e^(G - G_mid) and k / em (the chunk within the
-// floor: both in fp32's range); the exact path (EXACT) forms each decay e^(G_i - G_j), i >= j, of the sums itself.
-template <bool EXACT>
-__device__ __forceinline__ void token_grads(Adjoint& s, const Channel& x, float (&da)[CHUNK]) {
-    const int c = threadIdx.x;
-    const float last = x.G[CHUNK - 1], decay = expf(last), mid = x.G[MID];
-    float em[CHUNK];                                   // em = exp(G - G_mid); k / em waits in the u tile (free now)
-    float (&kdiv)[CHUNK][LD] = s.u;
-    if constexpr (!EXACT) {
-#pragma unroll
-        for (int i = 0; i < CHUNK; ++i) {
-            em[i] = __expf(x.G[i] - mid);
-            kdiv[i][c] = __fdividef(x.k[i], em[i]);
-        }
-    }
-    // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below
-    float prefix = s.ddecay[c] * decay;
-#pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-        const float eg = __expf(x.G[i]);
-        const float xq = s.f.qd[i][c] * eg, xk = -s.f.kd[i][c] * eg;
-        const float xr = s.f.ki[i][c] * __expf(last - x.G[i]);
-        float rowM = 0.f, rowA = 0.f, col = 0.f;
-#pragma unroll
-        for (int j = 0; j < CHUNK; ++j) {
-            if constexpr (EXACT) {
-                if (j < i) {
-                    const float kj = x.k[j] * __expf(x.G[i] - x.G[j]);
-                    rowM = fmaf(s.dM[i][j], kj, rowM);
-                    rowA = fmaf(s.dA[i][j], kj, rowA);
-                }
-                if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), __expf(x.G[j] - x.G[i]), col);
-            } else {
-                if (j < i) {
-                    rowM = fmaf(s.dM[i][j], kdiv[j][c], rowM);
-                    rowA = fmaf(s.dA[i][j], kdiv[j][c], rowA);
-                }
-                if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
-            }
-        }
-        if constexpr (!EXACT) { rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]); }
-        const float dMd = s.dM[i][i];
-        s.f.qd[i][c] = xq + rowM + dMd * x.k[i];                        // dq (of q_hat)
-        s.f.kd[i][c] = xk + xr + rowA + col + dMd * x.q[i];             // dk (of k_hat)
-        s.f.ki[i][c] = x.q[i] * (rowM + xq) + x.k[i] * (rowA + xk - col);   // before_i
-        da[i] = prefix;
-        prefix = fmaf(xr, x.k[i], prefix);                               // after_i = xr k
-    }
-    {
-        float acc = 0.f;
-#pragma unroll
-        for (int i = CHUNK - 1; i >= 0; --i) { acc += s.f.ki[i][c]; da[i] += acc; }
-    }
-}
-
-// FlashKDA's form is <BF16, SafeSigmoid, false>: three blocks an SM, at most 168 registers
 template <bool BF16, GateForm GF, bool FORMS>
 __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -747,9 +690,59 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
     load_channel<GF>(p, s.rows, len, h, x);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { x.q[i] *= s.f.rq[i]; x.k[i] *= s.f.rk[i]; }
+    // §token grads: thread c's dq and dk of q_hat and k_hat (into the X_q and X_k tiles, each thread its own column) and
+    // da, the gradient of its log-decays. The fast path scales by em = e^(G - G_mid) and k / em (the chunk within the
+    // floor: both in fp32's range); the exact path forms each decay e^(G_i - G_j), i >= j, of the sums itself.
+    const bool exact = !within_floor<GF>(x.G[CHUNK - 1]);
     float da[CHUNK];
-    if (within_floor<GF>(x.G[CHUNK - 1])) token_grads<false>(s, x, da);
-    else token_grads<true>(s, x, da);
+    const float last = x.G[CHUNK - 1], decay = expf(last), mid = x.G[MID];
+    float em[CHUNK];                                   // em = exp(G - G_mid); k / em waits in the u tile (free now)
+    float (&kdiv)[CHUNK][LD] = s.u;
+    if (!exact) {
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) {
+            em[i] = __expf(x.G[i] - mid);
+            kdiv[i][c] = __fdividef(x.k[i], em[i]);
+        }
+    }
+    // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below
+    float prefix = s.ddecay[c] * decay;
+#pragma unroll
+    for (int i = 0; i < CHUNK; ++i) {
+        const float eg = __expf(x.G[i]);
+        const float xq = s.f.qd[i][c] * eg, xk = -s.f.kd[i][c] * eg;
+        const float xr = s.f.ki[i][c] * __expf(last - x.G[i]);
+        float rowM = 0.f, rowA = 0.f, col = 0.f;
+#pragma unroll
+        for (int j = 0; j < CHUNK; ++j) {
+            if (exact) {
+                if (j < i) {
+                    const float kj = x.k[j] * __expf(x.G[i] - x.G[j]);
+                    rowM = fmaf(s.dM[i][j], kj, rowM);
+                    rowA = fmaf(s.dA[i][j], kj, rowA);
+                }
+                if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), __expf(x.G[j] - x.G[i]), col);
+            } else {
+                if (j < i) {
+                    rowM = fmaf(s.dM[i][j], kdiv[j][c], rowM);
+                    rowA = fmaf(s.dA[i][j], kdiv[j][c], rowA);
+                }
+                if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
+            }
+        }
+        if (!exact) { rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]); }
+        const float dMd = s.dM[i][i];
+        s.f.qd[i][c] = xq + rowM + dMd * x.k[i];                        // dq (of q_hat)
+        s.f.kd[i][c] = xk + xr + rowA + col + dMd * x.q[i];             // dk (of k_hat)
+        s.f.ki[i][c] = x.q[i] * (rowM + xq) + x.k[i] * (rowA + xk - col);   // before_i
+        da[i] = prefix;
+        prefix = fmaf(xr, x.k[i], prefix);                               // after_i = xr k
+    }
+    {
+        float acc = 0.f;
+#pragma unroll
+        for (int i = CHUNK - 1; i >= 0; --i) { acc += s.f.ki[i][c]; da[i] += acc; }
+    }
     // §activations: l2 norms, the safe gate, beta
     float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
     const bool l2 = norm_inside<FORMS>(p);             // else the norm's backward is the identity
