@@ -73,18 +73,35 @@ __device__ __forceinline__ float log_decay(float z, float w) {
     else if constexpr (F == GateForm::Softplus) return w * softplus(z);
     else return w * z;
 }
-// d log_decay / dz
+// The gate's backward, for the backward's kernels: d log_decay / dz for w = gate_scale(A, bound) (the safe gate:
+// bound s(z) s(-z); the softplus gate: -A sigmoid(z); a given gate: 1), and gate_backward, from da = d(loss) / d
+// log_decay of one channel of one token: returns d(loss) / dg and, for a real token (`real`), adds the token's shares
+// of d(loss) / dA_log and d(loss) / ddt_bias to dA_log, ddt. The safe gate: dz = da slope, dg = dz A, dA_log += dz z
+// (z = A (g + dt_bias)), ddt += dz A; the softplus gate: dz = da slope, dg = ddt = dz, dA_log += da log_decay (the
+// log-decay is -A softplus(z), A = exp(A_log)); a given gate: dg = da, and no A_log or dt_bias.
 template <GateForm F = GateForm::SafeSigmoid>
-__device__ __forceinline__ float log_decay_slope(float z, float bound) { return bound * sigmoid_slope(z); }
-// the gate's backward for one channel of one token, from dz = d(loss) / dz: returns d(loss) / dg (dz A) and, for a
-// real token (`real`), adds the token's shares of d(loss) / dA_log (dz z) and d(loss) / ddt_bias (dz A) to dA_log, ddt
+__device__ __forceinline__ float log_decay_slope(float z, float w) {
+    if constexpr (F == GateForm::SafeSigmoid) return w * sigmoid_slope(z);
+    else if constexpr (F == GateForm::Softplus) return w * sigmoid(z);
+    else return w;
+}
 template <GateForm F = GateForm::SafeSigmoid>
-__device__ __forceinline__ float gate_backward(float dz, float z, float A, bool real, float& dA_log, float& ddt) {
-    if (real) {
-        dA_log = fmaf(dz, z, dA_log);
-        ddt = fmaf(dz, A, ddt);
+__device__ __forceinline__ float gate_backward(float da, float z, float A, float w, bool real, float& dA_log, float& ddt) {
+    if constexpr (F == GateForm::Given) return da;
+    const float dz = da * log_decay_slope<F>(z, w);
+    if constexpr (F == GateForm::SafeSigmoid) {
+        if (real) {
+            dA_log = fmaf(dz, z, dA_log);
+            ddt = fmaf(dz, A, ddt);
+        }
+        return dz * A;
+    } else {
+        if (real) {
+            dA_log = fmaf(da, log_decay<F>(z, w), dA_log);
+            ddt += dz;
+        }
+        return dz;
     }
-    return dz * A;
 }
 
 // §beta: the write strength of a token from the caller's value x (logits: sigmoid(x); probabilities: x itself;
@@ -102,7 +119,11 @@ __device__ __forceinline__ float beta_value(int form, float x) {
          : form == static_cast<int>(BetaForm::LogitNegEig) ? beta_of<BetaForm::LogitNegEig>(x) : beta_of<BetaForm::Logit>(x);
 }
 template <BetaForm F = BetaForm::Logit>
-__device__ __forceinline__ float beta_slope(float x) { return sigmoid_slope(x); }
+__device__ __forceinline__ float beta_slope(float x) {
+    if constexpr (F == BetaForm::Logit) return sigmoid_slope(x);
+    else if constexpr (F == BetaForm::Prob) return 1.f;
+    else return 2.f * sigmoid_slope(x);
+}
 
 // §norm: r = 1 / sqrt(|x|^2 + eps) from a token's sum of squares over its channels (x_hat = r x; 1 where the
 // caller normalised), and the gradient of
@@ -117,7 +138,8 @@ __device__ __forceinline__ float inv_norm_value(int form, float sum_sq) {
 }
 template <NormForm F = NormForm::L2>
 __device__ __forceinline__ float norm_backward(float r, float dx_hat, float dot, float x_hat) {
-    return r * (dx_hat - dot * x_hat);
+    if constexpr (F == NormForm::L2) return r * (dx_hat - dot * x_hat);
+    else return dx_hat;                // x_hat = x: the identity
 }
 
 }  // namespace kda

@@ -141,6 +141,11 @@ struct ChunkArgs : Params {
     int64_t rows;             // the rows this launch computes, row0 .. row0 + rows - 1 (of the tables' M)
     int64_t row0;
 };
+// The form of the backward's token-parallel kernels, in kda_nb.layout.Form.codes' numbers (kda_activations.cuh's
+// GateForm, BetaForm, NormForm): the gate's form picks the kernel (a template parameter), beta's and the norm's are
+// read at run time by the kernels of the other forms; FlashKDA's form (0, 0, 0) has kernels that read none of them.
+// A given gate (2) reads no A_log and no dt_bias.
+struct BwdForm { int gate = 0, beta = 0, norm = 0; };
 // The chunk's small factors that kda_bwd_prepare keeps for kda_bwd_adjoint, [M, H, BWD_FACTOR_FLOATS] fp32:
 // A = kd ki^T (strictly lower, [16][16]), INV = (I + diag(b) A)^-1 ([16][16]), then b, 1 / ||q|| and 1 / ||k||
 // of the chunk's 16 tokens
@@ -151,6 +156,7 @@ struct PrepArgs : ChunkArgs {
     float* du;                // [M, H, 16, 128]: Mqk^T dP, dP = scale dO
     float *invb, *decay;      // [M, H, 16, 16], [M, H, 128]
     float* factors;           // [M, H, BWD_FACTOR_FLOATS]
+    BwdForm form;             // (last: FlashKDA's form reads its fields where it always did)
 };
 // kda_bwd_adjoint: everything after the two passes, into the caller's gradients
 struct AdjointArgs : ChunkArgs {
@@ -161,7 +167,8 @@ struct AdjointArgs : ChunkArgs {
     void *dq, *dk, *dv, *dg;        // [total_tokens, H, 128] fp32, or bf16 (grads_bf16): tokens of the rows only are written
     void* dbeta;              // [total_tokens, H], the same dtype
     int grads_bf16;
-    float *dA_part, *ddt_part;      // [M, H], [M, H, 128]: each row's share of dA_log and ddt_bias
+    float *dA_part, *ddt_part;      // [M, H], [M, H, 128]: each row's share of dA_log and ddt_bias (zeros: a given gate)
+    BwdForm form;
 };
 
 }  // namespace kda

@@ -6,10 +6,10 @@
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id)
-//   kda_bwd_prepare(...)          the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
+//   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
-//   kda_bwd_adjoint(...)          the rest of the backward, into the gradients (kda_bwd_chunk.cu)
+//   kda_bwd_adjoint(..., gate_form=, beta_form=, norm_form=)  the rest of the backward, into the gradients (kda_bwd_chunk.cu)
 //   kda_layout, kda_record_bytes, kda_bwd_factor_floats   the layout kernel alone (tests) and two sizes
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
 // torch (CI does).
@@ -362,12 +362,26 @@ kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const 
     a.row_tok = rows.tok.data_ptr<int64_t>(); a.row_len = rows.len.data_ptr<int>(); a.rows = rows.M; a.row0 = 0;
     return a;
 }
+// the backward's form from the binding's numbers (kda_nb.layout.Form.codes), or an error naming the bad one. A given
+// gate (2) reads no A_log and no dt_bias: the caller passes any tensors of their shapes (zeros).
+kda::BwdForm bwd_form(int64_t gate, int64_t beta, int64_t norm, const char* fn) {
+    TORCH_CHECK(0 <= gate && gate <= 2, fn, ": gate_form must be 0 (safe), 1 (softplus) or 2 (given), got ", num(gate).c_str());
+    TORCH_CHECK(0 <= beta && beta <= 2, fn, ": beta_form must be 0 (logits), 1 (probabilities) or 2 (allow_neg_eigval), got ",
+                num(beta).c_str());
+    TORCH_CHECK(0 <= norm && norm <= 1, fn, ": norm_form must be 0 (L2 inside) or 1 (outside), got ", num(norm).c_str());
+    kda::BwdForm f;
+    f.gate = static_cast<int>(gate); f.beta = static_cast<int>(beta); f.norm = static_cast<int>(norm);
+    return f;
+}
+
 }  // namespace
 
 void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::Tensor beta, torch::Tensor dout,
                      torch::Tensor A_log, torch::Tensor dt_bias, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      double scale, double lower_bound, torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor du,
-                     torch::Tensor invb, torch::Tensor decay, torch::Tensor factors, int64_t row_lo, int64_t row_hi) {
+                     torch::Tensor invb, torch::Tensor decay, torch::Tensor factors, int64_t row_lo, int64_t row_hi,
+                     int64_t gate_form, int64_t beta_form, int64_t norm_form) {
+    const kda::BwdForm form = bwd_form(gate_form, beta_form, norm_form, "kda_bwd_prepare");
     const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{qd, "qd"}, {kd, "kd"}, {kr, "kr"}}) check_tile(t, name, q, {M, H, 16, 128}, at::kHalf);
@@ -379,6 +393,7 @@ void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     kda::PrepArgs a{chunk_args(q, k, g, beta, dout, A_log, dt_bias, rows, scale, lower_bound)};
     a.qd = qd.data_ptr(); a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.du = du.data_ptr<float>();
     a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>(); a.factors = factors.data_ptr<float>();
+    a.form = form;
     check_range(row_lo, row_hi, M, "rows");
     a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_prepare(a, stream_of(q));
@@ -390,7 +405,8 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
                      double scale, double lower_bound, torch::Tensor sc, torch::Tensor dso, torch::Tensor u,
                      torch::Tensor r, torch::Tensor du, torch::Tensor dr, torch::Tensor factors, torch::Tensor dq, torch::Tensor dk,
                      torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part,
-                     int64_t row_lo, int64_t row_hi) {
+                     int64_t row_lo, int64_t row_hi, int64_t gate_form, int64_t beta_form, int64_t norm_form) {
+    const kda::BwdForm form = bwd_form(gate_form, beta_form, norm_form, "kda_bwd_adjoint");
     const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{u, "u"}, {r, "r"}, {du, "du"}, {dr, "dr"}}) check_tile(t, name, q, {M, H, 16, 128});
@@ -418,6 +434,7 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     a.factors = factors.data_ptr<float>();
     a.dq = dq.data_ptr(); a.dk = dk.data_ptr(); a.dv = dv.data_ptr(); a.dg = dg.data_ptr();
     a.dbeta = dbeta.data_ptr(); a.grads_bf16 = grad_type == at::kBFloat16; a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
+    a.form = form;
     check_range(row_lo, row_hi, M, "rows");
     a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));
@@ -446,7 +463,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("q"), py::arg("k"), py::arg("g"), py::arg("beta"), py::arg("dout"), py::arg("A_log"),
           py::arg("dt_bias"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("scale"),
           py::arg("lower_bound"), py::arg("qd"), py::arg("kd"), py::arg("kr"), py::arg("du"), py::arg("invb"),
-          py::arg("decay"), py::arg("factors"), py::arg("row_lo"), py::arg("row_hi"));
+          py::arg("decay"), py::arg("factors"), py::arg("row_lo"), py::arg("row_hi"), py::arg("gate_form") = 0,
+          py::arg("beta_form") = 0, py::arg("norm_form") = 0);
     m.def("kda_bwd_states", torch::wrap_pybind_function(kda_bwd_states), "the backward's forward pass over the chunks, steps [step_lo, step_hi)",
           py::arg("kd"), py::arg("kr"), py::arg("invb"), py::arg("decay"), py::arg("v"), py::arg("row_tok_host"),
           py::arg("row_len_host"), py::arg("s0"), py::arg("step_off_host"), py::arg("chunks_host"), py::arg("sc"),
@@ -461,5 +479,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("dt_bias"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("scale"),
           py::arg("lower_bound"), py::arg("sc"), py::arg("dso"), py::arg("u"), py::arg("r"), py::arg("du"),
           py::arg("dr"), py::arg("factors"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("dg"),
-          py::arg("dbeta"), py::arg("dA_part"), py::arg("ddt_part"), py::arg("row_lo"), py::arg("row_hi"));
+          py::arg("dbeta"), py::arg("dA_part"), py::arg("ddt_part"), py::arg("row_lo"), py::arg("row_hi"),
+          py::arg("gate_form") = 0, py::arg("beta_form") = 0, py::arg("norm_form") = 0);
 }

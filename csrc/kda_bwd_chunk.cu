@@ -14,6 +14,10 @@
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
+// Both compute every form of KDA (kda_nb.layout.Form): the gate's form is their template parameter GF, beta's and the
+// norm's forms are run-time flags where FORMS (§forms); FlashKDA's form is <SafeSigmoid, false>. Unbounded decays
+// (the softplus gate, a given gate) take an exact path per chunk where the chunk's decays leave the fast path's range.
+//
 // Both copy the chunk's q, k, g and dO rows to shared memory with cp.async as their first step (stage_rows), so that
 // those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB it waited for
 // instructions a quarter of its time, and at 143 KB (its stores unrolled in two dtypes) it was 36% slower than at
@@ -104,44 +108,106 @@ struct Channel {
     float G[CHUNK];             // cumulated log-decay of channel c
 };
 
+// §forms: the gate's form GF is a template parameter; FORMS: beta's and the norm's forms are read from p.form at run
+// time (uniform branches), else they are FlashKDA's (logits, L2 inside).
+//
+// Unbounded decays: the chunk's factors on the fast path form e^G and e^-G of the cumulated log-decay G (as the
+// chunk's split at MID does in the adjoint), exact while G >= EXACT_FLOOR on every channel: e^80 and e^-80 are well
+// inside fp32's range, their products too. The safe gate is always there (G >= 16 lower_bound >= -80), and its kernels
+// have no other path. The other gates choose per chunk (a block vote on G at the chunk's last token): the fast path
+// where the chunk is within the floor, bits unchanged; else the exact path, which forms only decays in [0, 1],
+// e^(G_i - G_j) for i >= j, pair by pair: a decay below fp32's range is 0, never an inf or a NaN.
+constexpr float EXACT_FLOOR = -80.f;
+template <GateForm GF>
+__device__ __forceinline__ bool within_floor(float last) {
+    if constexpr (GF == GateForm::SafeSigmoid) return true;
+    else return __syncthreads_and(last >= EXACT_FLOOR);
+}
+template <bool FORMS, class P> __device__ __forceinline__ bool norm_inside(const P& p) { return !FORMS || p.form.norm == 0; }
+template <bool FORMS>
+__device__ __forceinline__ float beta_value(int form, float x) {
+    if constexpr (!FORMS) return beta_of(x);
+    else return form == 1 ? beta_of<BetaForm::Prob>(x) : form == 2 ? beta_of<BetaForm::LogitNegEig>(x) : beta_of<BetaForm::Logit>(x);
+}
+template <bool FORMS>
+__device__ __forceinline__ float beta_grad_slope(int form, float x) {
+    if constexpr (!FORMS) return beta_slope(x);
+    else return form == 1 ? beta_slope<BetaForm::Prob>(x) : form == 2 ? beta_slope<BetaForm::LogitNegEig>(x) : beta_slope<BetaForm::Logit>(x);
+}
+// the gate's rate A, the bias of channel c and the factor w of the head's log-decay (a given gate reads neither A_log
+// nor dt_bias: A = 1, bias = 0, w = 1)
+// (RELOAD: read again, volatile, rather than kept in registers from an earlier read through a long stretch of code)
+template <GateForm GF, bool RELOAD = false, class P>
+__device__ __forceinline__ void gate_params(const P& p, int h, int c, float& A, float& bias, float& w) {
+    if constexpr (GF == GateForm::Given) { A = 1.f; bias = 0.f; }
+    else if constexpr (RELOAD) {
+        A = gate_rate_exact<GF>(*reinterpret_cast<const volatile float*>(p.A_log + h));
+        bias = *reinterpret_cast<const volatile float*>(p.dt_bias + h * D + c);
+    } else { A = gate_rate_exact<GF>(p.A_log[h]); bias = p.dt_bias[h * D + c]; }
+    w = gate_scale<GF>(A, p.lower_bound);
+}
+
+// w where the kernels use it: the safe gate reads its bound from the parameters there (as FlashKDA's form always did)
+template <GateForm GF, class P>
+__device__ __forceinline__ float scale_of(const P& p, float w) {
+    if constexpr (GF == GateForm::SafeSigmoid) return p.lower_bound;
+    else return w;
+}
+
 // thread c's channel of the chunk's raw q and k (from the staged rows: zero past len), and the cumulated log-decay G
 // (no decay past len)
-template <class P>
+template <GateForm GF, class P>
 __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int len, int h, Channel& x) {
     const int c = threadIdx.x;
-    const float A = gate_rate_exact(p.A_log[h]), bias = p.dt_bias[h * D + c];
+    float A, bias, w;
+    gate_params<GF>(p, h, c, A, bias, w);
     float G = 0.f;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
         x.q[i] = __bfloat162float(rows.q[i * D + c]);
         x.k[i] = __bfloat162float(rows.k[i * D + c]);
-        if (i < len) G += log_decay(gate_arg(__bfloat162float(rows.g[i * D + c]), A, bias), p.lower_bound);
+        if (i < len) G += log_decay<GF>(gate_arg<GF>(__bfloat162float(rows.g[i * D + c]), A, bias), scale_of<GF>(p, w));
         x.G[i] = G;
     }
 }
 
 // (rows may share memory with s.kd and s.qd: they are read before the first block sum, and those written after it)
-template <class P>
+template <GateForm GF, bool FORMS, class P>
 __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64_t tok0, int len, int h, Factors& s, Channel& x) {
     const int c = threadIdx.x, H = p.H;
-    load_channel(p, rows, len, h, x);
+    load_channel<GF>(p, rows, len, h, x);
+    const bool fast = within_floor<GF>(x.G[CHUNK - 1]);
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
-    if (c < CHUNK) s.b[c] = c < len ? beta_of(bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
-    block_sum16(sq, s.red);
-    block_sum16(sk, s.red);
+    if (c < CHUNK) s.b[c] = c < len ? beta_value<FORMS>(p.form.beta, bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
+    const bool l2 = norm_inside<FORMS>(p);
+    if (l2) {
+        block_sum16(sq, s.red);
+        block_sum16(sk, s.red);
+    }
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        sq[i] = inv_norm(sq[i]);
-        sk[i] = inv_norm(sk[i]);
+        if (l2) {
+            sq[i] = inv_norm(sq[i]);
+            sk[i] = inv_norm(sk[i]);
+        } else {
+            sq[i] = inv_norm<NormForm::Outside>(sq[i]);
+            sk[i] = inv_norm<NormForm::Outside>(sk[i]);
+        }
         if (c == i) { s.rq[i] = sq[i]; s.rk[i] = sk[i]; }
         x.q[i] *= sq[i];
         x.k[i] *= sk[i];
-        const float e = __expf(x.G[i]);
-        s.kd[i][c] = x.k[i] * e;
-        s.qd[i][c] = x.q[i] * e;
-        s.ki[i][c] = x.k[i] * __expf(-x.G[i]);
+        if (fast) {
+            const float e = __expf(x.G[i]);
+            s.kd[i][c] = x.k[i] * e;
+            s.qd[i][c] = x.q[i] * e;
+            s.ki[i][c] = x.k[i] * __expf(-x.G[i]);
+        } else {                                      // the exact path: k_hat, q_hat and G (kd, qd made below)
+            s.kd[i][c] = x.k[i];
+            s.qd[i][c] = x.q[i];
+            s.ki[i][c] = x.G[i];
+        }
     }
     __syncthreads();
     // A and M: 256 pairs (i, j), two per thread; a warp's lanes share i and read 16 rows of ki
@@ -153,17 +219,38 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
             const float4* kd4 = reinterpret_cast<const float4*>(s.kd[i]);
             const float4* qd4 = reinterpret_cast<const float4*>(s.qd[i]);
             const float4* ki4 = reinterpret_cast<const float4*>(s.ki[j]);
+            if (fast) {
 #pragma unroll 8
-            for (int e = 0; e < D / 4; ++e) {
-                const float4 u = kd4[e], w = qd4[e], r = ki4[e];
-                a = fmaf(u.x, r.x, fmaf(u.y, r.y, fmaf(u.z, r.z, fmaf(u.w, r.w, a))));
-                m = fmaf(w.x, r.x, fmaf(w.y, r.y, fmaf(w.z, r.z, fmaf(w.w, r.w, m))));
+                for (int e = 0; e < D / 4; ++e) {
+                    const float4 u = kd4[e], w = qd4[e], r = ki4[e];
+                    a = fmaf(u.x, r.x, fmaf(u.y, r.y, fmaf(u.z, r.z, fmaf(u.w, r.w, a))));
+                    m = fmaf(w.x, r.x, fmaf(w.y, r.y, fmaf(w.z, r.z, fmaf(w.w, r.w, m))));
+                }
+            } else {                                  // sum_c k_j e^(G_i - G_j) (k_i, q_i): each decay in [0, 1]
+                const float4* gi4 = reinterpret_cast<const float4*>(s.ki[i]);
+                const float4* kj4 = reinterpret_cast<const float4*>(s.kd[j]);
+#pragma unroll 4
+                for (int e = 0; e < D / 4; ++e) {
+                    const float4 u = kd4[e], w = qd4[e], gi = gi4[e], gj = ki4[e], kj = kj4[e];
+                    const float rx = kj.x * __expf(gi.x - gj.x), ry = kj.y * __expf(gi.y - gj.y);
+                    const float rz = kj.z * __expf(gi.z - gj.z), rw = kj.w * __expf(gi.w - gj.w);
+                    a = fmaf(u.x, rx, fmaf(u.y, ry, fmaf(u.z, rz, fmaf(u.w, rw, a))));
+                    m = fmaf(w.x, rx, fmaf(w.y, ry, fmaf(w.z, rz, fmaf(w.w, rw, m))));
+                }
             }
         }
         s.A[i][j] = j < i ? a : 0.f;
         s.M[i][j] = j <= i ? m : 0.f;
     }
     __syncthreads();
+    if (!fast) {                                      // kd, qd of the exact path: thread c's own column (read only by it)
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) {
+            const float e = __expf(x.G[i]);
+            s.kd[i][c] = x.k[i] * e;
+            s.qd[i][c] = x.q[i] * e;
+        }
+    }
     // INV = (I + L)^-1, L = diag(b) A, by substitution: thread j < 16 makes column j
     if (c < CHUNK) {
         const int j = c;
@@ -205,6 +292,7 @@ __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, 
     }
 }
 
+template <GateForm GF, bool FORMS>
 __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     __shared__ __align__(16) Factors s;
     __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
@@ -223,7 +311,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     cp_async_commit();
     cp_async_wait<1>();                           // q, k and g have landed (this thread's copies)
     __syncthreads();
-    make_factors(p, rows, tok0, len, h, s, x);
+    make_factors<GF, FORMS>(p, rows, tok0, len, h, s, x);
     cp_async_wait<0>();
     __syncthreads();
     const int64_t rh = row * H + h, base = rh * TILE;
@@ -261,7 +349,6 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     }
     p.decay[rh * D + c] = expf(last);
 }
-
 // §adjoint ------------------------------------------------------------------------------------
 // Shared memory: the factors' three big tiles are used twice over, so that more blocks fit on an SM (f.M is unused):
 //   the small matrices:   f.kd = R, f.qd = dU, f.ki = dP     (u, dr; A, INV, b, rq and rk read back)
@@ -487,8 +574,8 @@ __device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint&
     }
 }
 
-template <bool BF16>
-__global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {   // three blocks an SM: at most 168 registers
+template <bool BF16, GateForm GF, bool FORMS>
+__global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
     Channel x;
@@ -600,19 +687,25 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
     __syncthreads();
     // §tokens: thread c's channel, all 16 tokens; its inputs made again (cheaper than keeping them through the
     // products), dq and dk left in the X_q and X_k tiles (each thread its own column: no sync needed)
-    load_channel(p, s.rows, len, h, x);
+    load_channel<GF>(p, s.rows, len, h, x);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { x.q[i] *= s.f.rq[i]; x.k[i] *= s.f.rk[i]; }
+    // §token grads: thread c's dq and dk of q_hat and k_hat (into the X_q and X_k tiles, each thread its own column) and
+    // da, the gradient of its log-decays. The fast path scales by em = e^(G - G_mid) and k / em (the chunk within the
+    // floor: both in fp32's range); the exact path forms each decay e^(G_i - G_j), i >= j, of the sums itself.
+    const bool exact = !within_floor<GF>(x.G[CHUNK - 1]);
+    float da[CHUNK];
     const float last = x.G[CHUNK - 1], decay = expf(last), mid = x.G[MID];
     float em[CHUNK];                                   // em = exp(G - G_mid); k / em waits in the u tile (free now)
     float (&kdiv)[CHUNK][LD] = s.u;
+    if (!exact) {
 #pragma unroll
-    for (int i = 0; i < CHUNK; ++i) {
-        em[i] = __expf(x.G[i] - mid);
-        kdiv[i][c] = __fdividef(x.k[i], em[i]);
+        for (int i = 0; i < CHUNK; ++i) {
+            em[i] = __expf(x.G[i] - mid);
+            kdiv[i][c] = __fdividef(x.k[i], em[i]);
+        }
     }
     // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below
-    float da[CHUNK];
     float prefix = s.ddecay[c] * decay;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
@@ -622,13 +715,22 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         float rowM = 0.f, rowA = 0.f, col = 0.f;
 #pragma unroll
         for (int j = 0; j < CHUNK; ++j) {
-            if (j < i) {
-                rowM = fmaf(s.dM[i][j], kdiv[j][c], rowM);
-                rowA = fmaf(s.dA[i][j], kdiv[j][c], rowA);
+            if (exact) {
+                if (j < i) {
+                    const float kj = x.k[j] * __expf(x.G[i] - x.G[j]);
+                    rowM = fmaf(s.dM[i][j], kj, rowM);
+                    rowA = fmaf(s.dA[i][j], kj, rowA);
+                }
+                if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), __expf(x.G[j] - x.G[i]), col);
+            } else {
+                if (j < i) {
+                    rowM = fmaf(s.dM[i][j], kdiv[j][c], rowM);
+                    rowA = fmaf(s.dA[i][j], kdiv[j][c], rowA);
+                }
+                if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
             }
-            if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
         }
-        rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]);
+        if (!exact) { rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]); }
         const float dMd = s.dM[i][i];
         s.f.qd[i][c] = xq + rowM + dMd * x.k[i];                        // dq (of q_hat)
         s.f.kd[i][c] = xk + xr + rowA + col + dMd * x.q[i];             // dk (of k_hat)
@@ -642,28 +744,33 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         for (int i = CHUNK - 1; i >= 0; --i) { acc += s.f.ki[i][c]; da[i] += acc; }
     }
     // §activations: l2 norms, the safe gate, beta
-    float sq[CHUNK], sk[CHUNK];
-#pragma unroll
-    for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * s.f.qd[i][c]; sk[i] = x.k[i] * s.f.kd[i][c]; }
-    block_sum16(sq, s.f.red);
-    block_sum16(sk, s.f.red);
-    const float A = gate_rate_exact(p.A_log[h]), bias = p.dt_bias[h * D + c];
-    float dA_log = 0.f, ddt = 0.f;
     float (&dg)[CHUNK][LD] = s.u;                      // free since the token loop: the gate's gradient waits there
+    const bool l2 = norm_inside<FORMS>(p);             // else the norm's backward is the identity
+    float sq[CHUNK], sk[CHUNK];
+    if (l2) {
+#pragma unroll
+        for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * s.f.qd[i][c]; sk[i] = x.k[i] * s.f.kd[i][c]; }
+        block_sum16(sq, s.f.red);
+        block_sum16(sk, s.f.red);
+    }
+    float A, bias, w;
+    gate_params<GF, FORMS>(p, h, c, A, bias, w);
+    float dA_log = 0.f, ddt = 0.f;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {                  // in place, each thread its own column; rows past len unused
-        s.f.qd[i][c] = norm_backward(s.f.rq[i], s.f.qd[i][c], sq[i], x.q[i]);   // dq
-        s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
-        const float z = i < len ? gate_arg(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
-        const float dz = da[i] * log_decay_slope(z, p.lower_bound);
-        dg[i][c] = gate_backward(dz, z, A, i < len, dA_log, ddt);
+        if (l2) {
+            s.f.qd[i][c] = norm_backward(s.f.rq[i], s.f.qd[i][c], sq[i], x.q[i]);   // dq
+            s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
+        }
+        const float z = i < len ? gate_arg<GF>(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
+        dg[i][c] = gate_backward<GF>(da[i], z, A, scale_of<GF>(p, w), i < len, dA_log, ddt);
     }
     if (p.grads_bf16) store_grads<__nv_bfloat16>(p, s, tok0, len, h);
     else store_grads<float>(p, s, tok0, len, h);
     p.ddt_part[rh * D + c] = ddt;
     if (c < len) {
         const float x_beta = bf16_at(p.beta, (tok0 + c) * H + h);   // the caller's value of beta
-        const float db = s.db[c] * beta_slope(x_beta);
+        const float db = s.db[c] * beta_grad_slope<FORMS>(p.form.beta, x_beta);
         if (p.grads_bf16) static_cast<__nv_bfloat16*>(p.dbeta)[(tok0 + c) * H + h] = __float2bfloat16_rn(db);
         else static_cast<float*>(p.dbeta)[(tok0 + c) * H + h] = db;
     }
@@ -680,24 +787,31 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {  
         p.dA_part[rh] = acc;
     }
 }
-
 }  // namespace bwdc
 
 cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
     if (a.rows == 0 || a.H == 0) return cudaSuccess;
-    bwdc::kda_bwd_prepare<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, 0, stream>>>(a);
-    return cudaGetLastError();
+    return dispatch_bwd_form(a.form.gate, a.form.beta, a.form.norm, [&](auto gate, auto forms) {
+        constexpr GateForm GF = static_cast<GateForm>(decltype(gate)::value);
+        auto kernel = bwdc::kda_bwd_prepare<GF, decltype(forms)::value>;
+        kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, 0, stream>>>(a);
+        return cudaGetLastError();
+    });
 }
 
 cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream) {
     if (a.rows == 0 || a.H == 0) return cudaSuccess;
     constexpr size_t smem = sizeof(bwdc::Adjoint);
     return dispatch_bool(a.states_bf16, [&](auto states_bf16) {      // the chunks' states in bf16 or fp32
-        auto kernel = bwdc::kda_bwd_adjoint<decltype(states_bf16)::value>;
+      return dispatch_bwd_form(a.form.gate, a.form.beta, a.form.norm, [&](auto gate, auto forms) {
+        constexpr bool BF16 = decltype(states_bf16)::value;
+        constexpr GateForm GF = static_cast<GateForm>(decltype(gate)::value);
+        auto kernel = bwdc::kda_bwd_adjoint<BF16, GF, decltype(forms)::value>;
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, smem, stream>>>(a);
         return cudaGetLastError();
+      });
     });
 }
 

@@ -34,4 +34,16 @@ cudaError_t dispatch_gate(int gate_form, F&& f) {
     return dispatch<0, 1, 2>(gate_form, static_cast<F&&>(f));
 }
 
+// §backward forms: the form of the backward's token-parallel kernels (kda_bwd_chunk.cu). The gate's form is a
+// template parameter of one kernel family (its exact path for unbounded decays exists only where the form has no
+// bound); beta's and the norm's forms are uniform run-time branches of the same kernels. FlashKDA's form (gate,
+// beta, norm = 0, 0, 0) keeps kernels of its own with no run-time form at all (FORMS false), the machine code it had.
+// f(std::integral_constant<int, gate>{}, std::bool_constant<FORMS>{}); cudaErrorInvalidValue for a number no form has.
+template <typename F>
+cudaError_t dispatch_bwd_form(int gate, int beta, int norm, F&& f) {
+    if (beta < 0 || beta > 2 || norm < 0 || norm > 1) return cudaErrorInvalidValue;
+    if (gate == 0 && beta == 0 && norm == 0) return f(std::integral_constant<int, 0>{}, std::false_type{});
+    return dispatch<0, 1, 2>(gate, [&](auto gf) { return f(gf, std::true_type{}); });
+}
+
 }  // namespace kda

@@ -12,7 +12,7 @@ import torch
 from .backward import chunked_backward
 from .chunked import _chunk_tokens
 from .kernels import load_kernels
-from .layout import CHUNK, check_inputs, n_chunks, seq_bounds
+from .layout import CHUNK, FORM_OPTIONS, Form, check_form, check_inputs, n_chunks, seq_bounds
 from .plan import (PASS_KSPLIT, SEGMENT_MIN_STEPS, STATES_DTYPE, BackwardPlan, backward_plan, pass_segments,
                          sm_count)
 from .recurrence import step_rows, step_schedule
@@ -79,11 +79,12 @@ def ends_first(k: int) -> list[int]:
         if lo <= hi: out.append(lo); lo += 1
     return out
 
-def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float = -5.0,
+def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float | None = None,
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
                       plan: BackwardPlan | None = None, states_dtype: torch.dtype | None = None,
-                      grads_dtype: torch.dtype | None = None, ksplit: int = 0, segments: int = 0) -> tuple:
+                      grads_dtype: torch.dtype | None = None, ksplit: int = 0, segments: int = 0,
+                      form: Form | None = None) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
     `kda_nb.backward.kda_chunked_backward` (bf16 inputs). Every launch choice is the backward plan's (`plan`, a
@@ -92,7 +93,12 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     chunks' states, `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are
     fp32), `ksplit` (1 or 2) how many warps of the passes share a group of 16 state rows, `segments` how many launches each
     pass is cut into, the chunk factors of each made before its launches (the same bits whatever the number: the state
-    between two launches waits in fp32)."""
+    between two launches waits in fp32).
+
+    `form` (a `kda_nb.layout.Form`, default FlashKDA's) is the KDA computed: the gate's form picks the kernels, beta's and
+    the norm's forms are their run-time flags. `lower_bound` is the safe gate's (None: -5) and must be None without it;
+    `A_log` and `dt_bias` may be None where the form allows (the kernels then read zeros: A = 1, no bias), and their
+    gradients are then None."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
@@ -106,8 +112,14 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
                          ('segments', segments or None)):
         if value is not None: bp = bp.with_choice(field, value, "asked for by kda_backward_cuda's caller")
     scale = q.shape[-1] ** -0.5 if scale is None else scale
+    form = Form() if form is None else form
+    if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
+    opts = {n: getattr(form, n) for n in FORM_OPTIONS}
     check_inputs(q, k, v, g, beta, scale, None, A_log, dt_bias, lower_bound, initial_state, None, cu_seqlens,
-                 check_seqlens=False, empty=True)
+                 check_seqlens=False, empty=True, **opts)
+    if v.shape[2] != q.shape[2]:
+        raise ValueError(f"kda_backward_cuda needs as many value heads as query heads, got H = {q.shape[2]}, HV = {v.shape[2]}")
+    bound = check_form(form, A_log, dt_bias, lower_bound)
     B, T, H, D = q.shape
     bounds = seq_bounds(B, T, cu_seqlens)
     N = len(bounds)
@@ -122,8 +134,11 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     q, k, v, g, beta = (x.to(torch.bfloat16).contiguous() for x in (q, k, v, g, beta))
     do = grad_out.contiguous() if grad_out is not None else q.new_empty(0)
     if do.dtype not in (torch.bfloat16, torch.float32): do = do.float()
-    A_log, dt_bias = A_log.float().contiguous(), dt_bias.float().contiguous()
-    chunk_in = (A_log, dt_bias, row_tok, row_len, float(scale), float(lower_bound))
+    has_A, has_bias = A_log is not None, dt_bias is not None         # absent: zeros, which the kernels read as A = 1, no bias
+    A_log = A_log.float().contiguous() if has_A else torch.zeros(H, device=dev)
+    dt_bias = dt_bias.float().contiguous() if has_bias else torch.zeros(H, D, device=dev)
+    chunk_in = (A_log, dt_bias, row_tok, row_len, float(scale), -5.0 if bound is None else float(bound))
+    codes = dict(zip(('gate_form', 'beta_form', 'norm_form'), form.codes))
     ext = load_kernels()
     qd, kd, kr = (torch.empty(M, H, CHUNK, D, device=dev, dtype=torch.float16) for _ in range(3))   # the passes' operands
     du = torch.empty(M, H, CHUNK, D, **f32)
@@ -152,7 +167,7 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     with passes_beside(main, 2) as (forward, backward):
         made = [None] * len(cuts)
         for j in ends_first(len(cuts)):
-            ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors, *rows[j])
+            ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors, *rows[j], **codes)
             made[j] = torch.cuda.Event()
             made[j].record(main)
         for j, (lo, hi) in enumerate(cuts):
@@ -170,13 +185,15 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     dq, dk, dv, dg = (new(B, T, H, D, device=dev, dtype=grads_dtype) for _ in range(4))
     dbeta = new(B, T, H, device=dev, dtype=grads_dtype)
     dA_part, ddt_part = torch.empty(M, H, **f32), torch.empty(M, H, D, **f32)
-    ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part, 0, M)
+    ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part, 0, M,
+                        **codes)
     if identity: dinit = dS0                                          # no gathers and no scatter in the sequences' own order
     else:
         dinit = torch.empty_like(dS0)
         dinit[order] = dS0                                            # back to the original sequence order
-    return (dq, dk, dv, dg, dbeta, dA_part.sum(0).reshape(A_log.shape), ddt_part.sum(0).reshape(dt_bias.shape),
-            dinit if initial_state is not None else None)
+    dA_log = dA_part.sum(0).reshape(A_log.shape) if has_A and form.gate != 'given' else None
+    ddt_bias = ddt_part.sum(0).reshape(dt_bias.shape) if has_bias and form.gate != 'given' else None
+    return dq, dk, dv, dg, dbeta, dA_log, ddt_bias, (dinit if initial_state is not None else None)
 
 # %% ../nbs/04c_backward_kernels.ipynb #c8c440a6
 def tf32(x: torch.Tensor) -> torch.Tensor:

@@ -5,6 +5,7 @@ from kda_nb.backward_kernels import *
 
 
 from kda_nb.plan import PASS_KSPLIT, SEGMENT_MIN_STEPS, STATES_DTYPE, pass_segments   # the backward plan's rules
+import math
 import pytest
 from kda_nb.layout import random_inputs, rel_rms
 from kda_nb.backward import recurrent_vjp, chunked_backward
@@ -155,6 +156,126 @@ def test_backward_cuda_refuses_what_it_cannot_do():
     with pytest.raises(RuntimeError, match='factors'): ext.kda_bwd_prepare(*bad)   # a short factor record is refused
     for span in ((0, 3), (1, 0)):                                      # rows past the tables', backwards
         with pytest.raises(RuntimeError, match='rows'): ext.kda_bwd_prepare(*args([0, 16], [16, 4])[:-2], *span)
+
+
+from kda_nb.layout import FORM_OPTIONS, Form
+
+def form_case(seqlens=(300, 1, 0, 17, 64, 33), state='fp32', gate='g~N(0,8)', A_log=None, seed=0, **form):
+    "A varlen problem on the GPU in `form` (options of Form), its form options apart, with upstream gradients."
+    inp = random_inputs(1, 0, 2, 128, seqlens=list(seqlens), seed=seed, device='cuda', state=state, gate=gate,
+                        A_log=A_log, **form)
+    opts = {n: inp.pop(n) for n in FORM_OPTIONS if n in inp}
+    torch.manual_seed(seed + 1)
+    go = torch.randn_like(inp['v'], dtype=torch.float32)
+    gs = torch.randn(len(seqlens), 2, 128, 128, device='cuda')
+    return inp, opts, go, gs
+
+def check_form_grads(inp, opts, go, gs, ref32=True, want=None, **kw):
+    "The kernels' gradients in the form `opts` against the fp64 oracle (`want`, made if None) and, with `ref32`, the rounding model; returns `want`."
+    got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, form=Form(**opts), **kw)
+    want = recurrent_vjp(**inp, grad_out=go, grad_state=gs, **opts) if want is None else want
+    ref = (chunked_backward(*(inp[a] for a in ARGS), go, gs, torch.float32, chunk_states_tf32, chunk_state_adjoint_tf32,
+                            **opts) if ref32 else want)
+    tol = 2e-3 if kw.get('states_dtype') == torch.float32 else 4e-3
+    for name, x, w, r in zip(NAMES, got, want, ref):
+        if w is None:
+            assert x is None, (opts, name)
+            continue
+        assert x.shape == w.shape and torch.isfinite(x).all(), (opts, name)
+        assert rel_rms(x, w) < tol, (opts, name, rel_rms(x, w))        # against autograd of the fp64 recurrence
+        if ref32: assert rel_rms(x, r) < 3e-4, (opts, name, rel_rms(x, r))
+    return want
+
+FORMS = {'softplus': dict(safe_gate=False),
+         'given': dict(use_gate_in_kernel=False, safe_gate=False),          # logsigmoid: no bound
+         'given, safe-shaped': dict(use_gate_in_kernel=False),              # lower_bound * sigmoid: within -5
+         'safe, beta probs': dict(use_beta_sigmoid_in_kernel=False), 'safe, neg eigval': dict(allow_neg_eigval=True),
+         'safe, norm outside': dict(use_qk_l2norm_in_kernel=False),
+         'softplus, beta probs': dict(safe_gate=False, use_beta_sigmoid_in_kernel=False),
+         'softplus, neg eigval': dict(safe_gate=False, allow_neg_eigval=True),
+         'softplus, norm outside': dict(safe_gate=False, use_qk_l2norm_in_kernel=False),
+         'given, probs, outside': dict(use_gate_in_kernel=False, safe_gate=False, use_beta_sigmoid_in_kernel=False,
+                                       use_qk_l2norm_in_kernel=False)}
+
+@needs_kernels
+@pytest.mark.parametrize('name', list(FORMS))
+def test_backward_cuda_every_form(name):
+    # varlen with awkward lengths, states in and out, every gradient; fp32 states against the fp64 oracle and the
+    # kernels' own rounding model, then bf16 states (the default) against the oracle
+    inp, opts, go, gs = form_case(**FORMS[name])
+    want = check_form_grads(inp, opts, go, gs, states_dtype=torch.float32)
+    check_form_grads(inp, opts, go, gs, ref32=False, want=want)
+
+@needs_kernels
+def test_backward_cuda_every_form_fixed_no_state():
+    for name in ('softplus', 'given, probs, outside'):
+        inp = random_inputs(2, 45, 2, 128, seed=4, device='cuda', state=None, A_log=None, **FORMS[name])
+        opts = {n: inp.pop(n) for n in FORM_OPTIONS if n in inp}
+        go = torch.randn_like(inp['v'], dtype=torch.float32)
+        check_form_grads(inp, opts, go, None, states_dtype=torch.float32)
+
+@needs_kernels
+@pytest.mark.parametrize('gate', ['g~N(0,8)', 'g=8', 'g=-8'])
+def test_backward_cuda_softplus_steep(gate):
+    # A = 16: a token's log-decay down to -16 * 8 and beyond, chunks far past the fast path's floor (the exact path),
+    # and with g = -8 chunks within it (the fast path), in one batch
+    inp, opts, go, gs = form_case(gate=gate, A_log=math.log(16), safe_gate=False)
+    check_form_grads(inp, opts, go, gs, ref32=False, states_dtype=torch.float32)
+
+@needs_kernels
+def test_backward_cuda_given_masked():
+    # a given gate with tokens masked at -1000 (as fla's tests mask them): single tokens and a run of 20, chunks on
+    # both paths; the gradients finite and right
+    inp, opts, go, gs = form_case(use_gate_in_kernel=False, safe_gate=False)
+    g = inp['g'].clone()
+    g[:, 5::7] = -1000.
+    g[:, 100:120] = -1000.
+    inp['g'] = g
+    check_form_grads(inp, opts, go, gs, ref32=False, states_dtype=torch.float32)
+    dq, dk, dv, dg, dbeta, dA, ddt, d0 = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, form=Form(**opts))
+    assert dA is None and ddt is None and torch.isfinite(dg).all() and torch.isfinite(d0).all()
+
+@needs_kernels
+def test_backward_cuda_refuses_bad_forms():
+    inp, opts, go, gs = form_case(seqlens=(20,))
+    assert inp['lower_bound'] == -5.0
+    with pytest.raises(ValueError, match='lower_bound'):                     # a bound with the softplus gate
+        kda_backward_cuda(**inp, form=Form(safe_gate=False))
+    with pytest.raises(ValueError, match='A_log'):                           # A_log with a given gate
+        kda_backward_cuda(**inp, form=Form(use_gate_in_kernel=False))
+    with pytest.raises(TypeError, match='Form'): kda_backward_cuda(**inp, form=(1, 0, 0))
+    ext = load_kernels()
+    M, q = 2, inp['q'].reshape(-1, 2, 128)
+    args = (q, q, q, inp['beta'].reshape(-1, 2), q.new_empty(0), inp['A_log'].float(), inp['dt_bias'].float(),
+            torch.tensor([0, 16]), torch.tensor([16, 4], dtype=torch.int32), 1.0, -5.0,
+            *(torch.empty(M, 2, 16, 128, device='cuda', dtype=torch.float16) for _ in range(3)),
+            torch.empty(M, 2, 16, 128, device='cuda'), torch.empty(M, 2, 16, 16, device='cuda'),
+            torch.empty(M, 2, 128, device='cuda'), torch.empty(M, 2, ext.kda_bwd_factor_floats(), device='cuda'), 0, M)
+    ext.kda_bwd_prepare(*args, gate_form=1, beta_form=2, norm_form=1)          # a form the kernels have: accepted
+    for bad in (dict(gate_form=3), dict(beta_form=3), dict(norm_form=2), dict(gate_form=-1)):
+        with pytest.raises(RuntimeError, match=next(iter(bad))): ext.kda_bwd_prepare(*args, **bad)
+
+
+@pytest.mark.parametrize('name', ['softplus', 'given', 'given, probs, outside', 'softplus, neg eigval', 'softplus A=16',
+                                  'given, masked'])
+def test_kernels_rounding_model_every_form(name):
+    # on the CPU: the model of the kernels' arithmetic that the GPU tests hold the kernels to within 3e-4 (the passes'
+    # tf32 operands, qd/kd/kr in fp16) takes every form and stays within the GPU tests' 2e-3 of the fp64 oracle, the
+    # extremes included (unbounded decays by the reference's exact chunk factors)
+    form = dict(FORMS.get(name, {}))
+    A_log = math.log(16) if name == 'softplus A=16' else None
+    if name == 'softplus A=16': form = dict(safe_gate=False)
+    if name == 'given, masked': form = dict(use_gate_in_kernel=False, safe_gate=False)
+    inp = random_inputs(1, 0, 1, 128, seqlens=[37, 1, 20], seed=2, state='fp32', A_log=A_log, **form)
+    opts = {n: inp.pop(n) for n in FORM_OPTIONS if n in inp}
+    if name == 'given, masked': inp['g'][:, 3::5] = -1000.
+    go, gs = torch.randn_like(inp['v'], dtype=torch.float32), torch.randn(3, 1, 128, 128)
+    want = recurrent_vjp(**inp, grad_out=go, grad_state=gs, **opts)
+    model = chunked_backward(*(inp[a] for a in ARGS), go, gs, torch.float32, chunk_states_tf32, chunk_state_adjoint_tf32,
+                             **opts)
+    for n, x, w in zip(NAMES, model, want):
+        if w is None: assert x is None, (name, n); continue
+        assert torch.isfinite(x).all() and rel_rms(x, w) < 2e-3, (name, n, rel_rms(x, w))
 
 
 def test_step_rows_table():
