@@ -4,6 +4,37 @@ import pytest
 from kda_nb.plan import *
 
 
+import itertools
+import pytest
+from kda_nb.layout import Form
+
+def all_forms():
+    "Every valid Form (allow_neg_eigval only with beta as logits)."
+    for bits in itertools.product((True, False), repeat=5):
+        f = Form(*bits)
+        if not (f.allow_neg_eigval and not f.use_beta_sigmoid_in_kernel): yield f
+
+def test_forms_follow_the_switch():
+    "Each form is served where KERNEL_FORMS says, forward and backward, and a refusal names the form."
+    forms = list(all_forms())
+    assert len(forms) == 24 and Form() in forms
+    for f in forms:
+        fwd, bwd = f in KERNEL_FORMS['forward'], f in KERNEL_FORMS['forward'] and f in KERNEL_FORMS['backward']
+        r = call_refusal(torch.bfloat16, 128, 128, 4, 4, f)
+        assert (r is None) == fwd, (f, r)
+        rb = call_refusal(torch.bfloat16, 128, 128, 4, 4, f, backward=True)
+        assert (rb is None) == bwd, (f, rb)
+        if r is not None: assert form_words(f) in r and '=' in form_words(f)
+    assert 'softplus gate' in form_refusal(Form(safe_gate=False)) and 'backward' in form_refusal(Form(safe_gate=False), 'backward')
+    assert call_refusal(torch.bfloat16, 128, 128, 4, 4) is None                      # FlashKDA's form: unchanged
+    assert 'grouped value heads' in call_refusal(torch.bfloat16, 128, 128, 4, 8)
+    assert 'bfloat16' in call_refusal(torch.float16, 128, 128, 4, 4)
+    assert plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=Form(safe_gate=False)).path == 'reference'
+    assert backward_plan('cpu', torch.bfloat16, 128, 128, form=Form(safe_gate=False)).backend == 'reference'
+    with pytest.raises(TypeError, match='form'): plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=(0, 0, 0))
+    with pytest.raises(ValueError, match='direction'): form_refusal(Form(), 'sideways')
+
+
 def test_use_decode_rule():
     "One or two tokens per sequence at any size; up to 8 in small batches; varlen by the longest checked length, else the average."
     assert use_decode(1, 1024, False) and use_decode(2, 256, False) and not use_decode(3, 256, False)
