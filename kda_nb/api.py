@@ -31,11 +31,18 @@ def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial
     "Why the CUDA kernels cannot compute this problem (None if they can)."
     return kernel_refusal(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(initial_state, final_state))
 
-@functools.lru_cache(maxsize=64, typed=True)
+_forms: dict = {}
+
 def _form(use_gate_in_kernel: bool = True, safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True,
           use_beta_sigmoid_in_kernel: bool = True, allow_neg_eigval: bool = False) -> Form:
     "The `Form` of fla's keyword arguments, made once per combination (a `TypeError` for anything but True or False)."
-    return Form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    key = (use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if torch.compiler.is_compiling(): return Form(*key)     # (traced once: no cache to guard on)
+    form = _forms.get(key)
+    if form is None or not (type(key[0]) is type(key[1]) is type(key[2]) is type(key[3]) is type(key[4]) is bool):
+        form = Form(*key)                       # (checks each option: 1 == True would otherwise find True's form)
+        _forms[key] = form
+    return form
 
 FLASH_FORM = _form()         # FlashKDA's form: every entry point's default
 
@@ -246,7 +253,7 @@ def _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state: b
     N = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     sdt = state_dtype or (initial_state.dtype if initial_state is not None else
                           torch.float64 if q.dtype == torch.float64 else torch.float32)
-    return out, torch.empty(N, q.shape[2], v.shape[-1], q.shape[-1], dtype=sdt, device=q.device)
+    return out, torch.empty(N, v.shape[2], v.shape[-1], q.shape[-1], dtype=sdt, device=q.device)   # HV heads
 
 def _kda(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
          output_final_state, backend, check_seqlens, *form):
