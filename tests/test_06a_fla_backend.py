@@ -8,7 +8,8 @@ import os
 
 import torch
 
-from kda_nb.layout import random_inputs
+from kda_nb.layout import Form, random_inputs
+from kda_nb.plan import KERNEL_FORMS
 
 def fla_call(**change) -> dict:
     "A `chunk_kda` call kda_nb accepts (CPU tensors), with `change` applied."
@@ -27,7 +28,16 @@ def test_fla_verifier_decisions():
                 dict(initial_state=h0.bfloat16()), dict(initial_state=None, output_final_state=False),
                 dict(scale=None), dict(lower_bound=-1e-3), dict(dt_bias=ok['dt_bias'].flatten()),
                 dict(A_log=ok['A_log'].bfloat16()), dict(cu_seqlens=None, initial_state=h0[:1]),
-                dict(chunk_size=32), dict(disable_recompute=True), dict(cu_seqlens_cpu=cu.cpu())]
+                dict(chunk_size=32), dict(disable_recompute=True), dict(cu_seqlens_cpu=cu.cpu()),
+                dict(cu_seqlens=cu.int()), dict(lower_bound=None, safe_gate=False), dict(safe_gate=False), dict(A_log=None),
+                dict(dt_bias=None), dict(use_gate_in_kernel=False), dict(use_qk_l2norm_in_kernel=False),
+                dict(use_beta_sigmoid_in_kernel=False), dict(allow_neg_eigval=True), dict(q=q.half(), k=ok['k'].half(),
+                v=v.half(), g=ok['g'].half(), beta=ok['beta'].half()),
+                dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64], dt_bias=ok['dt_bias'][:, :64],
+                     initial_state=h0[..., :64]),
+                dict(v=torch.cat([v, v], 2), g=torch.cat([ok['g']] * 2, 2), beta=torch.cat([ok['beta']] * 2, 2),
+                     A_log=torch.cat([ok['A_log']] * 2), dt_bias=torch.cat([ok['dt_bias']] * 2),
+                     initial_state=torch.cat([h0, h0], 1))]
     for change in accepted:
         assert fla_call_refusal(**fla_call(**change)) is None, change
     with torch.no_grad():                      # grad mode off: an input that requires grad is fine
@@ -35,24 +45,18 @@ def test_fla_verifier_decisions():
     assert fla_call_refusal(**fla_call(q=q.clone().requires_grad_()), serve_grads=True) is None   # train=True
     refused = [
         (dict(q=q.clone().requires_grad_()), 'forward only'),
-        (dict(use_gate_in_kernel=False), 'use_gate_in_kernel'),
-        (dict(safe_gate=False), 'safe_gate'),
-        (dict(use_qk_l2norm_in_kernel=False), 'use_qk_l2norm_in_kernel'),
-        (dict(use_beta_sigmoid_in_kernel=False), 'use_beta_sigmoid_in_kernel'),
-        (dict(allow_neg_eigval=True), 'allow_neg_eigval'),
-        (dict(lower_bound=None), 'lower_bound'), (dict(lower_bound=-6.0), '[-5, 0)'),
+        (dict(safe_gate=True, lower_bound=None), 'needs lower_bound'),
+        (dict(allow_neg_eigval=True, use_beta_sigmoid_in_kernel=False), 'allow_neg_eigval'),
+        (dict(lower_bound=None, A_log=None, safe_gate=False), 'A_log'), (dict(lower_bound=-6.0), '[-5, 0)'),
         (dict(lower_bound=0.0), '[-5, 0)'), (dict(lower_bound=torch.tensor(-5.0)), 'lower_bound'),
-        (dict(A_log=None), 'A_log'), (dict(dt_bias=None), 'dt_bias'),
         (dict(A_log=ok['A_log'][:2]), 'A_log'), (dict(dt_bias=ok['dt_bias'][:, :64]), 'dt_bias'),
         (dict(transpose_state_layout=True), 'transpose_state_layout'), (dict(chunk_size=128), 'chunk_size'),
         (dict(cp_context=object()), 'cp_context'), (dict(return_intermediate_states=True), 'return_intermediate'),
         (dict(use_graph=True), 'use_graph'), (dict(some_new_flag=True), 'some_new_flag'),
-        (dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64]), 'K = V = 128'),
-        (dict(v=v[..., :64]), 'K = V = 128'),
-        (dict(v=torch.cat([v, v], 2)), 'GVA'),
-        (dict(q=q.half()), 'bfloat16'), (dict(beta=ok['beta'].float()), 'bfloat16'), (dict(g=ok['g'].float()), 'bfloat16'),
+        (dict(v=torch.cat([v[:, :, :2], v], 2)), 'multiple'),
+        (dict(q=q.half()), 'one dtype'), (dict(beta=ok['beta'].float()), 'one dtype'), (dict(g=ok['g'].float()), 'one dtype'),
         (dict(initial_state=h0.double()), 'initial_state'), (dict(initial_state=h0[:2]), 'initial_state'),
-        (dict(cu_seqlens=cu.int()), 'int64'), (dict(cu_seqlens=cu[:1]), 'cu_seqlens'),
+        (dict(cu_seqlens=cu.float()), 'int64'), (dict(cu_seqlens=cu[:1]), 'cu_seqlens'),
         (dict(scale=torch.tensor(0.1)), 'scale'), (dict(scale=float('nan')), 'scale'),
         (dict(beta=ok['beta'][..., :2]), 'beta'),
     ]
@@ -73,7 +77,22 @@ def test_fla_verifier_decisions():
         assert 'cpu' in fla_backend_refusal(**ok)                  # CPU tensors: the kernels run on CUDA devices
         from kda_nb.plan import plan_for             # the device question is the plan's: its reason, word for word
         assert fla_backend_refusal(**ok) == plan_for(q, v, h0, None, cu).reason
-        assert 'use_gate_in_kernel' in fla_backend_refusal(**fla_call(use_gate_in_kernel=False))
+        assert 'fla raises' in fla_backend_refusal(**fla_call(safe_gate=True, lower_bound=None))
+        # on a GPU: the plan's questions after the device, the form's among them
+        assert fla_gpu_refusal(**ok) is None
+        assert fla_gpu_refusal(**fla_call(q=q.clone().requires_grad_())) is None          # training too
+        for change, words in [(dict(lower_bound=None, safe_gate=False), 'softplus gate'), (dict(use_gate_in_kernel=False), 'given'),
+                              (dict(use_beta_sigmoid_in_kernel=False), 'write strengths'),
+                              (dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64],
+                                    dt_bias=ok['dt_bias'][:, :64], initial_state=h0[..., :64]), 'K = V = 128'),
+                              (dict(q=q.half(), k=ok['k'].half(), v=v.half(), g=ok['g'].half(),
+                                    beta=ok['beta'].half()), 'bfloat16')]:
+            r = fla_gpu_refusal(**fla_call(**change))
+            assert (r is None) == (Form(**{k: x for k, x in (('safe_gate', change.get('lower_bound', 1) is not None),
+                                   ('use_gate_in_kernel', change.get('use_gate_in_kernel', True)),
+                                   ('use_beta_sigmoid_in_kernel', change.get('use_beta_sigmoid_in_kernel', True)))})
+                                   in KERNEL_FORMS['forward'] and 'q' not in change), (change, r)
+            assert r is None or words in r, (change, r)
     finally:
         if saved is None: os.environ.pop(FLA_BACKEND_ENV, None)
         else: os.environ[FLA_BACKEND_ENV] = saved
@@ -141,9 +160,9 @@ def test_register_and_unregister_fla_backend():
     from fla.ops.kda import chunk_kda
     registry = fb._function_registries[inspect.unwrap(chunk_kda)]
     try:
-        be = register_fla_backend(priority=7)
+        be = register_fla_backend(priority=7, train=False)
         assert be.priority == 7 and registry._backends[FLA_BACKEND_TYPE].priority == 7
-        assert register_fla_backend() is be and be.priority == FLA_BACKEND_PRIORITY     # again: replaced, not doubled
+        assert register_fla_backend(train=False) is be and be.priority == FLA_BACKEND_PRIORITY     # again: replaced, not doubled
         assert sum(isinstance(b, be) for b in registry._backends.values()) == 1
         ok = fla_call()
         accepted, reason = registry._backends[FLA_BACKEND_TYPE].verify('chunk_kda', **ok)
@@ -152,7 +171,7 @@ def test_register_and_unregister_fla_backend():
         assert be().verify('chunk_kda', q, k, v, g, beta, ok.pop('scale'), **ok)[1] == reason   # positional too
         training = fla_call(q=q.clone().requires_grad_())
         assert 'forward only' in be().verify('chunk_kda', **training)[1] and not be.serve_grads
-        be = register_fla_backend(train=True)                     # training calls: on to the device question
+        be = register_fla_backend()                               # training calls (the default): on to the device question
         assert be.serve_grads and be().verify('chunk_kda', **training)[1] == reason
     finally:
         assert unregister_fla_backend()
