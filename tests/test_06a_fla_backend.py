@@ -98,6 +98,85 @@ def test_fla_verifier_decisions():
         else: os.environ[FLA_BACKEND_ENV] = saved
 
 
+# The parameter tables of fla's tests/ops/test_kda.py (fla-org/flash-linear-attention): test_chunk's 16 configurations
+# (B, T, H, HV, D, scale, gate_logit_normalizer, mask_p, use_qk_l2norm_in_kernel, use_gate_in_kernel, dtype, safe_gate,
+# disable_recompute, chunk_size) and test_chunk_varlen's 6 (H, D, mask_p, cu_seqlens, dtype, use_gate_in_kernel,
+# safe_gate, disable_recompute, chunk_size); written out here, each config as its chunk_kda call is made.
+FLA_TEST_CHUNK = [
+    (1, 63, 1, 1, 64, 1, 1, 0, False, False, 'fp16', True, False, 64),
+    (2, 500, 3, 3, 60, 1, 1, 0, False, False, 'fp16', True, True, 64),
+    (2, 1000, 3, 3, 64, 0.1, 1, 0.5, False, False, 'fp16', False, True, 64),
+    (3, 1024, 4, 4, 100, 1, 0.1, 0, False, False, 'fp16', False, False, 64),
+    (4, 1024, 4, 4, 128, 0.1, 1, 0, False, False, 'fp16', True, True, 64),
+    (4, 1024, 4, 4, 128, 0.1, 1, 0, True, False, 'fp16', True, False, 64),
+    (2, 1500, 4, 4, 128, 0.1, 10, 0, False, True, 'fp16', False, True, 64),
+    (4, 2048, 8, 8, 64, 0.1, 1, 0, False, True, 'fp16', True, True, 64),
+    (2, 1024, 2, 4, 64, 0.1, 1, 0, False, False, 'fp16', False, False, 64),
+    (2, 1024, 2, 8, 64, 0.1, 1, 0, False, True, 'fp16', False, False, 64),
+    (2, 1024, 4, 8, 128, 0.1, 1, 0, True, True, 'fp16', False, False, 64),
+    (2, 160, 2, 4, 64, 0.1, 1, 0, False, True, 'fp16', True, True, 32),
+    (2, 1024, 2, 4, 64, 0.1, 1, 0, True, True, 'bf16', True, False, 64),
+    (2, 1024, 2, 4, 64, 0.1, 1, 0, False, True, 'bf16', False, False, 64),
+    (2, 160, 2, 4, 64, 0.1, 1, 0, False, True, 'bf16', True, True, 32),
+    (2, 1024, 2, 8, 128, 0.1, 1, 0, True, True, 'bf16', False, False, 64),
+]
+FLA_TEST_CHUNK_VARLEN = [
+    (4, 60, 0.1, [0, 15], 'fp16', True, False, False, 64),
+    (4, 64, 0.9, [0, 256, 500, 1000], 'fp16', True, False, False, 64),
+    (4, 128, 0.5, [0, 256, 500, 1000], 'fp16', False, False, False, 64),
+    (4, 100, 0, [0, 15, 100, 300, 1200, 2000], 'fp16', True, False, False, 64),
+    (4, 256, 0, [0, 100, 300, 1200, 3000, 4096], 'fp16', False, True, True, 64),
+    (4, 60, 0.1, [0, 31, 96, 160], 'fp16', True, False, True, 32),
+]
+
+def _meta(*shape, dtype=torch.bfloat16):
+    "A tensor with no memory that requires grad, as fla's tests make theirs (they train)."
+    return torch.empty(shape, dtype=dtype, device='meta', requires_grad=True)
+
+def fla_test_calls():
+    """`(name, chunk_kda kwargs)` of each configuration, on meta tensors, as on an H200 in bf16: q, k, v, g, beta in
+    bf16 (fla's test keeps a given g in fp32; kda_nb takes g in q's dtype), A_log, dt_bias and h0 in fp32."""
+    for c in FLA_TEST_CHUNK:
+        B, T, H, HV, D, scale, _, _, qk_norm, gate_in, _, safe, recompute, cs = c
+        yield f"test_chunk{c}", dict(
+            q=_meta(B, T, H, D), k=_meta(B, T, H, D), v=_meta(B, T, HV, D), g=_meta(B, T, HV, D),
+            beta=_meta(B, T, HV), A_log=_meta(HV, dtype=torch.float32) if gate_in else None,
+            dt_bias=_meta(HV * D, dtype=torch.float32) if gate_in else None, scale=scale,
+            initial_state=_meta(B, HV, D, D, dtype=torch.float32), output_final_state=True,
+            use_qk_l2norm_in_kernel=qk_norm, use_gate_in_kernel=gate_in, safe_gate=safe,
+            lower_bound=-5.0 if safe else None, disable_recompute=recompute, chunk_size=cs)
+    for c in FLA_TEST_CHUNK_VARLEN:
+        H, D, _, cu, _, gate_in, safe, recompute, cs = c
+        T, N = cu[-1], len(cu) - 1
+        yield f"test_chunk_varlen{tuple(c)}", dict(
+            q=_meta(1, T, H, D), k=_meta(1, T, H, D), v=_meta(1, T, H, D), g=_meta(1, T, H, D), beta=_meta(1, T, H),
+            A_log=_meta(1, 1, H, 1, dtype=torch.float32) if gate_in else None,
+            dt_bias=_meta(H * D, dtype=torch.float32) if gate_in else None,
+            initial_state=_meta(N, H, D, D, dtype=torch.float32), output_final_state=True,
+            cu_seqlens=torch.tensor(cu, device='meta'), cu_seqlens_cpu=torch.tensor(cu), use_gate_in_kernel=gate_in,
+            safe_gate=safe, disable_recompute=recompute, chunk_size=cs)
+
+def test_fla_test_configurations_on_the_kernels():
+    """How many of fla's test configurations kda_nb's kernels would take on a CUDA device (bf16, training): those
+    whose form is in KERNEL_FORMS (forward and backward) with K = V = 128 and HV = H; every other one is refused with
+    the plan's reason, printed."""
+    calls = list(fla_test_calls())
+    assert len(calls) == 16 + 6
+    served, expected = 0, 0
+    for name, call in calls:
+        assert fla_call_refusal(**call, serve_grads=True) is None, name      # kda_nb computes every one (reference)
+        form, _ = fla_form(call['use_qk_l2norm_in_kernel'] if 'use_qk_l2norm_in_kernel' in call else False,
+                           call['use_gate_in_kernel'], False, False, call['safe_gate'], call.get('lower_bound'),
+                           call['A_log'])
+        K, HV, H = call['q'].shape[-1], call['v'].shape[2], call['q'].shape[2]
+        expected += (form in KERNEL_FORMS['forward'] and form in KERNEL_FORMS['backward'] and K == 128 and HV == H)
+        reason = fla_gpu_refusal(**call)
+        served += reason is None
+        if reason is not None: print(f"{name}: {reason}")
+    print(f"kda_nb's kernels would take {served} of {len(calls)}")
+    assert served == expected
+
+
 def test_training_calls_go_through_kda_with_the_callers_layouts():
     "On a CPU (the reference): a training call in fla's conventions, K-first state and flat dt_bias, gets the gradients kda_nb.kda gives in its own."
     from kda_nb.api import kda
