@@ -8,7 +8,7 @@ import os
 
 import torch
 
-from kda_nb.layout import Form, random_inputs
+from kda_nb.layout import Form, random_inputs, rel_rms
 from kda_nb.plan import KERNEL_FORMS
 
 def fla_call(**change) -> dict:
@@ -201,6 +201,37 @@ def test_training_calls_go_through_kda_with_the_callers_layouts():
     for n, got, ref in zip(names, grads, want):
         assert torch.equal(layout.get(n, lambda x: x)(got), ref), n
 test_training_calls_go_through_kda_with_the_callers_layouts()
+
+
+def test_fla_forms_computed_as_fla_defines_them():
+    """On a CPU (the reference), in fla's conventions (K-first state, flat dt_bias, GVA): the softplus gate (no
+    lower_bound), the lower-bound gate without A_log, the log-decay given with beta as strengths and q, k normalised
+    by the caller; each against the recurrence on the gate fla's docstring writes out."""
+    import torch.nn.functional as F
+    from kda_nb.recurrence import kda_recurrent
+    inp = random_inputs(1, 0, 2, 16, seqlens=[9, 1, 20], HV=4, seed=4, dtype=torch.float64, state='fp64', A_log=None)
+    q, k, v, g, beta, A, dt, h0, cu = (inp[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias',
+                                                        'initial_state', 'cu_seqlens'))
+    A, dt = A.double(), (dt + 0.3 * torch.randn(dt.shape, generator=torch.Generator().manual_seed(1))).double()
+    HV, K = dt.shape
+    h0_kv = h0.transpose(-1, -2).contiguous().float()        # fla: [N, HV, K, V], fp32
+    qn, kn = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    cases = [(dict(use_gate_in_kernel=True, A_log=A, dt_bias=dt.flatten(), use_qk_l2norm_in_kernel=True,
+                   use_beta_sigmoid_in_kernel=True), -A.exp()[:, None] * F.softplus(g + dt), qn, kn, beta.sigmoid()),
+             (dict(use_gate_in_kernel=True, safe_gate=True, lower_bound=-3.0, dt_bias=dt.flatten(),
+                   use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True),
+              -3.0 * torch.sigmoid(g + dt), qn, kn, 2 * beta.sigmoid()),
+             (dict(), F.logsigmoid(g), qn, kn, beta.sigmoid())]
+    for kw, a, qq, kk, b in cases:
+        given = kw.get('use_gate_in_kernel', False)
+        out, fs = kda_nb_chunk_kda(qq if not kw.get('use_qk_l2norm_in_kernel') else q,
+                                   kk if not kw.get('use_qk_l2norm_in_kernel') else k, v, g if given else a,
+                                   beta if kw.get('use_beta_sigmoid_in_kernel') else b, initial_state=h0_kv,
+                                   output_final_state=True, cu_seqlens=cu.int(), _backend='reference', **kw)
+        ref, ref_s = kda_recurrent(qq, kk, v, a, b, initial_state=h0_kv.transpose(-1, -2).double(), cu_seqlens=cu,
+                                   use_gate_in_kernel=False, use_qk_l2norm_in_kernel=False,
+                                   use_beta_sigmoid_in_kernel=False)
+        assert rel_rms(out, ref) < 1e-6 and rel_rms(fs.transpose(-1, -2), ref_s) < 1e-6, kw
 
 
 import importlib.util
