@@ -19,7 +19,8 @@ from .chunked import kda_chunked
 from .kernels import launch, load_kernels
 from .layout import (STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, safe_cu_seqlens)
-from .plan import Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
+from .activations import expand_heads, reduce_heads
+from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
 __all__ = ['FLASH_FORM', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
@@ -63,6 +64,37 @@ def _warn_fallback(p: Plan, device: torch.device):
         warnings.warn(f"kda_nb: using the PyTorch reference, not the CUDA kernels: {p.reason}", stacklevel=4)
 
 # %% ../nbs/05_api.ipynb #ea09e3d5
+def _pad_to(x, *dims):
+    "`x` zero-padded at the end of its last `len(dims)` dimensions to `dims` (the kernels' K, V); `x` itself if they fit."
+    pad = []
+    for d, size in zip(reversed(dims), reversed(x.shape[-len(dims):])): pad += [0, d - size]
+    return x if not any(pad) else torch.nn.functional.pad(x, pad)
+
+def _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, HV):
+    """The inputs on the kernels' shapes: q, k repeated over the HV value heads; q, k, g, dt_bias zero-padded along K
+    and v along V to 128, the state [.., V, K] along both (exact: `kda_nb.plan.kernel_routes` says why)."""
+    D = KERNEL_DIM
+    q, k = (_pad_to(expand_heads(x, HV), D) for x in (q, k))
+    g, v = _pad_to(g, D), _pad_to(v, D)
+    dt_bias = None if dt_bias is None else _pad_to(dt_bias, D)
+    h0 = None if initial_state is None else _pad_to(initial_state, D, D)
+    return q, k, v, g, beta, A_log, dt_bias, h0
+
+def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+                   cu_seqlens, state_indices, form):
+    "The kernels on padded and expanded copies (the plan's routes), the results copied back into `out` and `final_state`."
+    K, V = q.shape[-1], v.shape[-1]
+    q_, k_, v_, g_, beta_, A_, dt_, h0 = _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, v.shape[2])
+    out_ = out if out.shape[-1] == KERNEL_DIM else out.new_empty(*out.shape[:-1], KERNEL_DIM)
+    fs = None
+    if final_state is not None:
+        fs = (h0 if final_state is initial_state else                   # one pool, updated in place
+              final_state if final_state.shape[-2:] == (KERNEL_DIM, KERNEL_DIM) else
+              _pad_to(final_state, KERNEL_DIM, KERNEL_DIM).contiguous())   # (slots no sequence names stay as they were)
+    launch(how, q_, k_, v_, g_, beta_, scale, out_, A_, dt_, lower_bound, h0, fs, cu_seqlens, state_indices, form=form)
+    if out_ is not out: out.copy_(out_[..., :V])
+    if fs is not None and fs is not final_state: final_state.copy_(fs[..., :V, :K])
+
 def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
              backend: str, check_seqlens: bool, state_indices=None, form: Form = FLASH_FORM) -> str:
     "Check, ask the plan, compute `form` into `out` (and `final_state`); the backend that ran ('cuda' or 'reference')."
@@ -77,6 +109,10 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
+        if how.routes:
+            _launch_routed(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state,
+                           final_state, cu_seqlens, state_indices, form)
+            return 'cuda'
         launch(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state, final_state,
                cu_seqlens, state_indices, form=form)
         return 'cuda'
@@ -178,7 +214,7 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
               + (() if final_state is None else (('final_state', final_state.dtype),)))
     how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None, max_len=max_len,
                state_dtypes=states, backend=backend, HV=v.shape[2], form=form)
-    if how.path == 'reference': return False
+    if how.path == 'reference' or how.routes: return False       # (routes: _forward copies onto the kernels' shapes)
     try:
         launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
                state_indices, form=form)
@@ -372,7 +408,9 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
         same = q.dtype if all(x.dtype == q.dtype for x in (k, v, g, beta)) else None    # cast to the inputs' dtype below
         bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda', inputs_dtype=same, form=form,
                            HV=v.shape[2], H=q.shape[2])
-    if bp is not None and bp.backend == 'cuda':
+    if bp is not None and bp.backend == 'cuda' and bp.routes:
+        grads = _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more)
+    elif bp is not None and bp.backend == 'cuda':
         grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, plan=bp, **more)
     else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype, **vars(form))
     out = [q.new_empty(0) if x is None else gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
@@ -384,6 +422,19 @@ def _(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_
       use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
     return [q.new_empty(0) if x is None else torch.empty_like(x) for x in (q, k, v, g, beta, A_log, dt_bias)] + [
         torch.empty_like(initial_state) if initial_state is not None else q.new_empty(0)]
+
+def _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more):
+    """The kernels' backward on the forward's padded and expanded copies; the gradients cut back to K and V, and q's
+    and k's summed over each group of value heads (`reduce_heads`, the adjoint of the expansion). Exact: a padded
+    channel's gradients are dropped and its contributions to the others are zero."""
+    H, K, V = q.shape[2], q.shape[-1], v.shape[-1]
+    q_, k_, v_, g_, beta_, A_, dt_, h0 = _routed_inputs(q, k, v, g, beta, A_log, dt_bias, kw['initial_state'], v.shape[2])
+    go, gs = kw['grad_out'], kw['grad_state']
+    kw = dict(kw, initial_state=h0, grad_out=None if go is None else _pad_to(go, KERNEL_DIM),
+              grad_state=None if gs is None else _pad_to(gs, KERNEL_DIM, KERNEL_DIM))
+    dq, dk, dv, dg, dbeta, dA, ddt, dh0 = kda_backward_cuda(q_, k_, v_, g_, beta_, A_, dt_, **kw, plan=bp, **more)
+    return (reduce_heads(dq[..., :K], H), reduce_heads(dk[..., :K], H), dv[..., :V], dg[..., :K], dbeta, dA,
+            None if ddt is None else ddt[..., :K], None if dh0 is None else dh0[..., :V, :K])
 
 def _no_double_backward(ctx, *grads): raise NotImplementedError(NO_DOUBLE_BACKWARD)
 

@@ -27,7 +27,11 @@ def test_forms_follow_the_switch():
         if r is not None: assert form_words(f) in r and '=' in form_words(f)
     assert 'softplus gate' in form_refusal(Form(safe_gate=False)) and 'backward' in form_refusal(Form(safe_gate=False), 'backward')
     assert call_refusal(torch.bfloat16, 128, 128, 4, 4) is None                      # FlashKDA's form: unchanged
-    assert 'grouped value heads' in call_refusal(torch.bfloat16, 128, 128, 4, 8)
+    assert call_refusal(torch.bfloat16, 128, 128, 4, 8) is None and 'HV = m * H' in call_refusal(torch.bfloat16, 128, 128, 4, 6)
+    assert call_refusal(torch.bfloat16, 60, 100, 4, 4) is None and 'K, V <= 128' in call_refusal(torch.bfloat16, 256, 128, 4, 4)
+    assert kernel_routes(128, 128, 4, 4) == () and kernel_routes(128, 128, 4) == ()
+    assert [r for r, _ in kernel_routes(64, 128, 2, 6)] == ['pad', 'expand'] and 'exact' in kernel_routes(64, 64, 2)[0][1]
+    assert '3 times' in kernel_routes(128, 128, 2, 6)[0][1] and '4 times' in kernel_routes(64, 64, 2)[0][1]
     assert 'bfloat16' in call_refusal(torch.float16, 128, 128, 4, 4)
     assert plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=Form(safe_gate=False)).path == 'reference'
     assert backward_plan('cpu', torch.bfloat16, 128, 128, form=Form(safe_gate=False)).backend == 'reference'
@@ -236,10 +240,13 @@ def test_backward_plan_on_the_gpu():
 
 
 @needs_kernels
-def test_grouped_value_heads_plan_the_reference():
-    "The kernels take HV = H only: a call with grouped value heads plans the reference, and says why."
+def test_routes_onto_the_kernels():
+    "Grouped value heads and K, V below 128 reach the kernels by exact routes, each named in the plan; K over 128 does not."
     p = plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4)
-    assert p.path == 'reference' and 'grouped value heads' in p.reason and 'HV = 4' in p.reason
-    assert plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=2).path != 'reference'
-    with pytest.raises(RuntimeError, match='grouped value heads'):
-        plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4, backend='cuda')
+    assert p.path != 'reference' and [r for r, _ in p.routes] == ['expand']
+    assert plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=2).routes == ()
+    p = plan('cuda', torch.bfloat16, 1, 64, 2, 64, 100, 1, varlen=False)
+    assert p.path != 'reference' and [r for r, _ in p.routes] == ['pad']
+    assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 64, 1, varlen=False, step=True).path == 'reference'
+    with pytest.raises(RuntimeError, match='K, V <= 128'):
+        plan('cuda', torch.bfloat16, 1, 64, 2, 256, 128, 1, varlen=False, backend='cuda')
