@@ -244,7 +244,7 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, 
     0), the gate's floor. initial_state, final_state: [N, H, V, K] (V-first, fla's state_v_first=True) in bfloat16,
     float32 or float64, or None. cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and
     N sequences), or None (N = B rows of T tokens). backend: 'auto' (the CUDA kernels where they run: Hopper GPU,
-    bfloat16, K = V = 128; else the PyTorch reference), 'cuda' (the kernels or an error) or 'reference';
+    bfloat16, K, V <= 128 (smaller zero-padded); else the PyTorch reference), 'cuda' (the kernels or an error) or 'reference';
     `kda_nb.plan_for(...)` says which kernel runs and why. state_indices: int32 or int64 [N], for state pools:
     initial_state and final_state are then pools [P, H, V, K] (they may be one tensor, updated in place), sequence n
     reads and writes slot state_indices[n], -1 marks a padding sequence (no state read or written, zero outputs),
@@ -342,7 +342,7 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor 
     float64, or None (zeros). cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and N
     sequences), or None (N = B rows of T tokens). state_dtype: the final state's dtype (bfloat16, float32 or
     float64; default: the initial state's, else float64 for float64 inputs and float32 otherwise). backend: 'auto'
-    (the CUDA kernels where they run: Hopper GPU, bfloat16, K = V = 128; else the PyTorch reference), 'cuda' (the
+    (the CUDA kernels where they run: Hopper GPU, bfloat16, K, V <= 128; else the PyTorch reference), 'cuda' (the
     kernels or an error) or 'reference'; `kda_nb.plan_for(...)` says which kernel runs and why. check_seqlens: check
     the values of cu_seqlens on the host (once per tensor version; skipped while capturing a CUDA graph). Gradients
     reach every tensor input (q, k, v, g, beta, A_log, dt_bias, initial_state): a chunked backward, on the GPU when
