@@ -17,19 +17,43 @@ from .backward import kda_chunked_backward
 from .backward_kernels import kda_backward_cuda
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
-from .layout import (STATE_DTYPES, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
-                           _python_float, _tensor, check_inputs, safe_cu_seqlens)
-from .plan import Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
+from .layout import (STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
+                           _python_float, _tensor, check_form, check_inputs, safe_cu_seqlens)
+from .activations import expand_heads, reduce_heads
+from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
-__all__ = ['NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op', 'TinyKDALayer',
-           'DecodeStep']
+__all__ = ['FLASH_FORM', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
+           'TinyKDALayer', 'DecodeStep']
 
 # %% ../nbs/05_api.ipynb #18090697
 def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial_state: Tensor | None = None,
                    final_state: Tensor | None = None) -> str | None:
     "Why the CUDA kernels cannot compute this problem (None if they can)."
     return kernel_refusal(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(initial_state, final_state))
+
+_forms: dict = {}
+
+def _form(use_gate_in_kernel: bool = True, safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True,
+          use_beta_sigmoid_in_kernel: bool = True, allow_neg_eigval: bool = False) -> Form:
+    "The `Form` of fla's keyword arguments, made once per combination (a `TypeError` for anything but True or False)."
+    key = (use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    if torch.compiler.is_compiling(): return Form(*key)     # (traced once: no cache to guard on)
+    form = _forms.get(key)
+    if form is None or not (type(key[0]) is type(key[1]) is type(key[2]) is type(key[3]) is type(key[4]) is bool):
+        form = Form(*key)                       # (checks each option: 1 == True would otherwise find True's form)
+        _forms[key] = form
+    return form
+
+FLASH_FORM = _form()         # FlashKDA's form: every entry point's default
+
+def _fp32(x):
+    "A_log or dt_bias of a model cast whole to bf16 or fp16, taken in fp32 (exact: each such value is an fp32 value)."
+    return x.float() if torch.is_tensor(x) and x.dtype in (torch.bfloat16, torch.float16) else x
+
+def _int64(cu):
+    "int32 cu_seqlens (fla's and vLLM's habit) taken as int64 (exact)."
+    return cu.long() if torch.is_tensor(cu) and cu.dtype == torch.int32 else cu
 
 _warned: set = set()
 
@@ -40,21 +64,57 @@ def _warn_fallback(p: Plan, device: torch.device):
         warnings.warn(f"kda_nb: using the PyTorch reference, not the CUDA kernels: {p.reason}", stacklevel=4)
 
 # %% ../nbs/05_api.ipynb #ea09e3d5
+def _pad_to(x, *dims):
+    "`x` zero-padded at the end of its last `len(dims)` dimensions to `dims` (the kernels' K, V); `x` itself if they fit."
+    pad = []
+    for d, size in zip(reversed(dims), reversed(x.shape[-len(dims):])): pad += [0, d - size]
+    return x if not any(pad) else torch.nn.functional.pad(x, pad)
+
+def _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, HV):
+    """The inputs on the kernels' shapes: q, k repeated over the HV value heads; q, k, g, dt_bias zero-padded along K
+    and v along V to 128, the state [.., V, K] along both (exact: `kda_nb.plan.kernel_routes` says why)."""
+    D = KERNEL_DIM
+    q, k = (_pad_to(expand_heads(x, HV), D) for x in (q, k))
+    g, v = _pad_to(g, D), _pad_to(v, D)
+    dt_bias = None if dt_bias is None else _pad_to(dt_bias, D)
+    h0 = None if initial_state is None else _pad_to(initial_state, D, D)
+    return q, k, v, g, beta, A_log, dt_bias, h0
+
+def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+                   cu_seqlens, state_indices, form):
+    "The kernels on padded and expanded copies (the plan's routes), the results copied back into `out` and `final_state`."
+    K, V = q.shape[-1], v.shape[-1]
+    q_, k_, v_, g_, beta_, A_, dt_, h0 = _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, v.shape[2])
+    out_ = out if out.shape[-1] == KERNEL_DIM else out.new_empty(*out.shape[:-1], KERNEL_DIM)
+    fs = None
+    if final_state is not None:
+        fs = (h0 if final_state is initial_state else                   # one pool, updated in place
+              final_state if final_state.shape[-2:] == (KERNEL_DIM, KERNEL_DIM) else
+              _pad_to(final_state, KERNEL_DIM, KERNEL_DIM).contiguous())   # (slots no sequence names stay as they were)
+    launch(how, q_, k_, v_, g_, beta_, scale, out_, A_, dt_, lower_bound, h0, fs, cu_seqlens, state_indices, form=form)
+    if out_ is not out: out.copy_(out_[..., :V])
+    if fs is not None and fs is not final_state: final_state.copy_(fs[..., :V, :K])
+
 def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-             backend: str, check_seqlens: bool, state_indices=None) -> str:
-    "Check, ask the plan, compute into `out` (and `final_state`); the backend that ran ('cuda' or 'reference')."
+             backend: str, check_seqlens: bool, state_indices=None, form: Form = FLASH_FORM) -> str:
+    "Check, ask the plan, compute `form` into `out` (and `final_state`); the backend that ran ('cuda' or 'reference')."
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
     p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                     cu_seqlens, state_indices=state_indices, check_seqlens=check_seqlens and not capturing)
+                     cu_seqlens, state_indices=state_indices, check_seqlens=check_seqlens and not capturing, **vars(form))
+    lower_bound = check_form(form, A_log, dt_bias, lower_bound)         # None: -5 for the safe gate
     how = plan(q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, varlen=cu_seqlens is not None,
                max_len=None if p.seqlens is None else max(p.seqlens, default=0),
-               state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, HV=p.HV)
+               state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, HV=p.HV, form=form)
     _warn_fallback(how, q.device)
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
-        launch(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state, final_state,
-               cu_seqlens, state_indices)
+        if how.routes:
+            _launch_routed(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state,
+                           final_state, cu_seqlens, state_indices, form)
+            return 'cuda'
+        launch(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state, final_state,
+               cu_seqlens, state_indices, form=form)
         return 'cuda'
     if capturing and (cu_seqlens is not None or state_indices is not None):
         raise RuntimeError("kda_nb: the reference cannot be captured in a CUDA graph with cu_seqlens or state_indices "
@@ -63,17 +123,17 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     with torch.no_grad():                     # fwd writes into buffers and records no gradient, on every device
         if state_indices is None:
             o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
-                               initial_state=initial_state, cu_seqlens=cu_seqlens, dtype=dtype)
+                               initial_state=initial_state, cu_seqlens=cu_seqlens, dtype=dtype, **vars(form))
             out.copy_(o)
             if final_state is not None: final_state.copy_(s)
         else:
             _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                 final_state, cu_seqlens, state_indices, dtype)
+                                 final_state, cu_seqlens, state_indices, dtype, form)
     return 'reference'
 
 # %% ../nbs/05_api.ipynb #b7e328f0
 def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool_in, pool_out, cu_seqlens,
-                         state_indices, dtype):
+                         state_indices, dtype, form: Form = FLASH_FORM):
     "The reference on state pools: gather each sequence's slot, compute, write the slots back; padding gives zeros."
     B, T = q.shape[:2]
     P = (pool_in if pool_in is not None else pool_out).shape[0] if (pool_in is not None or pool_out is not None) else None
@@ -81,7 +141,7 @@ def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
     valid = (idx >= 0) & (idx < P) if P is not None else idx >= 0          # outside the pool: padding, as on the GPU
     h0 = None if pool_in is None else pool_in[idx.clamp(0, P - 1)].to(dtype) * valid[:, None, None, None]
     o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=h0,
-                       cu_seqlens=cu_seqlens, dtype=dtype)
+                       cu_seqlens=cu_seqlens, dtype=dtype, **vars(form))
     t = torch.arange(B * T, device=q.device)                               # the sequence of every token
     seq = t // T if cu_seqlens is None else torch.searchsorted(safe_cu_seqlens(cu_seqlens.to(q.device), B * T)[1:],
                                                                t, right=True)
@@ -93,26 +153,30 @@ def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
 
 # %% ../nbs/05_api.ipynb #ca4367f4
 @torch.library.custom_op('kda_nb::fwd', mutates_args=('out', 'final_state'))
-def fwd_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor, A_log: Tensor,
-           dt_bias: Tensor, lower_bound: float, initial_state: Optional[Tensor], final_state: Optional[Tensor],
-           cu_seqlens: Optional[Tensor], backend: str, check_seqlens: bool,
-           state_indices: Optional[Tensor] = None) -> None:
-    "`kda_nb::fwd`: the forward into the caller's `out` and `final_state` (a pool, with `state_indices`)."
+def fwd_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor,
+           A_log: Optional[Tensor], dt_bias: Optional[Tensor], lower_bound: Optional[float],
+           initial_state: Optional[Tensor], final_state: Optional[Tensor], cu_seqlens: Optional[Tensor], backend: str,
+           check_seqlens: bool, state_indices: Optional[Tensor] = None, use_gate_in_kernel: bool = True, safe_gate: bool = True,
+           use_qk_l2norm_in_kernel: bool = True, use_beta_sigmoid_in_kernel: bool = True,
+           allow_neg_eigval: bool = False) -> None:
+    "`kda_nb::fwd`: the forward into the caller's `out` and `final_state` (a pool, with `state_indices`), of the form given."
     _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-             backend, check_seqlens, state_indices)
+             backend, check_seqlens, state_indices, _form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval))
 
 @fwd_op.register_fake
 def _(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-      backend, check_seqlens, state_indices=None):
+      backend, check_seqlens, state_indices=None, use_gate_in_kernel=True, safe_gate=True,
+      use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
     check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-                 state_indices=state_indices, values=False)
+                 state_indices=state_indices, values=False, **vars(_form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)))
 
 # %% ../nbs/05_api.ipynb #4d788fc1
 @torch.compiler.assume_constant_result
 def _backend_for(backend: str, device: torch.device, dtype: torch.dtype, B: int, T: int, H: int, K: int, V: int,
-                 N: int, varlen: bool, state_dtypes: tuple) -> str:
-    "The backend the plan takes for a call of these kinds and shapes, decided once when compiling."
-    return plan(device, dtype, B, T, H, K, V, N, varlen=varlen, state_dtypes=state_dtypes, backend=backend).backend
+                 N: int, varlen: bool, state_dtypes: tuple, HV: int | None = None, form: tuple = ()) -> str:
+    "The backend the plan takes for a call of these kinds and shapes (`form`: its options, in order), decided once when compiling."
+    return plan(device, dtype, B, T, H, K, V, N, varlen=varlen, state_dtypes=state_dtypes, backend=backend, HV=HV,
+                form=_form(*form)).backend
 
 _warned_grad = []
 
@@ -124,12 +188,13 @@ def _warn_if_grad(*xs):
 
 # %% ../nbs/05_api.ipynb #95be21bb
 def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-                  check_seqlens, state_indices, backend) -> bool:
+                  check_seqlens, state_indices, backend, form: Form = FLASH_FORM) -> bool:
     """The kernels with the least host work, for a call that looks right: the same plan (`plan`) and the same entrance
     (`launch`) as `_forward`, but the binding checks shapes, dtypes, devices and overlapping memory in C++; the values
     of cu_seqlens and state_indices are checked here, once per tensor version. False: not taken (`_forward` then
     runs, and raises the clear error if any)."""
-    if not (type(scale) is float and type(lower_bound) is float and -5.0 <= lower_bound < 0.0 and math.isfinite(scale)
+    if not (type(scale) is float and (type(lower_bound) is float and -5.0 <= lower_bound < 0.0
+                                      or lower_bound is None and not form.bounded) and math.isfinite(scale)
             and q.is_cuda and q.dim() == 4 and torch.is_tensor(v) and v.dim() == 4): return False
     capturing = torch.cuda.is_current_stream_capturing()
     check = check_seqlens and not capturing
@@ -148,22 +213,24 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
     states = ((() if initial_state is None else (('initial_state', initial_state.dtype),))
               + (() if final_state is None else (('final_state', final_state.dtype),)))
     how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None, max_len=max_len,
-               state_dtypes=states, backend=backend, HV=v.shape[2])
-    if how.path == 'reference': return False
+               state_dtypes=states, backend=backend, HV=v.shape[2], form=form)
+    if how.path == 'reference' or how.routes: return False       # (routes: _forward copies onto the kernels' shapes)
     try:
         launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-               state_indices)
+               state_indices, form=form)
     except (RuntimeError, TypeError):       # the binding refused: say why in the words of check_inputs
         check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                     cu_seqlens, state_indices=state_indices, check_seqlens=check)
+                     cu_seqlens, state_indices=state_indices, check_seqlens=check, **vars(form))
         raise
     return True
 
 # %% ../nbs/05_api.ipynb #aecb49ec
-def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor, A_log: Tensor,
-        dt_bias: Tensor, lower_bound: float, initial_state: Tensor | None = None, final_state: Tensor | None = None,
-        cu_seqlens: Tensor | None = None, *, backend: str = 'auto', check_seqlens: bool = True,
-        state_indices: Tensor | None = None) -> str:
+def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor, A_log: Tensor | None,
+        dt_bias: Tensor | None, lower_bound: float | None, initial_state: Tensor | None = None,
+        final_state: Tensor | None = None, cu_seqlens: Tensor | None = None, *, backend: str = 'auto',
+        check_seqlens: bool = True, state_indices: Tensor | None = None, use_gate_in_kernel: bool = True,
+        safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True, use_beta_sigmoid_in_kernel: bool = True,
+        allow_neg_eigval: bool = False) -> str:
     """KDA forward, FlashKDA-compatible: writes `out` and `final_state` in place; returns the backend used.
 
     What happens inside (as in FlashKDA, and in fla's chunk_kda with use_qk_l2norm_in_kernel, use_gate_in_kernel,
@@ -177,32 +244,42 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, 
     0), the gate's floor. initial_state, final_state: [N, H, V, K] (V-first, fla's state_v_first=True) in bfloat16,
     float32 or float64, or None. cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and
     N sequences), or None (N = B rows of T tokens). backend: 'auto' (the CUDA kernels where they run: Hopper GPU,
-    bfloat16, K = V = 128; else the PyTorch reference), 'cuda' (the kernels or an error) or 'reference';
+    bfloat16, K, V <= 128 (smaller zero-padded); else the PyTorch reference), 'cuda' (the kernels or an error) or 'reference';
     `kda_nb.plan_for(...)` says which kernel runs and why. state_indices: int32 or int64 [N], for state pools:
     initial_state and final_state are then pools [P, H, V, K] (they may be one tensor, updated in place), sequence n
     reads and writes slot state_indices[n], -1 marks a padding sequence (no state read or written, zero outputs),
     and slots no entry names are left as they are. check_seqlens: check the values of cu_seqlens and state_indices
     on the host (once per tensor version; skipped while capturing a CUDA graph). No gradient is recorded, on any
-    device: use `kda` for that."""
+    device: use `kda` for that.
+
+    The form (keyword-only, fla's `chunk_kda` names, FlashKDA's by default): `use_gate_in_kernel` (False: g is the
+    log-decay itself, A_log and dt_bias None), `safe_gate` (False: the softplus gate -exp(A_log) * softplus(g +
+    dt_bias), lower_bound None), `use_qk_l2norm_in_kernel` (False: q, k used as given), `use_beta_sigmoid_in_kernel`
+    (False: beta are the write strengths), `allow_neg_eigval` (beta = 2 sigmoid(logit)). lower_bound None: -5 for
+    the safe gate. A_log, dt_bias in bf16 or fp16 are taken in fp32, int32 cu_seqlens as int64 (both exact)."""
+    form = _form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    A_log, dt_bias, cu_seqlens = _fp32(A_log), _fp32(dt_bias), _int64(cu_seqlens)
+    if form is not FLASH_FORM or lower_bound is None: lower_bound = check_form(form, A_log, dt_bias, lower_bound)
     if torch.compiler.is_compiling():
         p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                         cu_seqlens, state_indices=state_indices, values=False)
-        torch.ops.kda_nb.fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias, float(lower_bound), initial_state,
-                             final_state, cu_seqlens, backend, check_seqlens, state_indices)
+                         cu_seqlens, state_indices=state_indices, values=False, **vars(form))
+        torch.ops.kda_nb.fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias,
+                             None if lower_bound is None else float(lower_bound), initial_state, final_state,
+                             cu_seqlens, backend, check_seqlens, state_indices, *vars(form).values())
         return _backend_for(backend, q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, cu_seqlens is not None,
-                            state_dtypes_of(initial_state, final_state))
+                            state_dtypes_of(initial_state, final_state), p.HV, tuple(vars(form).values()))
     if backend != 'reference' and torch.is_tensor(q) and _fast_forward(
             q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-            check_seqlens, state_indices, backend):
+            check_seqlens, state_indices, backend, form):
         if not _warned_grad and torch.is_grad_enabled() and (   # (tensors all, the binding took them)
                 q.requires_grad or k.requires_grad or v.requires_grad or g.requires_grad or beta.requires_grad
-                or A_log.requires_grad or dt_bias.requires_grad
+                or (A_log is not None and A_log.requires_grad) or (dt_bias is not None and dt_bias.requires_grad)
                 or (initial_state is not None and initial_state.requires_grad)):
             _warn_if_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)
         return 'cuda'
     if not _warned_grad and torch.is_grad_enabled(): _warn_if_grad(q, k, v, g, beta, A_log, dt_bias, initial_state)
     return _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                    cu_seqlens, backend, check_seqlens, state_indices)
+                    cu_seqlens, backend, check_seqlens, state_indices, form)
 
 # %% ../nbs/05_api.ipynb #706d7d8a
 def _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state: bool):
@@ -212,40 +289,45 @@ def _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state: b
     N = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
     sdt = state_dtype or (initial_state.dtype if initial_state is not None else
                           torch.float64 if q.dtype == torch.float64 else torch.float32)
-    return out, torch.empty(N, q.shape[2], v.shape[-1], q.shape[-1], dtype=sdt, device=q.device)
+    return out, torch.empty(N, v.shape[2], v.shape[-1], q.shape[-1], dtype=sdt, device=q.device)   # HV heads
 
 def _kda(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
-         output_final_state, backend, check_seqlens):
+         output_final_state, backend, check_seqlens, *form):
     out, fs = _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state)
     _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-             fs if output_final_state else None, cu_seqlens, backend, check_seqlens)
+             fs if output_final_state else None, cu_seqlens, backend, check_seqlens, None, _form(*form))
     return out, fs
 
 @torch.library.custom_op('kda_nb::kda', mutates_args=())
-def kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, scale: float,
-           lower_bound: float, initial_state: Optional[Tensor], cu_seqlens: Optional[Tensor],
-           state_dtype: Optional[torch.dtype], output_final_state: bool, backend: str,
-           check_seqlens: bool) -> tuple[Tensor, Tensor]:
-    "`kda_nb::kda`: `(out, final_state)`, freshly allocated; `final_state` is empty unless `output_final_state`."
+def kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Optional[Tensor],
+           dt_bias: Optional[Tensor], scale: float, lower_bound: Optional[float], initial_state: Optional[Tensor],
+           cu_seqlens: Optional[Tensor], state_dtype: Optional[torch.dtype], output_final_state: bool, backend: str,
+           check_seqlens: bool, use_gate_in_kernel: bool = True, safe_gate: bool = True,
+           use_qk_l2norm_in_kernel: bool = True, use_beta_sigmoid_in_kernel: bool = True,
+           allow_neg_eigval: bool = False) -> tuple[Tensor, Tensor]:
+    "`kda_nb::kda`: `(out, final_state)` of the form given, freshly allocated; `final_state` is empty unless `output_final_state`."
     return _kda(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
-                output_final_state, backend, check_seqlens)
+                output_final_state, backend, check_seqlens, use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
 
 @kda_op.register_fake
 def _(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
-      output_final_state, backend, check_seqlens):
+      output_final_state, backend, check_seqlens, use_gate_in_kernel=True, safe_gate=True,
+      use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
     out, fs = _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state)
     check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                 fs if output_final_state else None, cu_seqlens, values=False)
+                 fs if output_final_state else None, cu_seqlens, values=False, **vars(_form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)))
     return out, fs
 
 # %% ../nbs/05_api.ipynb #6d379970
 _context_parallel = []       # kda_nb.cp puts its kda_cp here when imported (it imports this module, not the reverse)
 
-def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, *,
-        scale: float | None = None, lower_bound: float = -5.0, initial_state: Tensor | None = None,
-        cu_seqlens: Tensor | None = None, output_final_state: bool = True, state_dtype: torch.dtype | None = None,
-        backend: str = 'auto', check_seqlens: bool = True,
-        cp_group: 'torch.distributed.ProcessGroup | None' = None):
+def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor | None = None,
+        dt_bias: Tensor | None = None, *, scale: float | None = None, lower_bound: float | None = None,
+        initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None, output_final_state: bool = True,
+        state_dtype: torch.dtype | None = None, backend: str = 'auto', check_seqlens: bool = True,
+        cp_group: 'torch.distributed.ProcessGroup | None' = None, use_gate_in_kernel: bool = True,
+        safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True, use_beta_sigmoid_in_kernel: bool = True,
+        allow_neg_eigval: bool = False):
     """KDA, functional and differentiable: returns `(out, final_state)`; `final_state` is None unless `output_final_state`.
 
     What happens inside (as in FlashKDA, and in fla's chunk_kda with use_qk_l2norm_in_kernel, use_gate_in_kernel,
@@ -260,12 +342,26 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor,
     float64, or None (zeros). cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and N
     sequences), or None (N = B rows of T tokens). state_dtype: the final state's dtype (bfloat16, float32 or
     float64; default: the initial state's, else float64 for float64 inputs and float32 otherwise). backend: 'auto'
-    (the CUDA kernels where they run: Hopper GPU, bfloat16, K = V = 128; else the PyTorch reference), 'cuda' (the
+    (the CUDA kernels where they run: Hopper GPU, bfloat16, K, V <= 128; else the PyTorch reference), 'cuda' (the
     kernels or an error) or 'reference'; `kda_nb.plan_for(...)` says which kernel runs and why. check_seqlens: check
     the values of cu_seqlens on the host (once per tensor version; skipped while capturing a CUDA graph). Gradients
     reach every tensor input (q, k, v, g, beta, A_log, dt_bias, initial_state): a chunked backward, on the GPU when
     the forward ran on the kernels. cp_group: a torch.distributed process group over which the token axis of one
-    long sequence is sharded (context parallelism). `fwd` is the same forward in FlashKDA's in-place form."""
+    long sequence is sharded (context parallelism). `fwd` is the same forward in FlashKDA's in-place form.
+
+    The form (keyword-only, fla's `chunk_kda` names, FlashKDA's by default): `use_gate_in_kernel` (False: g is the
+    log-decay itself, A_log and dt_bias None), `safe_gate` (False: the softplus gate -exp(A_log) * softplus(g +
+    dt_bias), lower_bound None), `use_qk_l2norm_in_kernel` (False: q, k used as given), `use_beta_sigmoid_in_kernel`
+    (False: beta are the write strengths), `allow_neg_eigval` (beta = 2 sigmoid(logit), in (0, 2)); a bad
+    combination raises naming both arguments. lower_bound None: -5 for the safe gate. q, k may have H heads and v,
+    g, beta, A_log, dt_bias, the states HV = m * H (grouped value heads). A_log, dt_bias in bf16 or fp16 (a model cast
+    whole) are taken in fp32, int32 cu_seqlens as int64 (both exact). Every form runs forward and backward on the
+    reference; the kernels serve the forms of `kda_nb.plan.KERNEL_FORMS`."""
+    form = _form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    A_log, dt_bias, cu_seqlens = _fp32(A_log), _fp32(dt_bias), _int64(cu_seqlens)
+    lower_bound = check_form(form, A_log, dt_bias, lower_bound)
+    if cp_group is not None and form != FLASH_FORM:
+        raise NotImplementedError(f"kda_nb: cp_group computes FlashKDA's form only, got {form}")
     if cp_group is not None and _context_parallel:
         return _context_parallel[0](q, k, v, g, beta, A_log, dt_bias, cp_group=cp_group, scale=scale,
                                     lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
@@ -279,9 +375,8 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor,
     if state_dtype is not None and state_dtype not in STATE_DTYPES:
         raise TypeError(f"state_dtype must be one of {', '.join(_dtype_name(d) for d in STATE_DTYPES)}, got {state_dtype}")
     scale = q.shape[-1] ** -0.5 if scale is None else _python_float('scale', scale)
-    lower_bound = _python_float('lower_bound', lower_bound)
     args = (q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
-            output_final_state, backend, check_seqlens)
+            output_final_state, backend, check_seqlens, *vars(form).values())
     grad = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in args)
     if torch.compiler.is_compiling() or grad:
         out, fs = torch.ops.kda_nb.kda(*args)
@@ -295,43 +390,72 @@ NO_DOUBLE_BACKWARD = ("kda_nb has no double backward (the gradient of kda's grad
 
 @torch.library.custom_op('kda_nb::kda_backward', mutates_args=())
 def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q: Tensor, k: Tensor, v: Tensor,
-                    g: Tensor, beta: Tensor, A_log: Tensor, dt_bias: Tensor, initial_state: Optional[Tensor],
-                    cu_seqlens: Optional[Tensor], scale: float, lower_bound: float, used: str) -> list[Tensor]:
-    "Gradients of `kda_nb::kda` for q, k, v, g, beta, A_log, dt_bias, initial_state (empty if None), by the chunked backward."
+                    g: Tensor, beta: Tensor, A_log: Optional[Tensor], dt_bias: Optional[Tensor],
+                    initial_state: Optional[Tensor], cu_seqlens: Optional[Tensor], scale: float,
+                    lower_bound: Optional[float], used: str, use_gate_in_kernel: bool = True, safe_gate: bool = True,
+                    use_qk_l2norm_in_kernel: bool = True, use_beta_sigmoid_in_kernel: bool = True,
+                    allow_neg_eigval: bool = False) -> list[Tensor]:
+    """Gradients of `kda_nb::kda` of the form given for q, k, v, g, beta, A_log, dt_bias, initial_state (empty where
+    None), by the chunked backward."""
+    form = _form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     gs = None if grad_state is None or grad_state.numel() == 0 else grad_state
     kw = dict(scale=scale, lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
               grad_out=grad_out, grad_state=gs)
+    more = {} if form == FLASH_FORM else dict(form=form)          # the kernels' backward: the form where not FlashKDA's
     bp = None
     if used == 'cuda':                              # the forward ran on the kernels: the backward's plan, the gradients
         same = q.dtype if all(x.dtype == q.dtype for x in (k, v, g, beta)) else None    # cast to the inputs' dtype below
-        bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda', inputs_dtype=same)
-    if bp is not None and bp.backend == 'cuda': grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, plan=bp)
-    else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype)
-    out = [gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
+        bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda', inputs_dtype=same, form=form,
+                           HV=v.shape[2], H=q.shape[2])
+    if bp is not None and bp.backend == 'cuda' and bp.routes:
+        grads = _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more)
+    elif bp is not None and bp.backend == 'cuda':
+        grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, plan=bp, **more)
+    else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype, **vars(form))
+    out = [q.new_empty(0) if x is None else gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
     return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]
 
 @kda_backward_op.register_fake
-def _(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, lower_bound, used):
-    return [torch.empty_like(x) for x in (q, k, v, g, beta, A_log, dt_bias)] + [
+def _(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_seqlens, scale, lower_bound, used,
+      use_gate_in_kernel=True, safe_gate=True,
+      use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
+    return [q.new_empty(0) if x is None else torch.empty_like(x) for x in (q, k, v, g, beta, A_log, dt_bias)] + [
         torch.empty_like(initial_state) if initial_state is not None else q.new_empty(0)]
+
+def _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more):
+    """The kernels' backward on the forward's padded and expanded copies; the gradients cut back to K and V, and q's
+    and k's summed over each group of value heads (`reduce_heads`, the adjoint of the expansion). Exact: a padded
+    channel's gradients are dropped and its contributions to the others are zero."""
+    H, K, V = q.shape[2], q.shape[-1], v.shape[-1]
+    q_, k_, v_, g_, beta_, A_, dt_, h0 = _routed_inputs(q, k, v, g, beta, A_log, dt_bias, kw['initial_state'], v.shape[2])
+    go, gs = kw['grad_out'], kw['grad_state']
+    kw = dict(kw, initial_state=h0, grad_out=None if go is None else _pad_to(go, KERNEL_DIM),
+              grad_state=None if gs is None else _pad_to(gs, KERNEL_DIM, KERNEL_DIM))
+    dq, dk, dv, dg, dbeta, dA, ddt, dh0 = kda_backward_cuda(q_, k_, v_, g_, beta_, A_, dt_, **kw, plan=bp, **more)
+    return (reduce_heads(dq[..., :K], H), reduce_heads(dk[..., :K], H), dv[..., :V], dg[..., :K], dbeta, dA,
+            None if ddt is None else ddt[..., :K], None if dh0 is None else dh0[..., :V, :K])
 
 def _no_double_backward(ctx, *grads): raise NotImplementedError(NO_DOUBLE_BACKWARD)
 
 kda_backward_op.register_autograd(_no_double_backward, setup_context=lambda ctx, inputs, output: None)
 
 def _kda_setup(ctx, inputs, output):
-    q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0, cu, _, wants_state, backend, _ = inputs
+    q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0, cu, _, wants_state, backend, _, *form = inputs
     ctx.save_for_backward(q, k, v, g, beta, A_log, dt_bias, h0, cu)
-    ctx.scale, ctx.lower_bound, ctx.has_h0 = scale, lower_bound, h0 is not None
+    ctx.scale, ctx.lower_bound, ctx.has_h0, ctx.form = scale, lower_bound, h0 is not None, form
+    ctx.has_params = A_log is not None, dt_bias is not None
     ctx.used = backward_backend(q.device, q.dtype, q.shape[-1], v.shape[-1],
-                                state_dtypes_of(h0, output[1] if wants_state else None), backend)
+                                state_dtypes_of(h0, output[1] if wants_state else None), backend,
+                                form=_form(*form), HV=v.shape[2], H=q.shape[2])
 
 def _kda_backward(ctx, grad_out, grad_state):
     q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
     grads = torch.ops.kda_nb.kda_backward(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu,
-                                          ctx.scale, ctx.lower_bound, ctx.used)
-    return (*grads[:7], None, None, grads[7] if ctx.has_h0 else None, None, None, None, None, None)
+                                          ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)
+    dA_log, ddt_bias = (gx if has else None for gx, has in zip(grads[5:7], ctx.has_params))
+    return (*grads[:5], dA_log, ddt_bias, None, None, grads[7] if ctx.has_h0 else None, None, None, None, None, None,
+            *(None for _ in ctx.form))
 
 kda_op.register_autograd(_kda_backward, setup_context=_kda_setup)
 
@@ -359,14 +483,21 @@ class DecodeStep:
     """`fwd` prepared once for a decode step on fixed buffers: `step()` computes into `out` and `final_state` (a
     pool, with `state_indices`) from what the input tensors hold at the time of the call. Arguments as for `fwd`;
     `check_values`: check the values of `cu_seqlens` and `state_indices` on the host when they change (as `fwd`'s
-    `check_seqlens`). On the kernels each call is one K3 launch on the current stream (the plan's path for a step)."""
+    `check_seqlens`); the form's keywords as for `fwd` (A_log, dt_bias in bf16 or fp16 copied once in fp32). On the kernels each call is one K3 launch on the current stream (the plan's path for a step)."""
     def __init__(self, q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, out: Tensor,
                  A_log: Tensor, dt_bias: Tensor, lower_bound: float, initial_state: Tensor | None = None,
                  final_state: Tensor | None = None, cu_seqlens: Tensor | None = None, *,
-                 state_indices: Tensor | None = None, backend: str = 'auto', check_values: bool = True):
+                 state_indices: Tensor | None = None, backend: str = 'auto', check_values: bool = True,
+                 use_gate_in_kernel: bool = True, safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True,
+                 use_beta_sigmoid_in_kernel: bool = True, allow_neg_eigval: bool = False):
+        form = _form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+        A_log, dt_bias = _fp32(A_log), _fp32(dt_bias)       # copies, once: a step reads the parameters as they were
         self.problem = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                    final_state, cu_seqlens, state_indices=state_indices, check_seqlens=check_values)
-        self.plan = plan_for(q, v, initial_state, final_state, cu_seqlens, backend=backend, step=True)
+                                    final_state, cu_seqlens, state_indices=state_indices, check_seqlens=check_values,
+                                    **vars(form))
+        lower_bound = check_form(form, A_log, dt_bias, lower_bound)
+        self.form = form
+        self.plan = plan_for(q, v, initial_state, final_state, cu_seqlens, backend=backend, step=True, form=form)
         _warn_fallback(self.plan, q.device)
         self.backend = self.plan.backend
         pool = initial_state if initial_state is not None else final_state
@@ -385,10 +516,12 @@ class DecodeStep:
                 raise ValueError("cu_seqlens must be on the GPU for a DecodeStep on the kernels (K3 reads it there "
                                  f"at every call), got {cu_seqlens.device}")
             self._launch, self._free = launch(self.plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
-                                              initial_state, final_state, cu_seqlens, state_indices, keep=True)
+                                              initial_state, final_state, cu_seqlens, state_indices, keep=True,
+                                              form=form)
         else:
             self._launch = functools.partial(_forward, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
-                                             initial_state, final_state, cu_seqlens, 'reference', False, state_indices)
+                                             initial_state, final_state, cu_seqlens, 'reference', False, state_indices,
+                                             form)
 
     def __call__(self) -> None:
         "One step: the current values of the inputs in, `out` and `final_state` written."

@@ -12,11 +12,12 @@ import os
 
 import torch
 
-from .plan import plan_for
+from .layout import Form
+from .plan import backward_plan, call_refusal, plan_for, state_dtypes_of
 
 # %% auto #0
-__all__ = ['FLA_BACKEND_ENV', 'FLA_BACKEND_TYPE', 'FLA_BACKEND_PRIORITY', 'fla_call_refusal', 'fla_backend_refusal',
-           'kda_nb_chunk_kda', 'register_fla_backend', 'unregister_fla_backend']
+__all__ = ['FLA_BACKEND_ENV', 'FLA_BACKEND_TYPE', 'FLA_BACKEND_PRIORITY', 'fla_form', 'fla_call_refusal', 'fla_backend_refusal',
+           'fla_gpu_refusal', 'kda_nb_chunk_kda', 'register_fla_backend', 'unregister_fla_backend']
 
 # %% ../nbs/06a_fla_backend.ipynb #93abdde7
 FLA_BACKEND_ENV = 'KDA_NB_FLA_BACKEND'    # set it to 0 and kda_nb's fla backend refuses every call
@@ -34,32 +35,51 @@ def _needs_grad(tensors: dict) -> bool:
     return torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in tensors.values())
 
 # %% ../nbs/06a_fla_backend.ipynb #0c1bf80f
+def fla_form(use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+             allow_neg_eigval=False, safe_gate=False, lower_bound=None, A_log=None):
+    """kda_nb's `(Form, lower_bound)` for the form arguments of fla's `chunk_kda`, or a string: why there is none.
+    fla computes the gate inside as `lower_bound * sigmoid(exp(A_log) * (g + dt_bias))` (A_log None: without the
+    exp(A_log) factor) whenever `use_gate_in_kernel` and `lower_bound` is set, its `safe_gate` only choosing a faster
+    kernel for bounded gates; with no `lower_bound` it is the softplus gate; without `use_gate_in_kernel`, g is the
+    log-decay and fla reads neither A_log, dt_bias nor lower_bound."""
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        return "allow_neg_eigval=True needs use_beta_sigmoid_in_kernel=True (fla raises)"
+    lb = None
+    if use_gate_in_kernel and lower_bound is not None:
+        if not _is_number(lower_bound): return f"needs lower_bound as a Python number, got {type(lower_bound).__name__}"
+        if not -5 <= lower_bound < 0: return f"needs lower_bound in [-5, 0) (kda_nb's safe gate), got {lower_bound}"
+        lb, safe = float(lower_bound), True
+    elif use_gate_in_kernel:
+        if safe_gate: return "safe_gate=True with use_gate_in_kernel=True needs lower_bound (fla raises)"
+        if A_log is None: return "the softplus gate (no lower_bound) needs A_log (fla raises)"
+        safe = False
+    else: safe = True                                    # the log-decay given: no gate options apply
+    return Form(bool(use_gate_in_kernel), safe, bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel),
+                bool(allow_neg_eigval)), lb
+
 def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                      use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                      allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
                      return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
                      cp_context=None, use_graph=False, max_num_seqs=None, *, A_log=None, dt_bias=None,
                      transpose_state_layout=None, chunk_size=64, serve_grads: bool = False, **unknown) -> str | None:
-    """Why kda_nb would not compute this call of fla's `chunk_kda` exactly as fla does (None if it would).
-    The arguments are `chunk_kda`'s (fla 0.6); only they are looked at, not the device or the environment.
-    `serve_grads`: take calls whose tensors require grad too (kda_nb's backward then makes their gradients)."""
+    """Why kda_nb would not compute this call of fla's `chunk_kda` exactly as fla does, on any device (None if it
+    would). The arguments are `chunk_kda`'s (fla 0.6); only they are looked at, not the device, the kernels or the
+    environment. Every form maps to kda_nb's (`fla_form`); `chunk_size`, `disable_recompute`, `cu_seqlens_cpu` and
+    `max_num_seqs` change nothing; int32 cu_seqlens are taken. `serve_grads`: take calls whose tensors require grad
+    too (kda_nb's backward then makes their gradients)."""
     if unknown: return f"chunk_kda argument(s) kda_nb does not know: {', '.join(sorted(unknown))}"
     tensors = dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)
+    if not use_gate_in_kernel: tensors.update(A_log=None, dt_bias=None)       # fla reads them only for its gate
     if not serve_grads and _needs_grad(tensors):
         grads = [n for n, x in tensors.items() if torch.is_tensor(x) and x.requires_grad]
-        return (f"forward only: {', '.join(grads)} require grad, and kda_nb's backward is not yet shown faster than "
-                "fla's own training path in the same run, so fla keeps it (register_fla_backend(train=True) "
-                "hands it to kda_nb)")
+        return (f"forward only: {', '.join(grads)} require grad, and the backend was registered with train=False")
     if cp_context is not None: return "context parallelism (cp_context) is not supported"
     if return_intermediate_states: return "return_intermediate_states=True is not supported"
     if use_graph: return "use_graph=True (graph capture over padded batches) is not supported"
-    for name, on in (('use_qk_l2norm_in_kernel', use_qk_l2norm_in_kernel), ('use_gate_in_kernel', use_gate_in_kernel),
-                     ('use_beta_sigmoid_in_kernel', use_beta_sigmoid_in_kernel), ('safe_gate', safe_gate)):
-        if not on: return f"needs {name}=True: kda_nb always applies it"
-    if allow_neg_eigval: return "needs allow_neg_eigval=False: kda_nb's write strength is sigmoid(beta)"
-    if not _is_number(lower_bound): return f"needs lower_bound as a Python number, got {type(lower_bound).__name__}"
-    if not -5 <= lower_bound < 0: return f"needs lower_bound in [-5, 0), got {lower_bound}"
-    if A_log is None or dt_bias is None: return "needs A_log and dt_bias"
+    form = fla_form(use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
+                    safe_gate, lower_bound, A_log)
+    if isinstance(form, str): return form
     if state_v_first and transpose_state_layout is not None:
         return "both state_v_first and transpose_state_layout are given (fla raises)"
     if chunk_size not in (32, 64): return f"chunk_size must be 32 or 64 (fla raises), got {chunk_size}"
@@ -67,17 +87,19 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
         if x is not None and not torch.is_tensor(x): return f"{name} must be a tensor, got {type(x).__name__}"
     if q.dim() != 4 or v.dim() != 4: return f"q and v must be [B, T, H, D], got {q.dim()} and {v.dim()} dimensions"
     B, T, H, K = q.shape
-    V = v.shape[3]
-    if min(B, T, H) < 1: return f"empty input: q has shape {list(q.shape)}"
-    if K != 128 or V != 128: return f"needs K = V = 128, got K = {K}, V = {V}"
-    if v.shape[2] != H: return f"needs as many value heads as query heads (no GVA), got {v.shape[2]} and {H}"
-    for name, x, shape in (('k', k, (B, T, H, K)), ('v', v, (B, T, H, V)), ('g', g, (B, T, H, K)),
-                           ('beta', beta, (B, T, H))):
+    HV, V = v.shape[2], v.shape[3]
+    if min(B, T, H, K, V) < 1: return f"empty input: q has shape {list(q.shape)}, v {list(v.shape)}"
+    if HV % H: return f"v's heads must be a multiple of q's (fla raises), got HV = {HV}, H = {H}"
+    for name, x, shape in (('k', k, (B, T, H, K)), ('v', v, (B, T, HV, V)), ('g', g, (B, T, HV, K)),
+                           ('beta', beta, (B, T, HV))):
         if tuple(x.shape) != shape: return f"{name} must have shape {list(shape)}, got {list(x.shape)}"
-    for name in ('q', 'k', 'v', 'g', 'beta'):
-        if tensors[name].dtype != torch.bfloat16:
-            return f"needs bfloat16 q, k, v, g, beta; {name} is {_dtype_name(tensors[name])}"
-    for name, x, n in (('A_log', A_log, H), ('dt_bias', dt_bias, H * K)):
+    if not q.is_floating_point(): return f"q must be floating point, got {_dtype_name(q)}"
+    for name in ('k', 'v', 'g', 'beta'):
+        if tensors[name].dtype != q.dtype:
+            return (f"kda_nb takes q, k, v, g, beta in one dtype: {name} is {_dtype_name(tensors[name])}, "
+                    f"q {_dtype_name(q)}")
+    for name, x, n in (('A_log', tensors['A_log'], HV), ('dt_bias', tensors['dt_bias'], HV * K)):
+        if x is None: continue
         if x.numel() != n: return f"{name} must have {n} elements, got shape {list(x.shape)}"
         if not x.is_floating_point(): return f"{name} must be floating point, got {_dtype_name(x)}"
     for name, x in tensors.items():
@@ -88,7 +110,8 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     if cu_seqlens is not None:
         if not torch.is_tensor(cu_seqlens) or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
             return "cu_seqlens must be a 1-D tensor of at least 2 entries"
-        if cu_seqlens.dtype != torch.int64: return f"needs int64 cu_seqlens, got {_dtype_name(cu_seqlens)}"
+        if cu_seqlens.dtype not in (torch.int32, torch.int64):
+            return f"needs int32 or int64 cu_seqlens, got {_dtype_name(cu_seqlens)}"
         if cu_seqlens.device not in (q.device, torch.device('cpu')):
             return f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}"
         if B != 1: return f"with cu_seqlens the batch must be one row (fla raises), got B = {B}"
@@ -96,51 +119,96 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     if initial_state is not None:
         if initial_state.dtype not in (torch.float32, torch.bfloat16):
             return f"needs an fp32 or bf16 initial_state, got {_dtype_name(initial_state)}"
-        if tuple(initial_state.shape) != (N, H, K, V):       # K = V: both layouts have this shape
-            return f"initial_state must have shape {[N, H, K, V]}, got {list(initial_state.shape)}"
+        shape = (N, HV, V, K) if state_v_first or transpose_state_layout else (N, HV, K, V)
+        if tuple(initial_state.shape) != shape:
+            return f"initial_state must have shape {list(shape)}, got {list(initial_state.shape)}"
     return None
 
 # %% ../nbs/06a_fla_backend.ipynb #d513b42c
+_SIGNATURE = inspect.signature(fla_call_refusal)
+
+def _call(args, kwargs) -> dict:
+    "A call's arguments by name, with `fla_call_refusal`'s defaults (which are `chunk_kda`'s)."
+    b = _SIGNATURE.bind(*args, **kwargs)
+    b.apply_defaults()
+    return {**b.arguments, **b.arguments.pop('unknown', {})}
+
+def _form_of(a: dict):
+    return fla_form(a['use_qk_l2norm_in_kernel'], a['use_gate_in_kernel'], a['use_beta_sigmoid_in_kernel'],
+                    a['allow_neg_eigval'], a['safe_gate'], a['lower_bound'], a['A_log'])
+
+def _grads(a: dict) -> bool:
+    return _needs_grad({n: a[n] for n in ('q', 'k', 'v', 'g', 'beta', 'initial_state')}
+                       | ({'A_log': a['A_log'], 'dt_bias': a['dt_bias']} if a['use_gate_in_kernel'] else {}))
+
 def fla_backend_refusal(*args, serve_grads: bool = False, **kwargs) -> str | None:
-    """The backend's whole verifier: the `KDA_NB_FLA_BACKEND` switch, then `fla_call_refusal`, then the plan:
-    a call `kda_nb.plan` would give to the PyTorch reference is refused with the plan's reason. None: kda_nb takes it."""
+    """The backend's whole verifier: the `KDA_NB_FLA_BACKEND` switch, then `fla_call_refusal`, then the plan with
+    the call's form: a call `kda_nb.plan` would give to the PyTorch reference (forward, or the backward of a call that
+    builds a graph) is refused with the plan's reason, for fla then computes it faster. None: kda_nb's kernels take it."""
     if os.environ.get(FLA_BACKEND_ENV, '1') == '0': return f"{FLA_BACKEND_ENV}=0 switches kda_nb's fla backend off"
     reason = fla_call_refusal(*args, serve_grads=serve_grads, **kwargs)
     if reason is not None: return reason
-    a = inspect.signature(fla_call_refusal).bind(*args, **kwargs).arguments
-    p = plan_for(a['q'], a['v'], a.get('initial_state'), None, a.get('cu_seqlens'))
-    return p.reason if p.path == 'reference' else None
+    a = _call(args, kwargs)
+    form, _ = _form_of(a)
+    q, v, h0 = a['q'], a['v'], a['initial_state']
+    p = plan_for(q, v, h0, None, a['cu_seqlens'], form=form)
+    if p.path == 'reference': return p.reason
+    if _grads(a):
+        bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(h0), form=form,
+                           HV=v.shape[2], H=q.shape[2])
+        if bp.backend != 'cuda': return f"the backward: {bp.reason}"
+    return None
+
+def fla_gpu_refusal(*args, **kwargs) -> str | None:
+    """Why kda_nb's kernels would not take this call of fla's `chunk_kda` on a CUDA device where they are built (None:
+    they would), training calls included: `fla_call_refusal`, then the plan's questions after the device
+    (`kda_nb.plan.call_refusal`: dtype, K, V, states, the form, forward and, for a call that builds a graph, backward,
+    the heads). Asked of tensors anywhere (meta tensors too): what an H200 would do, from a CPU."""
+    reason = fla_call_refusal(*args, serve_grads=True, **kwargs)
+    if reason is not None: return reason
+    a = _call(args, kwargs)
+    form, _ = _form_of(a)
+    q, v = a['q'], a['v']
+    return call_refusal(q.dtype, q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], form,
+                        state_dtypes_of(a['initial_state']), backward=_grads(a))
 
 # %% ../nbs/06a_fla_backend.ipynb #7b48ea84
 def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
-                     allow_neg_eigval=False, safe_gate=True, lower_bound=-5.0, disable_recompute=False,
+                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
+                     allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
                      return_intermediate_states=False, state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None,
-                     cp_context=None, use_graph=False, max_num_seqs=None, *, A_log, dt_bias,
+                     cp_context=None, use_graph=False, max_num_seqs=None, *, A_log=None, dt_bias=None,
                      transpose_state_layout=None, chunk_size=64, _backend: str = 'cuda'):
-    """fla's `chunk_kda` computed by kda_nb's CUDA kernels, for a call `fla_backend_refusal` accepts:
+    """fla's `chunk_kda` computed by kda_nb, for a call `fla_backend_refusal` accepts (defaults: `chunk_kda`'s):
     `(out, final_state)`, `final_state` fp32 in the layout the call asked for (None unless `output_final_state`).
-    A call that builds a graph goes through `kda_nb.kda`, whose backward makes the gradients (for every tensor,
-    in the caller's layouts); any other through `kda_nb.fwd`. (`_backend`: for the tests, 'reference' on a CPU.)"""
+    The form is fla's, mapped by `fla_form`; where fla's gate has no A_log (or dt_bias), zeros stand in (exact:
+    exp(0) = 1, g + 0 = g). A call that builds a graph goes through `kda_nb.kda`, whose backward makes the gradients
+    (for every tensor, in the caller's layouts); any other through `kda_nb.fwd`. (`_backend`: for the tests,
+    'reference' on a CPU.)"""
     from kda_nb.api import fwd, kda
+    form, lower_bound = fla_form(use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel,
+                                 allow_neg_eigval, safe_gate, lower_bound, A_log)
     v_first = bool(state_v_first or transpose_state_layout)
     B, T, H, K = q.shape
-    V = v.shape[3]
+    HV, V = v.shape[2], v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.numel() - 1
+    if use_gate_in_kernel:
+        A_log = q.new_zeros(HV, dtype=torch.float32) if A_log is None else A_log.float().reshape(HV)
+        dt_bias = q.new_zeros(HV, K, dtype=torch.float32) if dt_bias is None else dt_bias.float().reshape(HV, K)
+    else: A_log = dt_bias = None
     h0 = initial_state
-    if h0 is not None and not v_first: h0 = h0.transpose(-1, -2)          # [N, H, K, V] -> kda_nb's [N, H, V, K]
+    if h0 is not None and not v_first: h0 = h0.transpose(-1, -2)          # [N, HV, K, V] -> kda_nb's [N, HV, V, K]
     scale = K ** -0.5 if scale is None else float(scale)
+    opts = vars(form)
     if _needs_grad(dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)):
-        out, fs = kda(q, k, v, g, beta, A_log.float(), dt_bias.float().reshape(H, K), scale=scale,
-                      lower_bound=float(lower_bound), initial_state=None if h0 is None else h0.contiguous(),
-                      cu_seqlens=cu_seqlens, output_final_state=output_final_state, state_dtype=torch.float32,
-                      backend=_backend)
+        out, fs = kda(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
+                      initial_state=None if h0 is None else h0.contiguous(), cu_seqlens=cu_seqlens,
+                      output_final_state=output_final_state, state_dtype=torch.float32, backend=_backend, **opts)
         if fs is not None and not v_first: fs = fs.transpose(-1, -2).contiguous()
         return out, fs
     out = torch.empty_like(v)
-    fs = torch.empty(N, H, V, K, dtype=torch.float32, device=q.device) if output_final_state else None
-    fwd(q, k, v, g, beta, scale, out, A_log.float(), dt_bias.float().reshape(H, K), float(lower_bound), h0, fs,
-        cu_seqlens, backend=_backend)
+    fs = torch.empty(N, HV, V, K, dtype=torch.float32, device=q.device) if output_final_state else None
+    fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu_seqlens, backend=_backend, **opts)
     if fs is not None and not v_first: fs = fs.transpose(-1, -2).contiguous()
     return out, fs
 
@@ -213,9 +281,10 @@ def _fla_backend_class(BaseBackend, chunk_kda):
     return KdaNbBackend
 
 # %% ../nbs/06a_fla_backend.ipynb #cdcd0a4c
-def register_fla_backend(priority: int = FLA_BACKEND_PRIORITY, *, train: bool = False):
-    """Opt in: fla's `chunk_kda` runs kda_nb's kernels on the calls `fla_backend_refusal` accepts, and its
-    own code on the others; `train=True`: on training calls too (kda_nb's backward makes the gradients).
+def register_fla_backend(priority: int = FLA_BACKEND_PRIORITY, *, train: bool = True):
+    """Opt in: fla's `chunk_kda` runs kda_nb's kernels on the calls `fla_backend_refusal` accepts, training calls
+    included (kda_nb's backward makes the gradients), and its own code on the others; `train=False`: forward-only
+    calls alone (fla keeps every call that builds a graph).
     Returns the backend class (`calls` counts the calls kda_nb ran)."""
     fb, chunk_kda = _fla_registry()
     cls = _fla_backend_class(fb.BaseBackend, chunk_kda)

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 import torch
 
 from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kernels
-from .layout import max_chunks
+from .layout import Form, max_chunks
 
 # %% auto #0
-__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
-           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH',
-           'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD',
-           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'kernel_refusal', 'use_decode', 'use_fused',
+__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS',
+           'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS',
+           'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES',
+           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan',
+           'form_words', 'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
            'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'sm_count', 'path_plan', 'kernel_path', 'plan',
            'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
            'backward_backend', 'backward_plan', 'forced', 'forced_backward']
@@ -35,7 +36,8 @@ class Plan:
     """Every choice the kernels obey for one forward call, with its reason. `path` (one of `PATHS`) and `reason`, why
     that path; for K1 + K2 the pipeline's `steps` and their `growth` (each step that many times the one before), K1's
     grid (`k1_grid`, one of `K1_GRIDS`) and K2's stages (`k2_stages`, 3 or 4); `sms`, the SM count the choices were
-    made for (0 where none needed it). `why` holds the reason of each choice after the path, `(field, reason)`."""
+    made for (0 where none needed it). `why` holds the reason of each choice after the path, `(field, reason)`;
+    `routes`, the exact routes onto the kernels' shapes (`kernel_routes`: 'pad', 'expand'), each with its reason."""
     path: str
     reason: str
     steps: int = 1
@@ -44,6 +46,7 @@ class Plan:
     k2_stages: int = 4
     sms: int = 0
     why: tuple = ()
+    routes: tuple = ()
 
     @property
     def backend(self) -> str: return 'reference' if self.path == 'reference' else 'cuda'
@@ -54,7 +57,7 @@ class Plan:
                     k1_persistent=self.k1_grid == 'persistent', sms=self.sms)
 
     def __repr__(self) -> str:
-        return '\n'.join([f"Plan({self.path!r}: {self.reason}"]
+        return '\n'.join([f"Plan({self.path!r}: {self.reason}"] + [f"  route {r}: {why}" for r, why in self.routes]
                          + [f"  {name} = {getattr(self, name)!r}: {why}" for name, why in self.why]) + ")"
 
 # %% ../nbs/04b_plan.ipynb #6218f232
@@ -62,16 +65,72 @@ def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, st
     if device.type != 'cuda': return f"the inputs are on {device}; the kernels run on CUDA devices"
     reason = kernels_unavailable_reason(device)
     if reason: return reason
+    return _shape_refusal(dtype, K, V, state_dtypes)
+
+KERNEL_DIM = 128             # the kernels' K and V; smaller ones reach them zero-padded (`kernel_routes`)
+
+def _shape_refusal(dtype: torch.dtype, K: int, V: int, state_dtypes) -> str | None:
     if dtype != torch.bfloat16: return f"the kernels take bfloat16 inputs, got {dtype}"
-    if K != 128 or V != 128: return f"the kernels need K = V = 128, got K = {K}, V = {V}"
+    if K > KERNEL_DIM or V > KERNEL_DIM or K < 1 or V < 1:
+        return f"the kernels need K, V <= {KERNEL_DIM} (smaller zero-padded), got K = {K}, V = {V}"
     for name, sdt in state_dtypes:
         if sdt not in (torch.bfloat16, torch.float32): return f"the kernels take {name} in bfloat16 or float32, got {sdt}"
     return None
 
+KERNEL_FORMS = {'forward': frozenset({Form()}), 'backward': frozenset({Form()})}   # the forms the kernels serve
+
+_FORM_WORDS = (('use_gate_in_kernel', False, "the log-decay given as g (use_gate_in_kernel=False)"),
+               ('safe_gate', False, "the softplus gate (safe_gate=False)"),
+               ('use_qk_l2norm_in_kernel', False, "q and k normalised by the caller (use_qk_l2norm_in_kernel=False)"),
+               ('use_beta_sigmoid_in_kernel', False, "beta given as write strengths (use_beta_sigmoid_in_kernel=False)"),
+               ('allow_neg_eigval', True, "beta in (0, 2) (allow_neg_eigval=True)"))
+
+def form_words(form: Form) -> str:
+    "The form in words: how it differs from FlashKDA's (the default `Form()`)."
+    words = [w for name, x, w in _FORM_WORDS if getattr(form, name) == x
+             and not (name == 'safe_gate' and not form.use_gate_in_kernel)]
+    return ', '.join(words) or "FlashKDA's form"
+
+def form_refusal(form: Form, direction: str = 'forward') -> str | None:
+    """Why the kernels do not compute `form` in `direction` ('forward' or 'backward'; None if they do): the one switch,
+    `KERNEL_FORMS`, holds the forms whose kernels the GPU has measured against the reference."""
+    if direction not in KERNEL_FORMS: raise ValueError(f"direction must be one of {tuple(KERNEL_FORMS)}, got {direction!r}")
+    if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
+    if form in KERNEL_FORMS[direction]: return None
+    return f"the kernels' {direction} for {form_words(form)} is not measured on the GPU yet"
+
+def kernel_routes(K: int, V: int, H: int, HV: int | None = None) -> tuple:
+    """The exact routes that bring a call of these shapes onto the kernels' (K = V = 128, as many value heads as query
+    heads), `((route, reason and cost), ...)`: 'pad' zero-pads K and V to 128, 'expand' repeats q and k over the
+    value heads. Only for shapes the kernels can reach (K, V <= 128; HV a multiple of H)."""
+    routes = []
+    if (K, V) != (KERNEL_DIM, KERNEL_DIM):
+        grow = KERNEL_DIM * KERNEL_DIM / (K * V)
+        routes.append(('pad', f"K = {K}, V = {V} zero-padded to {KERNEL_DIM}: exact (a zero channel leaves the L2 norms "
+                              "as they were, meets k = 0 whatever its gate, keeps its state column or row at 0, and the "
+                              f"outputs' padded columns are dropped); cost: padded copies of q, k, g, v and the states "
+                              f"(the states {grow:.3g} times their bytes)"))
+    if HV not in (None, H):
+        routes.append(('expand', f"q, k repeated from H = {H} to HV = {HV} heads (kda_nb.activations.expand_heads, the "
+                                 "gradients summed back by reduce_heads): exact; cost: q and k "
+                                 f"{HV // H} times their bytes"))
+    return tuple(routes)
+
+def call_refusal(dtype: torch.dtype, K: int, V: int, H: int, HV: int | None = None, form: Form = Form(),
+                 state_dtypes: tuple = (), backward: bool = False) -> str | None:
+    """Why the kernels would not compute a call of this kind on a CUDA device where they are built (None: they would):
+    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`) and the heads
+    (`HV` value heads for `H` query heads). What the plan asks after the device; a CPU can ask it for a GPU."""
+    refusal = _shape_refusal(dtype, K, V, state_dtypes) or form_refusal(form, 'forward')
+    if refusal is None and backward: refusal = form_refusal(form, 'backward')
+    if refusal is None and HV not in (None, H) and (HV < H or HV % H):
+        refusal = f"the kernels take HV = m * H value heads (m >= 1), got H = {H}, HV = {HV}"
+    return refusal
+
 @functools.lru_cache(maxsize=256)
 def kernel_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes: tuple = ()) -> str | None:
     "Why the CUDA kernels cannot compute calls of this kind (None if they can); builds them on first use."
-    reason = _static_refusal(device, dtype, K, V, state_dtypes)
+    reason = _static_refusal(device, dtype, K, V, state_dtypes)   # (K, V: as the caller has them; padded if smaller)
     if reason is None:
         try: load_kernels()
         except Exception as e: reason = f"building the kernels failed: {e}"
@@ -149,16 +208,24 @@ def sm_count(device) -> int:
     return _device_sms(d.index if d.index is not None else torch.cuda.current_device())
 
 @functools.lru_cache(maxsize=4096)
-def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None) -> Plan:
+def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None,
+          form=Form()) -> Plan:
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == 'reference': return Plan('reference', "backend='reference' was asked for")
     refusal = kernel_refusal(device, dtype, K, V, state_dtypes)
-    if refusal is None and HV not in (None, H):
-        refusal = f"the kernels take as many value heads as query heads, got H = {H}, HV = {HV} (grouped value heads)"
+    if refusal is None: refusal = call_refusal(dtype, K, V, H, HV, form)
+    routes = () if refusal is not None else kernel_routes(K, V, H, HV)
+    if routes and step:
+        refusal = ("a prepared decode step reads the caller's buffers in place, and " + " and ".join(r for r, _ in routes)
+                   + " would copy them")
     if refusal is not None:
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
     if step: return Plan('decode', "a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)")
+    if routes:
+        p = _plan(device, dtype, B, T, HV, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step,
+                  force, None, form)
+        return dataclasses.replace(p, routes=routes)
     if force is not None:
         path, steps, growth = force
         why = f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "") + ")"
@@ -209,10 +276,13 @@ def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
                      B, T, H, N, varlen, sms, steps)
 
 def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varlen: bool, max_len: int | None = None,
-         state_dtypes: tuple = (), backend: str = 'auto', step: bool = False, HV: int | None = None) -> Plan:
-    "The plan for a call of these shapes: `N` sequences (`varlen`: sharing `T` tokens, the longest `max_len` if known); `HV` value heads (default `H`)."
+         state_dtypes: tuple = (), backend: str = 'auto', step: bool = False, HV: int | None = None,
+         form: Form = Form()) -> Plan:
+    """The plan for a call of these shapes: `N` sequences (`varlen`: sharing `T` tokens, the longest `max_len` if known);
+    `HV` value heads (default `H`); `form`, the KDA it computes (`kda_nb.layout.Form`, FlashKDA's by default)."""
+    if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
-                 _forced[-1] if _forced else None, HV)
+                 _forced[-1] if _forced else None, HV, form)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."
@@ -221,13 +291,14 @@ def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torc
 
 def plan_for(q, v, initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
              cu_seqlens: torch.Tensor | None = None, *, seqlens: list[int] | None = None, backend: str = 'auto',
-             step: bool = False) -> Plan:
+             step: bool = False, form: Form = Form()) -> Plan:
     "`plan` read off a call's tensors (no copy from the device); `seqlens`: the lengths, if the host has them."
     B, T, H, K = q.shape
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     return plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None,
                 max_len=max(seqlens, default=0) if seqlens is not None else None,
-                state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step, HV=v.shape[2])
+                state_dtypes=state_dtypes_of(initial_state, final_state), backend=backend, step=step, HV=v.shape[2],
+                form=form)
 
 # %% ../nbs/04b_plan.ipynb #c588772d
 def fwd_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state: torch.Tensor | None = None,
@@ -286,9 +357,10 @@ class BackwardPlan:
     grads_dtype: torch.dtype = torch.float32
     sms: int = 0
     why: tuple = ()
+    routes: tuple = ()             # the exact routes onto the kernels' shapes, as the forward's plan has them
 
     def __repr__(self) -> str:
-        return '\n'.join([f"BackwardPlan({self.backend!r}: {self.reason}"]
+        return '\n'.join([f"BackwardPlan({self.backend!r}: {self.reason}"] + [f"  route {r}: {w}" for r, w in self.routes]
                          + [f"  {name} = {getattr(self, name)!r}: {why}" for name, why in self.why]) + ")"
 
     def shaped(self, N: int, H: int, steps: int, device) -> BackwardPlan:
@@ -309,30 +381,36 @@ class BackwardPlan:
 
 _forced_backward: list = []      # the overrides of `forced_backward`, innermost last
 
-def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto') -> str:
+def backward_backend(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto', *,
+                     form: Form = Form(), HV: int | None = None, H: int | None = None) -> str:
     "Where the gradient of a call is computed: 'cuda' (the kernels' backward) where its forward ran on the kernels, else 'reference'."
-    return backward_plan(device, dtype, K, V, state_dtypes, backend).backend
+    return backward_plan(device, dtype, K, V, state_dtypes, backend, form=form, HV=HV, H=H).backend
 
 def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backend: str = 'auto', *,
-                  inputs_dtype: torch.dtype | None = None) -> BackwardPlan:
+                  inputs_dtype: torch.dtype | None = None, form: Form = Form(), HV: int | None = None,
+                  H: int | None = None) -> BackwardPlan:
     """The backward's plan for a call of this kind (no shapes: the plan's shaped method adds the segments once they are
-    known). `inputs_dtype`: the one dtype of q, k, v, g and beta where the caller casts the gradients to it (`kda`'s
+    known). `form`: the KDA computed (`kda_nb.layout.Form`); `HV`, `H`: value and query heads where known (the kernels'
+    backward takes HV = H). `inputs_dtype`: the one dtype of q, k, v, g and beta where the caller casts the gradients to it (`kda`'s
     autograd does): bf16 inputs then get bf16 gradients from the kernel itself; else (None) they are written in fp32."""
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     force = _forced_backward[-1] if _forced_backward else {}
     if force.get('backend') == 'reference': return BackwardPlan('reference', "forced by kda_nb.plan.forced_backward")
     if backend == 'reference': return BackwardPlan('reference', "backend='reference' was asked for")
     refusal = kernel_refusal(torch.device(device), dtype, int(K), int(V), tuple(state_dtypes))
+    if refusal is None: refusal = call_refusal(dtype, int(K), int(V), H, HV, form, backward=True)
     if refusal is not None:
         if force.get('backend') == 'cuda':
             raise RuntimeError(f"the kernels' backward cannot run these inputs: {refusal}")
         return BackwardPlan('reference', f"its forward ran on the reference: {refusal}")
+    routes = kernel_routes(int(K), int(V), H or 1, HV if H else None)
     half = inputs_dtype == torch.bfloat16
     p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=torch.bfloat16 if half else torch.float32,
                      why=(('ksplit', f"{PASS_KSPLIT} warps to a group of 16 state rows, each with half its columns"),
                           ('states_dtype', "bf16: within fla's errors, half the memory of fp32"),
                           ('grads_dtype', "bf16 inputs: the gradients cast to them anyway, written so by the kernel"
-                                          if half else "fp32: the gradients' full precision")))
+                                          if half else "fp32: the gradients' full precision")),
+                     routes=routes)
     for field in ('segments', 'ksplit', 'states_dtype', 'grads_dtype'):
         if force.get(field) is not None: p = p.with_choice(field, force[field], "forced by kda_nb.plan.forced_backward")
     return p

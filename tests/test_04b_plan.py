@@ -4,6 +4,41 @@ import pytest
 from kda_nb.plan import *
 
 
+import itertools
+import pytest
+from kda_nb.layout import Form
+
+def all_forms():
+    "Every valid Form (allow_neg_eigval only with beta as logits)."
+    for bits in itertools.product((True, False), repeat=5):
+        f = Form(*bits)
+        if not (f.allow_neg_eigval and not f.use_beta_sigmoid_in_kernel): yield f
+
+def test_forms_follow_the_switch():
+    "Each form is served where KERNEL_FORMS says, forward and backward, and a refusal names the form."
+    forms = list(all_forms())
+    assert len(forms) == 24 and Form() in forms
+    for f in forms:
+        fwd, bwd = f in KERNEL_FORMS['forward'], f in KERNEL_FORMS['forward'] and f in KERNEL_FORMS['backward']
+        r = call_refusal(torch.bfloat16, 128, 128, 4, 4, f)
+        assert (r is None) == fwd, (f, r)
+        rb = call_refusal(torch.bfloat16, 128, 128, 4, 4, f, backward=True)
+        assert (rb is None) == bwd, (f, rb)
+        if r is not None: assert form_words(f) in r and '=' in form_words(f)
+    assert 'softplus gate' in form_refusal(Form(safe_gate=False)) and 'backward' in form_refusal(Form(safe_gate=False), 'backward')
+    assert call_refusal(torch.bfloat16, 128, 128, 4, 4) is None                      # FlashKDA's form: unchanged
+    assert call_refusal(torch.bfloat16, 128, 128, 4, 8) is None and 'HV = m * H' in call_refusal(torch.bfloat16, 128, 128, 4, 6)
+    assert call_refusal(torch.bfloat16, 60, 100, 4, 4) is None and 'K, V <= 128' in call_refusal(torch.bfloat16, 256, 128, 4, 4)
+    assert kernel_routes(128, 128, 4, 4) == () and kernel_routes(128, 128, 4) == ()
+    assert [r for r, _ in kernel_routes(64, 128, 2, 6)] == ['pad', 'expand'] and 'exact' in kernel_routes(64, 64, 2)[0][1]
+    assert '3 times' in kernel_routes(128, 128, 2, 6)[0][1] and '4 times' in kernel_routes(64, 64, 2)[0][1]
+    assert 'bfloat16' in call_refusal(torch.float16, 128, 128, 4, 4)
+    assert plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=Form(safe_gate=False)).path == 'reference'
+    assert backward_plan('cpu', torch.bfloat16, 128, 128, form=Form(safe_gate=False)).backend == 'reference'
+    with pytest.raises(TypeError, match='form'): plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=(0, 0, 0))
+    with pytest.raises(ValueError, match='direction'): form_refusal(Form(), 'sideways')
+
+
 def test_use_decode_rule():
     "One or two tokens per sequence at any size; up to 8 in small batches; varlen by the longest checked length, else the average."
     assert use_decode(1, 1024, False) and use_decode(2, 256, False) and not use_decode(3, 256, False)
@@ -205,10 +240,13 @@ def test_backward_plan_on_the_gpu():
 
 
 @needs_kernels
-def test_grouped_value_heads_plan_the_reference():
-    "The kernels take HV = H only: a call with grouped value heads plans the reference, and says why."
+def test_routes_onto_the_kernels():
+    "Grouped value heads and K, V below 128 reach the kernels by exact routes, each named in the plan; K over 128 does not."
     p = plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4)
-    assert p.path == 'reference' and 'grouped value heads' in p.reason and 'HV = 4' in p.reason
-    assert plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=2).path != 'reference'
-    with pytest.raises(RuntimeError, match='grouped value heads'):
-        plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4, backend='cuda')
+    assert p.path != 'reference' and [r for r, _ in p.routes] == ['expand']
+    assert plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=2).routes == ()
+    p = plan('cuda', torch.bfloat16, 1, 64, 2, 64, 100, 1, varlen=False)
+    assert p.path != 'reference' and [r for r, _ in p.routes] == ['pad']
+    assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 64, 1, varlen=False, step=True).path == 'reference'
+    with pytest.raises(RuntimeError, match='K, V <= 128'):
+        plan('cuda', torch.bfloat16, 1, 64, 2, 256, 128, 1, varlen=False, backend='cuda')

@@ -21,10 +21,10 @@ def _args(device='cpu', **over):
 BAD = [('q', lambda a: a['q'][0], ValueError), ('k', lambda a: a['k'][..., :4], ValueError),
        ('v', lambda a: a['v'][:, :39], ValueError), ('g', lambda a: a['g'].float(), TypeError),
        ('beta', lambda a: a['beta'][..., None], ValueError), ('out', lambda a: a['out'][:, :, :1], ValueError),
-       ('A_log', lambda a: a['A_log'][:1], ValueError), ('dt_bias', lambda a: a['dt_bias'].half(), TypeError),
+       ('A_log', lambda a: a['A_log'][:1], ValueError), ('dt_bias', lambda a: a['dt_bias'].int(), TypeError),
        ('scale', lambda a: float('inf'), ValueError), ('scale', lambda a: torch.tensor(1.0), TypeError),
        ('lower_bound', lambda a: -5.5, ValueError), ('lower_bound', lambda a: 0.0, ValueError),
-       ('cu_seqlens', lambda a: a['cu_seqlens'].int(), TypeError),
+       ('cu_seqlens', lambda a: a['cu_seqlens'].float(), TypeError),
        ('cu_seqlens', lambda a: torch.tensor([2, 10, 40]), ValueError),
        ('cu_seqlens', lambda a: torch.tensor([0, 10, 41]), ValueError),
        ('cu_seqlens', lambda a: torch.tensor([0, 20, 10, 40]), ValueError),
@@ -182,6 +182,160 @@ needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GP
 def _cuda_problem(seqlens=(100, 37, 300), seed=0):
     inp = random_inputs(1, 0, 4, 128, seqlens=list(seqlens), device='cuda', seed=seed)
     return inp, torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+
+
+from kda_nb.api import FLASH_FORM
+from kda_nb.backward import recurrent_vjp
+from kda_nb.chunked import kda_chunked
+from kda_nb.layout import Form, rel_rms
+from kda_nb.recurrence import kda_recurrent
+
+FORM_CASES = [dict(), dict(safe_gate=False), dict(use_gate_in_kernel=False),
+              dict(use_gate_in_kernel=False, safe_gate=False), dict(use_qk_l2norm_in_kernel=False),
+              dict(use_beta_sigmoid_in_kernel=False), dict(allow_neg_eigval=True),
+              dict(safe_gate=False, use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False)]
+TENSORS = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+
+def _form_problem(form, seed=3):
+    "A small varlen fp64 problem of `form` with grouped value heads (H = 2, HV = 4), as kda's keyword arguments."
+    inp = random_inputs(1, 0, 2, 8, seqlens=[7, 1, 12], HV=4, dtype=torch.float64, state='fp64', A_log=None, seed=seed,
+                        **form)
+    for name in ('A_log', 'dt_bias'):
+        if inp[name] is not None: inp[name] = inp[name].double()
+    return inp
+
+@pytest.mark.parametrize('form', FORM_CASES, ids=lambda f: ','.join(f) or 'flash')
+def test_every_form_forward_and_backward(form):
+    "kda in each form (GVA, varlen, an initial state) gives the recurrence's outputs and its gradients (vjp of it), fp64."
+    inp = _form_problem(form)
+    opts = {n: inp.pop(n) for n in Form.__dataclass_fields__ if n in inp}
+    assert opts == form
+    xs = {n: (None if inp[n] is None else inp[n].clone().requires_grad_()) for n in TENSORS}
+    kw = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=inp['cu_seqlens'])
+    out, fs = kda(*(xs[n] for n in TENSORS[:7]), initial_state=xs['initial_state'], **kw, **form)
+    ref_out, ref_fs = kda_recurrent(*(inp[n] for n in TENSORS[:7]), initial_state=inp['initial_state'], **kw, **form)
+    assert rel_rms(out.detach(), ref_out) < 1e-12 and rel_rms(fs.detach(), ref_fs) < 1e-12
+    go, gs = torch.randn_like(out), torch.randn_like(fs)
+    torch.autograd.backward((out, fs), (go, gs))
+    want = recurrent_vjp(*(inp[n] for n in TENSORS[:7]), initial_state=inp['initial_state'], grad_out=go, grad_state=gs,
+                         **kw, **form)
+    for name, w in zip(TENSORS, want):
+        if xs[name] is None: assert w is None; continue
+        assert xs[name].grad is not None and rel_rms(xs[name].grad, w) < 1e-10, name
+
+def test_bad_form_combinations_name_both_arguments():
+    inp = _form_problem({})
+    a = [inp[n] for n in TENSORS[:7]]
+    for kw, words in [(dict(safe_gate=False, lower_bound=-3.0), ('lower_bound', 'safe_gate')),
+                      (dict(use_gate_in_kernel=False), ('A_log', 'use_gate_in_kernel')),
+                      (dict(allow_neg_eigval=True, use_beta_sigmoid_in_kernel=False),
+                       ('allow_neg_eigval', 'use_beta_sigmoid_in_kernel'))]:
+        with pytest.raises(ValueError) as e: kda(*a, **kw)
+        assert all(w in str(e.value) for w in words), (kw, e.value)
+    with pytest.raises(ValueError, match='A_log.*softplus'): kda(*a[:5], None, a[6], safe_gate=False)
+    with pytest.raises(TypeError, match='safe_gate'): kda(*a, safe_gate=1)
+    out = torch.empty_like(inp['v'])
+    with pytest.raises(ValueError, match='lower_bound'):
+        fwd(*a[:5], 0.3, out, *a[5:7], -1.0, safe_gate=False)
+
+def test_forms_pass_opcheck_cpu():
+    "The custom ops' schemas take the form (bools) and an optional lower bound and A_log/dt_bias: opcheck, with gradients."
+    for form in (dict(safe_gate=False), dict(use_gate_in_kernel=False, use_qk_l2norm_in_kernel=False),
+                 dict(allow_neg_eigval=True, use_beta_sigmoid_in_kernel=True)):
+        inp = random_inputs(1, 0, 2, 16, seqlens=[20, 1, 45], HV=4, seed=2, **form)
+        fm = Form(**form)
+        a = (*(inp[n] for n in TENSORS[:7]), 0.25, inp['lower_bound'], inp['initial_state'], inp['cu_seqlens'], None,
+             True, 'auto', True, *vars(fm).values())
+        torch.library.opcheck(torch.ops.kda_nb.kda.default, a)
+        ga = tuple(x.detach().clone().requires_grad_() if torch.is_tensor(x) and x.is_floating_point() else x for x in a)
+        torch.library.opcheck(torch.ops.kda_nb.kda.default, ga)
+        out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
+        torch.library.opcheck(torch.ops.kda_nb.fwd.default, (*(inp[n] for n in TENSORS[:5]), 0.25, out, inp['A_log'],
+                              inp['dt_bias'], inp['lower_bound'], inp['initial_state'], fs, inp['cu_seqlens'], 'auto',
+                              True, None, *vars(fm).values()))
+
+def test_form_compiles_fullgraph_cpu():
+    "torch.compile(fullgraph=True) through kda and fwd in a non-default form: no graph break, the eager results."
+    inp = random_inputs(1, 0, 2, 16, seqlens=[9, 30], HV=4, seed=5, safe_gate=False, use_qk_l2norm_in_kernel=False)
+    a = [inp[n] for n in TENSORS[:7]]
+    def f(*a):
+        o, s = kda(*a, cu_seqlens=inp['cu_seqlens'], safe_gate=False, use_qk_l2norm_in_kernel=False)
+        out = torch.empty_like(o)
+        fwd(*a[:5], 0.25, out, *a[5:7], None, cu_seqlens=inp['cu_seqlens'], safe_gate=False,
+            use_qk_l2norm_in_kernel=False)
+        return o, s, out
+    torch._dynamo.reset()
+    got = torch.compile(f, fullgraph=True, backend='eager')(*a)
+    want = f(*a)
+    for x, y in zip(got, want): torch.testing.assert_close(x, y)
+
+def test_model_cast_whole_to_bf16():
+    "A model cast with .to(torch.bfloat16): bf16 A_log and dt_bias, int32 cu_seqlens are taken; gradients in bf16."
+    torch.manual_seed(0)
+    layer = TinyKDALayer().to(torch.bfloat16)
+    x, cu = torch.randn(1, 37, 32, dtype=torch.bfloat16), torch.tensor([0, 20, 21, 37], dtype=torch.int32)
+    y, s = layer(x, cu_seqlens=cu)
+    y.float().square().mean().backward()
+    assert layer.A_log.grad.dtype == torch.bfloat16 and layer.dt_bias.grad.abs().sum() > 0
+    y64, _ = layer(x, cu_seqlens=cu.long())
+    torch.testing.assert_close(y, y64)
+
+def test_decode_step_and_fwd_in_a_form():
+    "DecodeStep in a form computes what fwd does; fwd with GVA and the form matches the recurrence."
+    inp = random_inputs(1, 0, 2, 16, seqlens=[1, 2], HV=4, seed=7, safe_gate=False, allow_neg_eigval=True,
+                        dtype=torch.float32)
+    args = [inp[n] for n in TENSORS[:5]]
+    out1, out2 = torch.empty_like(inp['v']), torch.empty_like(inp['v'])
+    fs1, fs2 = torch.empty_like(inp['initial_state']), torch.empty_like(inp['initial_state'])
+    form = dict(safe_gate=False, allow_neg_eigval=True)
+    fwd(*args, 0.25, out1, inp['A_log'].bfloat16(), inp['dt_bias'], None, inp['initial_state'], fs1, inp['cu_seqlens'],
+        **form)
+    step = DecodeStep(*args, 0.25, out2, inp['A_log'].bfloat16(), inp['dt_bias'], None, inp['initial_state'], fs2,
+                      inp['cu_seqlens'], **form)
+    step()
+    assert step.form == Form(**form) and torch.equal(out1, out2) and torch.equal(fs1, fs2)
+    ref, ref_s = kda_recurrent(*args, inp['A_log'].bfloat16().float(), inp['dt_bias'], scale=0.25,
+                               initial_state=inp['initial_state'], cu_seqlens=inp['cu_seqlens'], **form)
+    assert rel_rms(out1, ref) < 1e-5 and rel_rms(fs1, ref_s) < 1e-5
+
+
+def test_routes_onto_the_kernels_are_exact(monkeypatch):
+    """The plan's routes (K, V zero-padded to 128; q, k repeated over grouped value heads) are exact: with the kernels
+    stood in for by the reference on the copies they would get, the forward (pools too) and the gradients equal the
+    reference on the caller's shapes, in fp64 and a non-default form."""
+    import kda_nb.api as api
+    from kda_nb.backward import kda_chunked_backward
+    form = dict(safe_gate=False, allow_neg_eigval=True)
+    fm = Form(**form)
+    def fake_launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu, idx, form=None):
+        assert q.shape[-1] == v.shape[-1] == 128 and q.shape[2] == v.shape[2]        # the kernels' shapes
+        api._forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu, 'reference', False, idx, form)
+    def fake_backward(*a, plan=None, form=FLASH_FORM, **kw):
+        assert a[0].shape[-1] == 128 and a[0].shape[2] == a[2].shape[2]
+        return kda_chunked_backward(*a, **kw, dtype=torch.float64, **vars(form))
+    monkeypatch.setattr(api, 'launch', fake_launch)
+    monkeypatch.setattr(api, 'kda_backward_cuda', fake_backward)
+    inp = random_inputs(1, 0, 2, 16, 24, seqlens=[9, 1, 20], HV=4, seed=6, dtype=torch.float64, state='fp64',
+                        A_log=None, **form)
+    args = [inp[n] for n in TENSORS[:7]]
+    h0, cu = inp['initial_state'], inp['cu_seqlens']
+    out, fs = torch.empty_like(inp['v']), torch.empty_like(h0)
+    api._launch_routed(None, *args[:5], 0.25, out, *args[5:7], None, h0, fs, cu, None, fm)
+    o, s = kda_chunked(*args, scale=0.25, initial_state=h0, cu_seqlens=cu, dtype=torch.float64, **form)
+    assert rel_rms(out, o) < 1e-13 and rel_rms(fs, s) < 1e-13
+    pool = torch.randn(5, *h0.shape[1:], dtype=torch.float64)                   # a pool updated in place
+    before, idx = pool.clone(), torch.tensor([3, 0, -1])
+    out2 = torch.empty_like(out)
+    api._launch_routed(None, *args[:5], 0.25, out2, *args[5:7], None, pool, pool, cu, idx, fm)
+    want_out, want_pool = torch.empty_like(out), before.clone()
+    api._forward(*args[:5], 0.25, want_out, *args[5:7], None, want_pool, want_pool, cu, 'reference', False, idx, fm)
+    assert rel_rms(out2, want_out) < 1e-13 and rel_rms(pool, want_pool) < 1e-13 and torch.equal(pool[[1, 2, 4]], before[[1, 2, 4]])
+    go, gs = torch.randn_like(out), torch.randn_like(fs)
+    kw = dict(scale=0.25, lower_bound=None, initial_state=h0, cu_seqlens=cu, grad_out=go, grad_state=gs)
+    got = api._routed_backward(*args, kw, None, dict(form=fm))
+    want = kda_chunked_backward(*args, **kw, dtype=torch.float64, **form)
+    for name, x, w in zip(TENSORS, got, want):
+        assert x.shape == w.shape and rel_rms(x, w) < 1e-12, name
 
 
 def test_fwd_records_no_gradient_on_any_device():

@@ -8,7 +8,8 @@ import os
 
 import torch
 
-from kda_nb.layout import random_inputs
+from kda_nb.layout import Form, random_inputs, rel_rms
+from kda_nb.plan import KERNEL_FORMS
 
 def fla_call(**change) -> dict:
     "A `chunk_kda` call kda_nb accepts (CPU tensors), with `change` applied."
@@ -27,7 +28,16 @@ def test_fla_verifier_decisions():
                 dict(initial_state=h0.bfloat16()), dict(initial_state=None, output_final_state=False),
                 dict(scale=None), dict(lower_bound=-1e-3), dict(dt_bias=ok['dt_bias'].flatten()),
                 dict(A_log=ok['A_log'].bfloat16()), dict(cu_seqlens=None, initial_state=h0[:1]),
-                dict(chunk_size=32), dict(disable_recompute=True), dict(cu_seqlens_cpu=cu.cpu())]
+                dict(chunk_size=32), dict(disable_recompute=True), dict(cu_seqlens_cpu=cu.cpu()),
+                dict(cu_seqlens=cu.int()), dict(lower_bound=None, safe_gate=False), dict(safe_gate=False), dict(A_log=None),
+                dict(dt_bias=None), dict(use_gate_in_kernel=False), dict(use_qk_l2norm_in_kernel=False),
+                dict(use_beta_sigmoid_in_kernel=False), dict(allow_neg_eigval=True), dict(q=q.half(), k=ok['k'].half(),
+                v=v.half(), g=ok['g'].half(), beta=ok['beta'].half()),
+                dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64], dt_bias=ok['dt_bias'][:, :64],
+                     initial_state=h0[..., :64]),
+                dict(v=torch.cat([v, v], 2), g=torch.cat([ok['g']] * 2, 2), beta=torch.cat([ok['beta']] * 2, 2),
+                     A_log=torch.cat([ok['A_log']] * 2), dt_bias=torch.cat([ok['dt_bias']] * 2),
+                     initial_state=torch.cat([h0, h0], 1))]
     for change in accepted:
         assert fla_call_refusal(**fla_call(**change)) is None, change
     with torch.no_grad():                      # grad mode off: an input that requires grad is fine
@@ -35,24 +45,18 @@ def test_fla_verifier_decisions():
     assert fla_call_refusal(**fla_call(q=q.clone().requires_grad_()), serve_grads=True) is None   # train=True
     refused = [
         (dict(q=q.clone().requires_grad_()), 'forward only'),
-        (dict(use_gate_in_kernel=False), 'use_gate_in_kernel'),
-        (dict(safe_gate=False), 'safe_gate'),
-        (dict(use_qk_l2norm_in_kernel=False), 'use_qk_l2norm_in_kernel'),
-        (dict(use_beta_sigmoid_in_kernel=False), 'use_beta_sigmoid_in_kernel'),
-        (dict(allow_neg_eigval=True), 'allow_neg_eigval'),
-        (dict(lower_bound=None), 'lower_bound'), (dict(lower_bound=-6.0), '[-5, 0)'),
+        (dict(safe_gate=True, lower_bound=None), 'needs lower_bound'),
+        (dict(allow_neg_eigval=True, use_beta_sigmoid_in_kernel=False), 'allow_neg_eigval'),
+        (dict(lower_bound=None, A_log=None, safe_gate=False), 'A_log'), (dict(lower_bound=-6.0), '[-5, 0)'),
         (dict(lower_bound=0.0), '[-5, 0)'), (dict(lower_bound=torch.tensor(-5.0)), 'lower_bound'),
-        (dict(A_log=None), 'A_log'), (dict(dt_bias=None), 'dt_bias'),
         (dict(A_log=ok['A_log'][:2]), 'A_log'), (dict(dt_bias=ok['dt_bias'][:, :64]), 'dt_bias'),
         (dict(transpose_state_layout=True), 'transpose_state_layout'), (dict(chunk_size=128), 'chunk_size'),
         (dict(cp_context=object()), 'cp_context'), (dict(return_intermediate_states=True), 'return_intermediate'),
         (dict(use_graph=True), 'use_graph'), (dict(some_new_flag=True), 'some_new_flag'),
-        (dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64]), 'K = V = 128'),
-        (dict(v=v[..., :64]), 'K = V = 128'),
-        (dict(v=torch.cat([v, v], 2)), 'GVA'),
-        (dict(q=q.half()), 'bfloat16'), (dict(beta=ok['beta'].float()), 'bfloat16'), (dict(g=ok['g'].float()), 'bfloat16'),
+        (dict(v=torch.cat([v[:, :, :2], v], 2)), 'multiple'),
+        (dict(q=q.half()), 'one dtype'), (dict(beta=ok['beta'].float()), 'one dtype'), (dict(g=ok['g'].float()), 'one dtype'),
         (dict(initial_state=h0.double()), 'initial_state'), (dict(initial_state=h0[:2]), 'initial_state'),
-        (dict(cu_seqlens=cu.int()), 'int64'), (dict(cu_seqlens=cu[:1]), 'cu_seqlens'),
+        (dict(cu_seqlens=cu.float()), 'int64'), (dict(cu_seqlens=cu[:1]), 'cu_seqlens'),
         (dict(scale=torch.tensor(0.1)), 'scale'), (dict(scale=float('nan')), 'scale'),
         (dict(beta=ok['beta'][..., :2]), 'beta'),
     ]
@@ -73,10 +77,106 @@ def test_fla_verifier_decisions():
         assert 'cpu' in fla_backend_refusal(**ok)                  # CPU tensors: the kernels run on CUDA devices
         from kda_nb.plan import plan_for             # the device question is the plan's: its reason, word for word
         assert fla_backend_refusal(**ok) == plan_for(q, v, h0, None, cu).reason
-        assert 'use_gate_in_kernel' in fla_backend_refusal(**fla_call(use_gate_in_kernel=False))
+        assert 'fla raises' in fla_backend_refusal(**fla_call(safe_gate=True, lower_bound=None))
+        # on a GPU: the plan's questions after the device, the form's among them
+        assert fla_gpu_refusal(**ok) is None
+        assert fla_gpu_refusal(**fla_call(q=q.clone().requires_grad_())) is None          # training too
+        for change, words in [(dict(lower_bound=None, safe_gate=False), 'softplus gate'), (dict(use_gate_in_kernel=False), 'given'),
+                              (dict(use_beta_sigmoid_in_kernel=False), 'write strengths'),
+                              (dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64],
+                                    dt_bias=ok['dt_bias'][:, :64], initial_state=h0[..., :64]), 'padded'),   # K = 64: padded
+                              (dict(q=q.half(), k=ok['k'].half(), v=v.half(), g=ok['g'].half(),
+                                    beta=ok['beta'].half()), 'bfloat16')]:
+            r = fla_gpu_refusal(**fla_call(**change))
+            assert (r is None) == (Form(**{k: x for k, x in (('safe_gate', change.get('lower_bound', 1) is not None),
+                                   ('use_gate_in_kernel', change.get('use_gate_in_kernel', True)),
+                                   ('use_beta_sigmoid_in_kernel', change.get('use_beta_sigmoid_in_kernel', True)))})
+                                   in KERNEL_FORMS['forward'] and change.get('q', q).dtype == torch.bfloat16), (change, r)
+            assert r is None or words in r, (change, r)
     finally:
         if saved is None: os.environ.pop(FLA_BACKEND_ENV, None)
         else: os.environ[FLA_BACKEND_ENV] = saved
+
+
+# The parameter tables of fla's tests/ops/test_kda.py (fla-org/flash-linear-attention): test_chunk's 16 configurations
+# (B, T, H, HV, D, scale, gate_logit_normalizer, mask_p, use_qk_l2norm_in_kernel, use_gate_in_kernel, dtype, safe_gate,
+# disable_recompute, chunk_size) and test_chunk_varlen's 6 (H, D, mask_p, cu_seqlens, dtype, use_gate_in_kernel,
+# safe_gate, disable_recompute, chunk_size); written out here, each config as its chunk_kda call is made.
+FLA_TEST_CHUNK = [
+    (1, 63, 1, 1, 64, 1, 1, 0, False, False, 'fp16', True, False, 64),
+    (2, 500, 3, 3, 60, 1, 1, 0, False, False, 'fp16', True, True, 64),
+    (2, 1000, 3, 3, 64, 0.1, 1, 0.5, False, False, 'fp16', False, True, 64),
+    (3, 1024, 4, 4, 100, 1, 0.1, 0, False, False, 'fp16', False, False, 64),
+    (4, 1024, 4, 4, 128, 0.1, 1, 0, False, False, 'fp16', True, True, 64),
+    (4, 1024, 4, 4, 128, 0.1, 1, 0, True, False, 'fp16', True, False, 64),
+    (2, 1500, 4, 4, 128, 0.1, 10, 0, False, True, 'fp16', False, True, 64),
+    (4, 2048, 8, 8, 64, 0.1, 1, 0, False, True, 'fp16', True, True, 64),
+    (2, 1024, 2, 4, 64, 0.1, 1, 0, False, False, 'fp16', False, False, 64),
+    (2, 1024, 2, 8, 64, 0.1, 1, 0, False, True, 'fp16', False, False, 64),
+    (2, 1024, 4, 8, 128, 0.1, 1, 0, True, True, 'fp16', False, False, 64),
+    (2, 160, 2, 4, 64, 0.1, 1, 0, False, True, 'fp16', True, True, 32),
+    (2, 1024, 2, 4, 64, 0.1, 1, 0, True, True, 'bf16', True, False, 64),
+    (2, 1024, 2, 4, 64, 0.1, 1, 0, False, True, 'bf16', False, False, 64),
+    (2, 160, 2, 4, 64, 0.1, 1, 0, False, True, 'bf16', True, True, 32),
+    (2, 1024, 2, 8, 128, 0.1, 1, 0, True, True, 'bf16', False, False, 64),
+]
+FLA_TEST_CHUNK_VARLEN = [
+    (4, 60, 0.1, [0, 15], 'fp16', True, False, False, 64),
+    (4, 64, 0.9, [0, 256, 500, 1000], 'fp16', True, False, False, 64),
+    (4, 128, 0.5, [0, 256, 500, 1000], 'fp16', False, False, False, 64),
+    (4, 100, 0, [0, 15, 100, 300, 1200, 2000], 'fp16', True, False, False, 64),
+    (4, 256, 0, [0, 100, 300, 1200, 3000, 4096], 'fp16', False, True, True, 64),
+    (4, 60, 0.1, [0, 31, 96, 160], 'fp16', True, False, True, 32),
+]
+
+def _meta(*shape, dtype=torch.bfloat16):
+    "A tensor with no memory that requires grad, as fla's tests make theirs (they train)."
+    return torch.empty(shape, dtype=dtype, device='meta', requires_grad=True)
+
+def fla_test_calls():
+    """`(name, chunk_kda kwargs)` of each configuration, on meta tensors, as on an H200 in bf16: q, k, v, g, beta in
+    bf16 (fla's test keeps a given g in fp32; kda_nb takes g in q's dtype), A_log, dt_bias and h0 in fp32."""
+    for c in FLA_TEST_CHUNK:
+        B, T, H, HV, D, scale, _, _, qk_norm, gate_in, _, safe, recompute, cs = c
+        yield f"test_chunk{c}", dict(
+            q=_meta(B, T, H, D), k=_meta(B, T, H, D), v=_meta(B, T, HV, D), g=_meta(B, T, HV, D),
+            beta=_meta(B, T, HV), A_log=_meta(HV, dtype=torch.float32) if gate_in else None,
+            dt_bias=_meta(HV * D, dtype=torch.float32) if gate_in else None, scale=scale,
+            initial_state=_meta(B, HV, D, D, dtype=torch.float32), output_final_state=True,
+            use_qk_l2norm_in_kernel=qk_norm, use_gate_in_kernel=gate_in, safe_gate=safe,
+            lower_bound=-5.0 if safe else None, disable_recompute=recompute, chunk_size=cs)
+    for c in FLA_TEST_CHUNK_VARLEN:
+        H, D, _, cu, _, gate_in, safe, recompute, cs = c
+        T, N = cu[-1], len(cu) - 1
+        yield f"test_chunk_varlen{tuple(c)}", dict(
+            q=_meta(1, T, H, D), k=_meta(1, T, H, D), v=_meta(1, T, H, D), g=_meta(1, T, H, D), beta=_meta(1, T, H),
+            A_log=_meta(1, 1, H, 1, dtype=torch.float32) if gate_in else None,
+            dt_bias=_meta(H * D, dtype=torch.float32) if gate_in else None,
+            initial_state=_meta(N, H, D, D, dtype=torch.float32), output_final_state=True,
+            cu_seqlens=torch.tensor(cu, device='meta'), cu_seqlens_cpu=torch.tensor(cu), use_gate_in_kernel=gate_in,
+            safe_gate=safe, disable_recompute=recompute, chunk_size=cs)
+
+def test_fla_test_configurations_on_the_kernels():
+    """How many of fla's test configurations kda_nb's kernels would take on a CUDA device (bf16, training): those
+    whose form is in KERNEL_FORMS (forward and backward) with K, V <= 128 (padded; HV = m H expanded); every other is refused with
+    the plan's reason, printed."""
+    calls = list(fla_test_calls())
+    assert len(calls) == 16 + 6
+    served, expected = 0, 0
+    for name, call in calls:
+        assert fla_call_refusal(**call, serve_grads=True) is None, name      # kda_nb computes every one (reference)
+        form, _ = fla_form(call['use_qk_l2norm_in_kernel'] if 'use_qk_l2norm_in_kernel' in call else False,
+                           call['use_gate_in_kernel'], False, False, call['safe_gate'], call.get('lower_bound'),
+                           call['A_log'])
+        K, HV, H = call['q'].shape[-1], call['v'].shape[2], call['q'].shape[2]
+        V = call['v'].shape[-1]
+        expected += (form in KERNEL_FORMS['forward'] and form in KERNEL_FORMS['backward'] and K <= 128 and V <= 128
+                     and HV % H == 0)
+        reason = fla_gpu_refusal(**call)
+        served += reason is None
+        if reason is not None: print(f"{name}: {reason}")
+    print(f"kda_nb's kernels would take {served} of {len(calls)}")
+    assert served == expected
 
 
 def test_training_calls_go_through_kda_with_the_callers_layouts():
@@ -103,6 +203,37 @@ def test_training_calls_go_through_kda_with_the_callers_layouts():
     for n, got, ref in zip(names, grads, want):
         assert torch.equal(layout.get(n, lambda x: x)(got), ref), n
 test_training_calls_go_through_kda_with_the_callers_layouts()
+
+
+def test_fla_forms_computed_as_fla_defines_them():
+    """On a CPU (the reference), in fla's conventions (K-first state, flat dt_bias, GVA): the softplus gate (no
+    lower_bound), the lower-bound gate without A_log, the log-decay given with beta as strengths and q, k normalised
+    by the caller; each against the recurrence on the gate fla's docstring writes out."""
+    import torch.nn.functional as F
+    from kda_nb.recurrence import kda_recurrent
+    inp = random_inputs(1, 0, 2, 16, seqlens=[9, 1, 20], HV=4, seed=4, dtype=torch.float64, state='fp64', A_log=None)
+    q, k, v, g, beta, A, dt, h0, cu = (inp[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias',
+                                                        'initial_state', 'cu_seqlens'))
+    A, dt = A.double(), (dt + 0.3 * torch.randn(dt.shape, generator=torch.Generator().manual_seed(1))).double()
+    HV, K = dt.shape
+    h0_kv = h0.transpose(-1, -2).contiguous().float()        # fla: [N, HV, K, V], fp32
+    qn, kn = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    cases = [(dict(use_gate_in_kernel=True, A_log=A, dt_bias=dt.flatten(), use_qk_l2norm_in_kernel=True,
+                   use_beta_sigmoid_in_kernel=True), -A.exp()[:, None] * F.softplus(g + dt), qn, kn, beta.sigmoid()),
+             (dict(use_gate_in_kernel=True, safe_gate=True, lower_bound=-3.0, dt_bias=dt.flatten(),
+                   use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True),
+              -3.0 * torch.sigmoid(g + dt), qn, kn, 2 * beta.sigmoid()),
+             (dict(), F.logsigmoid(g), qn, kn, beta.sigmoid())]
+    for kw, a, qq, kk, b in cases:
+        given = kw.get('use_gate_in_kernel', False)
+        out, fs = kda_nb_chunk_kda(qq if not kw.get('use_qk_l2norm_in_kernel') else q,
+                                   kk if not kw.get('use_qk_l2norm_in_kernel') else k, v, g if given else a,
+                                   beta if kw.get('use_beta_sigmoid_in_kernel') else b, initial_state=h0_kv,
+                                   output_final_state=True, cu_seqlens=cu.int(), _backend='reference', **kw)
+        ref, ref_s = kda_recurrent(qq, kk, v, a, b, initial_state=h0_kv.transpose(-1, -2).double(), cu_seqlens=cu,
+                                   use_gate_in_kernel=False, use_qk_l2norm_in_kernel=False,
+                                   use_beta_sigmoid_in_kernel=False)
+        assert rel_rms(out, ref) < 1e-6 and rel_rms(fs.transpose(-1, -2), ref_s) < 1e-6, kw
 
 
 import importlib.util
@@ -141,9 +272,9 @@ def test_register_and_unregister_fla_backend():
     from fla.ops.kda import chunk_kda
     registry = fb._function_registries[inspect.unwrap(chunk_kda)]
     try:
-        be = register_fla_backend(priority=7)
+        be = register_fla_backend(priority=7, train=False)
         assert be.priority == 7 and registry._backends[FLA_BACKEND_TYPE].priority == 7
-        assert register_fla_backend() is be and be.priority == FLA_BACKEND_PRIORITY     # again: replaced, not doubled
+        assert register_fla_backend(train=False) is be and be.priority == FLA_BACKEND_PRIORITY     # again: replaced, not doubled
         assert sum(isinstance(b, be) for b in registry._backends.values()) == 1
         ok = fla_call()
         accepted, reason = registry._backends[FLA_BACKEND_TYPE].verify('chunk_kda', **ok)
@@ -152,7 +283,7 @@ def test_register_and_unregister_fla_backend():
         assert be().verify('chunk_kda', q, k, v, g, beta, ok.pop('scale'), **ok)[1] == reason   # positional too
         training = fla_call(q=q.clone().requires_grad_())
         assert 'forward only' in be().verify('chunk_kda', **training)[1] and not be.serve_grads
-        be = register_fla_backend(train=True)                     # training calls: on to the device question
+        be = register_fla_backend()                               # training calls (the default): on to the device question
         assert be.serve_grads and be().verify('chunk_kda', **training)[1] == reason
     finally:
         assert unregister_fla_backend()
