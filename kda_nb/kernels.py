@@ -17,6 +17,8 @@ from pathlib import Path
 
 import torch
 
+from .layout import Form
+
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
            'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES', 'csrc_dir', 'show_source',
@@ -197,7 +199,7 @@ def build_extension(src: Path, verbose: bool = False, name_prefix: str = 'kda_nb
 
 # %% ../nbs/04_kernels.ipynb #454842c9
 def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-           state_indices, *, keep: bool = False, form=None):
+           state_indices, *, keep: bool = False, form: Form | None = None):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors

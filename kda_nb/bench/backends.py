@@ -60,7 +60,7 @@ def case_plan(case: Case, device, step: bool = False) -> Plan:
     return plan(torch.device(device), INPUTS[case.dtype], 1, case.T, case.H, case.K, case.V, case.N, varlen=case.varlen,
                 max_len=max(case.seqlens), state_dtypes=(('initial_state', STATES[case.state]),
                                                          ('final_state', STATES[case.state])), step=step,
-                HV=case.heads, **({'form': Form(**case.options)} if case.form else {}))
+                HV=case.heads, form=Form(**case.options))
 
 # %% ../../nbs/07b_bench_backends.ipynb #7181f8ed
 TRAIN_LEAVES = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')   # what a training step differentiates
