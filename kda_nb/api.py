@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import warnings
 from typing import Optional
@@ -17,7 +18,7 @@ from .backward import kda_chunked_backward
 from .backward_kernels import kda_backward_cuda
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
-from .layout import (STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
+from .layout import (FORM_OPTIONS, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
 from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
@@ -32,18 +33,15 @@ def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial
     "Why the CUDA kernels cannot compute this problem (None if they can)."
     return kernel_refusal(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(initial_state, final_state))
 
-_forms: dict = {}
+_FORMS = {key: Form(*key) for key in itertools.product((True, False), repeat=len(FORM_OPTIONS))}   # all 32, made once
 
 def _form(use_gate_in_kernel: bool = True, safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True,
           use_beta_sigmoid_in_kernel: bool = True, allow_neg_eigval: bool = False) -> Form:
-    "The `Form` of fla's keyword arguments, made once per combination (a `TypeError` for anything but True or False)."
+    """The `Form` of fla's keyword arguments, looked up among the forms made at import (so torch.compile traces a
+    lookup, not a dataclass's construction); a `TypeError` for anything but True or False."""
     key = (use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)
-    if torch.compiler.is_compiling(): return Form(*key)     # (traced once: no cache to guard on)
-    form = _forms.get(key)
-    if form is None or not (type(key[0]) is type(key[1]) is type(key[2]) is type(key[3]) is type(key[4]) is bool):
-        form = Form(*key)                       # (checks each option: 1 == True would otherwise find True's form)
-        _forms[key] = form
-    return form
+    if not all(type(x) is bool for x in key): return Form(*key)     # raises, naming the option (1 is not True here)
+    return _FORMS[key]
 
 FLASH_FORM = _form()         # FlashKDA's form: every entry point's default
 

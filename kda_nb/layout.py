@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -28,8 +28,9 @@ class Form:
     allow_neg_eigval: bool = False            # beta = 2 sigmoid(logit), in (0, 2)
 
     def __post_init__(self):
-        for name, x in vars(self).items():
-            if not isinstance(x, bool): raise TypeError(f"{name} must be True or False, got {x!r}")
+        for f in fields(self):                                 # (fields, not vars: torch.compile traces this)
+            x = getattr(self, f.name)
+            if not isinstance(x, bool): raise TypeError(f"{f.name} must be True or False, got {x!r}")
 
     @property
     def gate(self) -> str:

@@ -99,7 +99,7 @@ def test_decode_binding_refuses_bad_shapes():
     "The binding's own checks raise (they once crashed the process while formatting a shape)."
     inp = random_inputs(1, 0, 2, 128, seqlens=[3, 4], device='cuda', seed=1)
     args = {k: x for k, x in inp.items() if k != 'initial_state'}
-    with pytest.raises(RuntimeError, match=r'beta must be \[B, T, H\], got \[1, 7, 1\]'):
+    with pytest.raises(RuntimeError, match=r'beta must be \[B, T, HV\] \(v.s heads\), got \[1, 7, 1\]'):
         decode_cuda(**{**args, 'beta': inp['beta'][:, :, :1]}, out=torch.empty_like(inp['v']))
     empty = random_inputs(1, 0, 2, 128, seqlens=[0], device='cuda', seed=1)
     with pytest.raises(RuntimeError, match='q must have B, T, H >= 1'):

@@ -182,6 +182,9 @@ def check_form_grads(inp, opts, go, gs, ref32=True, want=None, **kw):
             assert x is None, (opts, name)
             continue
         assert x.shape == w.shape and torch.isfinite(x).all(), (opts, name)
+        if w.abs().max() < 1e-30:         # a gradient decayed below fp32's range (A = 16, g = 8): it must come out ~0
+            assert x.abs().max() < 1e-30, (opts, name, x.abs().max())
+            continue
         assert rel_rms(x, w) < tol, (opts, name, rel_rms(x, w))        # against autograd of the fp64 recurrence
         if ref32: assert rel_rms(x, r) < 3e-4, (opts, name, rel_rms(x, r))
     return want
@@ -269,7 +272,8 @@ def test_kernels_rounding_model_every_form(name):
     inp = random_inputs(1, 0, 1, 128, seqlens=[37, 1, 20], seed=2, state='fp32', A_log=A_log, **form)
     opts = {n: inp.pop(n) for n in FORM_OPTIONS if n in inp}
     if name == 'given, masked': inp['g'][:, 3::5] = -1000.
-    go, gs = torch.randn_like(inp['v'], dtype=torch.float32), torch.randn(3, 1, 128, 128)
+    gen = torch.Generator().manual_seed(3)                            # the same upstream gradients in any test order
+    go, gs = torch.randn(inp['v'].shape, generator=gen), torch.randn(3, 1, 128, 128, generator=gen)
     want = recurrent_vjp(**inp, grad_out=go, grad_state=gs, **opts)
     model = chunked_backward(*(inp[a] for a in ARGS), go, gs, torch.float32, chunk_states_tf32, chunk_state_adjoint_tf32,
                              **opts)
