@@ -223,7 +223,7 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         return Plan('reference', refusal)
     if step: return Plan('decode', "a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)")
     if routes:
-        p = _plan(device, dtype, B, T, HV, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step,
+        p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step,
                   force, None, form)
         return dataclasses.replace(p, routes=routes)
     if force is not None:

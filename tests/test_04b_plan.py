@@ -250,3 +250,18 @@ def test_routes_onto_the_kernels():
     assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 64, 1, varlen=False, step=True).path == 'reference'
     with pytest.raises(RuntimeError, match='K, V <= 128'):
         plan('cuda', torch.bfloat16, 1, 64, 2, 256, 128, 1, varlen=False, backend='cuda')
+
+
+def test_routes_plan_on_a_stand_in_gpu(monkeypatch):
+    "On the CPU, with the device's answers stood in (kernels built, 132 SMs): each route plans the kernels' own path at the padded or expanded shapes."
+    import kda_nb.plan as P
+    monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
+    monkeypatch.setattr(P, 'load_kernels', lambda: None)
+    monkeypatch.setattr(P, 'sm_count', lambda device: 132)
+    P.kernel_refusal.cache_clear()
+    try:
+        for K, V, HV, want in ((64, 100, None, ['pad']), (128, 128, 8, ['expand']), (64, 64, 4, ['pad', 'expand'])):
+            p = P.plan('cuda', torch.bfloat16, 1, 4096, 2, K, V, 1, varlen=False, HV=HV)
+            assert p.path in ('chunked', 'fused') and [r for r, _ in p.routes] == want, (K, V, HV, p)
+    finally:
+        P.kernel_refusal.cache_clear()
