@@ -27,7 +27,8 @@ def flash_kda_unavailable_reason() -> str | None:
 
 def fla_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None, **form):
     """fla `chunk_kda` on kda_nb's inputs: `(out, final_state)`, the state V-first and fp32; differentiable, as fla's is.
-    `form`: the options of `kda_nb.layout.Form` (fla's own names), FlashKDA's form by default."""
+    `form`: the options of `kda_nb.layout.Form` (fla's own names), FlashKDA's form by default. A gate given outside
+    goes to fla's general kernels (`safe_gate=False`, no bound), which take any log-decay."""
     from fla.ops.kda import chunk_kda
     from .layout import Form
     fm = Form(**form)
@@ -35,7 +36,7 @@ def fla_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_st
     return chunk_kda(q, k, v, g, beta, scale=scale, initial_state=h0, output_final_state=True,
                      use_qk_l2norm_in_kernel=fm.use_qk_l2norm_in_kernel, use_gate_in_kernel=fm.use_gate_in_kernel,
                      use_beta_sigmoid_in_kernel=fm.use_beta_sigmoid_in_kernel, allow_neg_eigval=fm.allow_neg_eigval,
-                     safe_gate=fm.safe_gate, lower_bound=lower_bound if fm.gate == 'safe' else None, A_log=A_log,
+                     safe_gate=fm.gate == 'safe', lower_bound=lower_bound if fm.gate == 'safe' else None, A_log=A_log,
                      dt_bias=dt_bias, state_v_first=True, cu_seqlens=cu_seqlens)
 
 def flash_kda_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_state=None, cu_seqlens=None,
