@@ -65,6 +65,18 @@ def test_deadline_zero_writes_a_partial_file_listing_every_case(tmp_path):
     assert 'not run (5 cases)' in md and not list(tmp_path.rglob('*.tmp'))
 
 
+def test_variants_run_and_check_on_cpu(tmp_path):
+    "The variants through the reference on a CPU: each is run, checked against the fp64 oracle in its own form, and named."
+    recs = main(['--device', 'cpu', '--quick', '--cases', 'anchor', '--states', 'fp32', '--variants', 'given,gva32,d64',
+                 '--impls', 'reference', '--anchor-T', '32', '--H', '2', '--no-plots', '--out', str(tmp_path)])
+    names = {r['case']: r for r in recs}
+    assert {'fixed · given', 'varlen six · gva32', 'varlen 4 x 8 · d64'} <= set(names), sorted(names)
+    for name in ('fixed · given', 'varlen six · gva32', 'varlen 4 x 8 · d64'):
+        r = names[name]
+        assert r['status'] == 'ok' and r['err_out'] < 1e-2, (name, r['status'], r['reason'], r['err_out'])
+    assert names['varlen six · gva32']['H'] == 16 and names['varlen 4 x 8 · d64']['K'] == 64
+
+
 def test_resume_measures_only_what_is_missing(tmp_path):
     base = ['--device', 'cpu', '--quick', '--cases', 'T', '--min-T', '32', '--sweep-H', '1', '--D', '16',
             '--out', str(tmp_path), '--no-plots']
