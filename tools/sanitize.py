@@ -150,6 +150,25 @@ def shifted(x):                                     # the same values 2 bytes pa
 inp['v'] = shifted(inp['v'])
 kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=shifted(torch.randn_like(inp['v'])))
 torch.cuda.synchronize()
+# every form of the backward's kernels (kda_bwd_chunk.cu: the gate form's kernels, the exact path of unbounded decays):
+# the softplus gate at A = 16, a given gate masked at -1000, beta as probabilities with q, k normalised outside, the
+# softplus gate with allow_neg_eigval; varlen with offsets no check saw, fp32 and bf16 states, bf16 gradients
+import math
+from kda_nb.layout import Form
+for opts, extra in ((dict(safe_gate=False), dict(A_log=math.log(16))), (dict(use_gate_in_kernel=False, safe_gate=False), {}),
+                    (dict(use_beta_sigmoid_in_kernel=False, use_qk_l2norm_in_kernel=False), {}),
+                    (dict(safe_gate=False, allow_neg_eigval=True), {})):
+    for cu in ([0, 5, 17, 40], [-5, 10, 40], [40, 0, 40]):
+        for states in (torch.float32, torch.bfloat16):
+            inp = random_inputs(1, 40, 2, 128, device='cuda', seed=12, **opts, **extra)
+            if not opts.get('use_gate_in_kernel', True): inp['g'][0, ::4] = -1000.0
+            inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+            inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+            grads = kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=torch.randn(inp['v'].shape, device='cuda'),
+                                      grad_state=torch.randn_like(inp['initial_state']), states_dtype=states,
+                                      grads_dtype=torch.bfloat16, form=Form(**opts))
+            torch.cuda.synchronize()
+            assert all(torch.isfinite(g).all() for g in grads if g is not None), (opts, cu)
 print('sanitizer cases ran')
 '''
 
