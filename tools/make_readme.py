@@ -19,7 +19,7 @@ def readme_text(nb_path=ROOT / 'nbs' / 'index.ipynb') -> str:
     parts = [f'<!-- generated from nbs/{nb_path.name} by tools/make_readme.py: edit the notebook -->']
     for cell in read_nb(nb_path).cells:
         if cell.cell_type == 'markdown':
-            parts.append(re.sub(r'\]\(((?:reports/)?\w+)\.ipynb\)', r'](nbs/\1.ipynb)', cell.source.strip()))
+            parts.append(re.sub(r'\]\(((?:reports/)?\w+)\.ipynb(#[\w-]+)?\)', r'](nbs/\1.ipynb\2)', cell.source.strip()))
         elif cell.cell_type == 'code' and not HIDDEN.search(cell.source):
             code = DIRECTIVE.sub('', cell.source).strip()
             if code: parts.append(f'```python\n{code}\n```')
