@@ -30,7 +30,7 @@ def fla_forward(q, k, v, g, beta, scale, A_log, dt_bias, lower_bound, initial_st
     `form`: the options of `kda_nb.layout.Form` (fla's own names), FlashKDA's form by default. A gate given outside
     goes to fla's general kernels (`safe_gate=False`, no bound), which take any log-decay."""
     from fla.ops.kda import chunk_kda
-    from .layout import Form
+    from kda_nb.layout import Form
     fm = Form(**form)
     h0 = None if initial_state is None else initial_state.float()
     return chunk_kda(q, k, v, g, beta, scale=scale, initial_state=h0, output_final_state=True,
