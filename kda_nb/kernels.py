@@ -21,9 +21,10 @@ from .layout import Form
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES', 'csrc_dir', 'show_source',
-           'workspace_bytes', 'kernel_units', 'nvcc_resource_usage', 'check_binding_compiles',
-           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
+           'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES', 'STUB_LAUNCHERS', 'csrc_dir',
+           'show_source', 'workspace_bytes', 'kernel_units', 'nvcc_resource_usage', 'check_binding_compiles',
+           'binding_with_stub_launchers', 'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points',
+           'build_extension', 'launch']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
@@ -121,6 +122,35 @@ def check_binding_compiles() -> str:
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0: raise RuntimeError(f"kda_binding.cpp does not compile:\n{res.stderr[-3000:]}")
     return ' '.join(cmd[:4] + ['...', cmd[-1]])
+
+STUB_LAUNCHERS = """#include "kda_launch.h"
+namespace kda {   // launchers that launch nothing: the binding's checks and Python surface, without nvcc or a GPU
+size_t record_bytes() { return 13840; }
+cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+}
+"""
+
+def binding_with_stub_launchers(build_dir, name: str = 'kda_binding_stubs'):
+    """`kda_binding.cpp` built with the host compiler into `build_dir` against launchers that launch nothing
+    (`STUB_LAUNCHERS`), and imported as `name`: the binding's checks and Python surface without nvcc or a GPU, for
+    the tests. A `FileNotFoundError` says what is missing (a C++ compiler, the CUDA runtime's headers or library)."""
+    from torch.utils.cpp_extension import load
+    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
+    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
+        raise FileNotFoundError("needs a C++ compiler and the CUDA runtime's headers and library")
+    build_dir = Path(build_dir)
+    (build_dir / 'stubs.cpp').write_text(STUB_LAUNCHERS)
+    return load(name, [str(csrc_dir() / 'kda_binding.cpp'), str(build_dir / 'stubs.cpp')],
+                extra_include_paths=[str(csrc_dir()), str(cuda / 'include')],
+                extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(build_dir))
 
 # %% ../nbs/04_kernels.ipynb #14acb3c7
 _device_reasons: dict = {}      # device -> kernels_unavailable_reason(device): a device does not change

@@ -41,32 +41,11 @@ def test_binding_compiles():
     check_binding_compiles()
 
 
-FORM_STUBS = """#include "kda_launch.h"
-namespace kda {   // launchers that launch nothing: the binding's checks alone, without nvcc or a GPU
-size_t record_bytes() { return 0; }
-cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-}
-"""
-
 def test_binding_refuses_form_codes_out_of_range(tmp_path):
     "The binding, built with the host compiler against launchers that launch nothing: codes outside the forms are refused by name, before the tensors are looked at; codes inside them get as far as the tensors."
     import torch
-    from torch.utils.cpp_extension import load
-    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
-    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
-        pytest.skip("needs a C++ compiler and the CUDA runtime's headers and library")
-    (tmp_path / 'stubs.cpp').write_text(FORM_STUBS)
-    ext = load('kda_binding_forms', [str(csrc_dir() / 'kda_binding.cpp'), str(tmp_path / 'stubs.cpp')],
-               extra_include_paths=[str(csrc_dir()), str(cuda / 'include')],
-               extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_forms')
+    except FileNotFoundError as e: pytest.skip(str(e))
     q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
             None, None, None, None, 'chunked', 1, 1.0, 4, True, 132, False)
@@ -173,15 +152,18 @@ REASON = kernels_unavailable_reason()
 
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
-def check_against_fp64(inp, state_out='fp32', tol=6e-3, path='chunked', steps=1):
-    o, s = run_kernels(inp, state_out, path, steps)
-    o64, s64 = kda_chunked(**inp)
+def assert_near_fp64(o, s, o64, s64, state_out='fp32', tol=6e-3):
+    "The kernels' outputs and final states against fp64 ones: written, finite, within `tol` (bf16 states: 8e-3)."
     assert torch.isfinite(o).all(), "some outputs were not written (NaN poison survived) or are not finite"
     eo = rel_rms(o, o64)
     assert eo < tol, f"out error {eo:.2e}"
     if state_out is not None:
         es = rel_rms(s, s64)
         assert torch.isfinite(s).all() and es < (tol if state_out == 'fp32' else 8e-3), f"state error {es:.2e}"
+
+def check_against_fp64(inp, state_out='fp32', tol=6e-3, path='chunked', steps=1):
+    o, s = run_kernels(inp, state_out, path, steps)
+    assert_near_fp64(o, s, *kda_chunked(**inp), state_out, tol)
     return o, s
 
 @needs_kernels
@@ -269,13 +251,7 @@ def run_form(inp: dict, path: str = 'chunked', steps: int = 1, state_out: str | 
 def check_form_against_fp64(inp, path='chunked', steps=1, state_out='fp32', tol=6e-3):
     "The kernels against the fp64 recurrence of the same form, with the tolerances of `check_against_fp64`."
     o, s = run_form(inp, path, steps, state_out)
-    o64, s64 = kda_recurrent(**inp)
-    assert torch.isfinite(o).all(), "some outputs were not written or are not finite"
-    eo = rel_rms(o, o64)
-    assert eo < tol, f"out error {eo:.2e}"
-    if state_out is not None:
-        es = rel_rms(s, s64)
-        assert torch.isfinite(s).all() and es < (tol if state_out == 'fp32' else 8e-3), f"state error {es:.2e}"
+    assert_near_fp64(o, s, *kda_recurrent(**inp), state_out, tol)
     return o, s
 
 GATE_FORMS = {'safe': {}, 'softplus': dict(safe_gate=False), 'given': dict(use_gate_in_kernel=False),

@@ -113,34 +113,12 @@ def test_step_edges_match_the_binding():
         assert step_edges(int(n), int(c), float(g)) == [int(e) for e in edges], row
 
 
-STUB_LAUNCHERS = """#include "kda_launch.h"
-namespace kda {   // stand-ins for the kernels' launchers: the binding's Python surface, without nvcc or a GPU
-size_t record_bytes() { return 13840; }
-cudaError_t launch_layout(const int64_t*, int, int64_t, int64_t*, int64_t*, int*, void*, int64_t, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-}
-"""
-
 def test_binding_takes_the_plan(tmp_path, monkeypatch):
     """The binding built with the host compiler against stand-in launchers: `launch` hands it every field of a plan in the
     order its module names them, and it refuses a plan it cannot obey, before it looks at the tensors."""
-    import os, inspect
-    from torch.utils.cpp_extension import load
     import kda_nb.kernels as K
-    cuda = Path(os.environ.get('CUDA_HOME', '/usr/local/cuda'))
-    if shutil.which('g++') is None or not (cuda / 'include' / 'cuda_runtime.h').exists() or not (cuda / 'lib64').is_dir():
-        pytest.skip("needs a C++ compiler and the CUDA runtime's headers and library")
-    (tmp_path / 'stubs.cpp').write_text(STUB_LAUNCHERS)
-    ext = load('kda_binding_surface', [str(K.csrc_dir() / 'kda_binding.cpp'), str(tmp_path / 'stubs.cpp')],
-               extra_include_paths=[str(K.csrc_dir()), str(cuda / 'include')],
-               extra_ldflags=[f"-L{cuda / 'lib64'}", '-lcudart'], build_directory=str(tmp_path))
+    try: ext = K.binding_with_stub_launchers(tmp_path, 'kda_binding_surface')
+    except FileNotFoundError as e: pytest.skip(str(e))
     assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
