@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import math
 import warnings
 from typing import Optional
@@ -18,7 +17,7 @@ from .backward import kda_chunked_backward
 from .backward_kernels import kda_backward_cuda
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
-from .layout import (FORM_OPTIONS, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
+from .layout import (ALL_FORMS, FORM_OPTIONS, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
 from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
@@ -33,7 +32,7 @@ def kernel_support(q: Tensor, v: Tensor, problem: Problem | None = None, initial
     "Why the CUDA kernels cannot compute this problem (None if they can)."
     return kernel_refusal(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(initial_state, final_state))
 
-_FORMS = {key: Form(*key) for key in itertools.product((True, False), repeat=len(FORM_OPTIONS))}   # all 32, made once
+_FORMS = {tuple(getattr(f, n) for n in FORM_OPTIONS): f for f in ALL_FORMS}   # all 32, made once at import
 
 def _form(use_gate_in_kernel: bool = True, safe_gate: bool = True, use_qk_l2norm_in_kernel: bool = True,
           use_beta_sigmoid_in_kernel: bool = True, allow_neg_eigval: bool = False) -> Form:

@@ -5,6 +5,7 @@
 # %% ../nbs/00_layout.ipynb #428d5c00
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from dataclasses import dataclass, fields
@@ -12,10 +13,10 @@ from dataclasses import dataclass, fields
 import torch
 
 # %% auto #0
-__all__ = ['FORM_OPTIONS', 'CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS', 'STATE_DTYPES',
-           'Form', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens', 'chunk_offsets', 'longest_first',
-           'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs', 'scaled_six',
-           'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
+__all__ = ['FORM_OPTIONS', 'ALL_FORMS', 'CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS',
+           'STATE_DTYPES', 'Form', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens', 'chunk_offsets',
+           'longest_first', 'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs',
+           'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
 
 # %% ../nbs/00_layout.ipynb #f4831d51
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Form:
         return ('safe', 'softplus', 'given').index(self.gate), beta, 0 if self.use_qk_l2norm_in_kernel else 1
 
 FORM_OPTIONS = tuple(Form.__dataclass_fields__)
+ALL_FORMS = tuple(Form(*key) for key in itertools.product((True, False), repeat=len(FORM_OPTIONS)))   # all 32
 
 def check_form(form: Form, A_log, dt_bias, lower_bound) -> float | None:
     "The lower bound in force for `form` (None: no bound), or a `ValueError` naming both arguments of a bad combination."

@@ -171,8 +171,10 @@ def form_case(seqlens=(300, 1, 0, 17, 64, 33), state='fp32', gate='g~N(0,8)', A_
     return inp, opts, go, gs
 
 def check_form_grads(inp, opts, go, gs, ref32=True, want=None, **kw):
-    "The kernels' gradients in the form `opts` against the fp64 oracle (`want`, made if None) and, with `ref32`, the rounding model; returns `want`."
+    "The kernels' gradients in the form `opts`, the same bits twice, against the fp64 oracle (`want`, made if None) and, with `ref32`, the rounding model; returns `want`."
     got = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, form=Form(**opts), **kw)
+    again = kda_backward_cuda(**inp, grad_out=go, grad_state=gs, form=Form(**opts), **kw)
+    assert all(x is None and y is None or torch.equal(x, y) for x, y in zip(got, again)), (opts, 'not deterministic')
     want = recurrent_vjp(**inp, grad_out=go, grad_state=gs, **opts) if want is None else want
     ref = (chunked_backward(*(inp[a] for a in ARGS), go, gs, torch.float32, chunk_states_tf32, chunk_state_adjoint_tf32,
                             **opts) if ref32 else want)
