@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kernels
-from .layout import Form, max_chunks
+from .layout import ALL_FORMS, Form, max_chunks
 
 # %% auto #0
 __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS',
@@ -77,7 +77,7 @@ def _shape_refusal(dtype: torch.dtype, K: int, V: int, state_dtypes) -> str | No
         if sdt not in (torch.bfloat16, torch.float32): return f"the kernels take {name} in bfloat16 or float32, got {sdt}"
     return None
 
-KERNEL_FORMS = {'forward': frozenset({Form()}), 'backward': frozenset({Form()})}   # the forms the kernels serve
+KERNEL_FORMS = {'forward': frozenset(ALL_FORMS), 'backward': frozenset(ALL_FORMS)}   # the forms the kernels serve: all 32
 
 _FORM_WORDS = (('use_gate_in_kernel', False, "the log-decay given as g (use_gate_in_kernel=False)"),
                ('safe_gate', False, "the softplus gate (safe_gate=False)"),

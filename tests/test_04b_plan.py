@@ -25,7 +25,11 @@ def test_forms_follow_the_switch():
         rb = call_refusal(torch.bfloat16, 128, 128, 4, 4, f, backward=True)
         assert (rb is None) == bwd, (f, rb)
         if r is not None: assert form_words(f) in r and '=' in form_words(f)
-    assert 'softplus gate' in form_refusal(Form(safe_gate=False)) and 'backward' in form_refusal(Form(safe_gate=False), 'backward')
+    from unittest.mock import patch
+    with patch.dict(KERNEL_FORMS, forward=frozenset({Form()}), backward=frozenset({Form()})):   # a switch of one form
+        assert 'softplus gate' in form_refusal(Form(safe_gate=False)) and 'backward' in form_refusal(Form(safe_gate=False), 'backward')
+        assert form_words(Form(safe_gate=False)) in call_refusal(torch.bfloat16, 128, 128, 4, 4, Form(safe_gate=False))
+    assert all(form_refusal(f, d) is None for f in forms for d in ('forward', 'backward'))     # the switch holds every form
     assert call_refusal(torch.bfloat16, 128, 128, 4, 4) is None                      # FlashKDA's form: unchanged
     assert call_refusal(torch.bfloat16, 128, 128, 4, 8) is None and 'HV = m * H' in call_refusal(torch.bfloat16, 128, 128, 4, 6)
     assert call_refusal(torch.bfloat16, 60, 100, 4, 4) is None and 'K, V <= 128' in call_refusal(torch.bfloat16, 256, 128, 4, 4)
