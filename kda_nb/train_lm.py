@@ -136,7 +136,10 @@ def train_run(impl: str = 'kda_nb', steps: int = 200, device='cuda', *, mixer: s
     train_data, test_data = corpus_bytes(root)
     torch.manual_seed(seed)
     model = TinyLM(d_model, layers, H, D, mixer).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    params = list(model.parameters())
+    keep = [p for p in params if getattr(p, '_no_weight_decay', False)]       # fla's layer marks A_log and dt_bias
+    groups = [{'params': [p for p in params if not getattr(p, '_no_weight_decay', False)]}]
+    opt = torch.optim.AdamW(groups + ([{'params': keep, 'weight_decay': 0.0}] if keep else []), lr=lr, weight_decay=0.01)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))

@@ -144,6 +144,56 @@ def test_kimi_model_builds_or_says_what_is_missing():
     assert all(torch.equal(v, again[k]) for k, v in model.state_dict().items())
 
 
+class _StandInLayer(torch.nn.Module):
+    "Stands in for fla's layer on a CPU: one 'chunk_kda call' per forward, which the stand-in backend serves while registered unless told to refuse."
+    safe_gate, lower_bound, refuse = False, None, None
+    def __init__(self, d_model, H, D):
+        super().__init__()
+        self.lin = torch.nn.Linear(d_model, d_model)
+    def forward(self, x, cu_seqlens=None):
+        be = _StandInBackend
+        if be.registered and self.refuse is None: be.calls += 1; be.last_refusal = None
+        elif be.registered: be.last_refusal = self.refuse
+        return (self.lin(x), None, None)
+
+class _StandInBackend: calls, last_refusal, registered = 0, None, False
+
+class _StandInMixer(torch.nn.Module):
+    def __init__(self, d_model, H, D):
+        super().__init__()
+        self.attn = _StandInLayer(d_model, H, D)
+    def forward(self, x, cu_seqlens, attention=None): return self.attn(x, cu_seqlens=cu_seqlens)[0]
+
+def _stand_in_kimi(monkeypatch):
+    "The kimi mixer's plumbing with fla's layer and kda_nb's backend stood in for (a CPU has neither running)."
+    g = train_run.__globals__                                  # the module's names, in a notebook or in the package
+    def register(train): _StandInBackend.registered = True; return _StandInBackend
+    def unregister(): was, _StandInBackend.registered = _StandInBackend.registered, False; return was
+    monkeypatch.setitem(MIXERS, 'kimi', _StandInMixer)
+    for name, value in (('kimi_unavailable_reason', lambda device='cuda': None), ('register_fla_backend', register),
+                        ('unregister_fla_backend', unregister), ('kimi_layer_record', lambda layer: {'gate': 'softplus'})):
+        monkeypatch.setitem(g, name, value)
+
+def test_train_run_routes_and_counts_the_kimi_mixer(monkeypatch, capsys, tmp_path):
+    _stand_in_kimi(monkeypatch)
+    size = dict(d_model=32, layers=2, H=2, D=8, tokens=64, n_seqs=2)
+    runs = {impl: train_run(impl, 4, 'cpu', mixer='kimi', eval_every=2, progress=False, **size) for impl in ('kda_nb', 'fla')}
+    calls = 2 * (4 + 2 * 4)                                    # 2 layers x (4 steps + 2 evaluations of 4 batches)
+    assert runs['kda_nb']['chunk_kda'] == dict(calls=calls, kda_nb=calls, fla=0, fla_reasons={})
+    fla = runs['fla']['chunk_kda']
+    assert fla['calls'] == fla['fla'] == calls and fla['kda_nb'] == 0 and 'not registered' in next(iter(fla['fla_reasons']))
+    assert runs['kda_nb']['loss'][0] == runs['fla']['loss'][0]            # the same weights, the same first batch
+    assert runs['kda_nb']['mixer'] == 'kimi' and runs['kda_nb']['layer'] == {'gate': 'softplus'}
+    assert not _StandInBackend.registered                                   # unregistered after the run
+    monkeypatch.setattr(_StandInLayer, 'refuse', 'a shape the kernels do not take')
+    assert main(['--mixer', 'kimi', '--steps', '2', '--device', 'cpu', '--out', str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fla's chunk_kda" in out and 'WARNING' in out and 'a shape the kernels do not take' in out
+    runs = json.loads((tmp_path / 'train_lm_kimi.json').read_text())
+    assert [r['impl'] for r in runs] == ['kda_nb', 'fla'] and runs[0]['chunk_kda']['fla'] == runs[0]['chunk_kda']['calls']
+    assert (tmp_path / 'train_lm_kimi.png').exists() and not (tmp_path / 'train_lm.json').exists()
+
+
 from kda_nb.kernels import kernels_unavailable_reason
 
 KIMI_GPU_REASON = kimi_unavailable_reason('cuda') or kernels_unavailable_reason()
