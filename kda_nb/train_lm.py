@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -17,11 +19,14 @@ import torch
 import torch.nn.functional as F
 
 from .api import kda
+from .fla_backend import register_fla_backend, unregister_fla_backend
 from .peers import fla_forward
 
 # %% auto #0
-__all__ = ['ATTENTION', 'GPU_SIZE', 'CPU_SIZE', 'corpus_text', 'corpus_bytes', 'packed_batch', 'kda_attention', 'fla_attention',
-           'KDAMixer', 'TinyLM', 'train_run', 'plot_runs', 'main']
+__all__ = ['ATTENTION', 'MIXERS', 'GPU_SIZE', 'CPU_SIZE', 'corpus_text', 'corpus_bytes', 'packed_batch', 'kda_attention',
+           'fla_attention', 'KDAMixer', 'TinyLM', 'train_run', 'plot_runs', 'main', 'kimi_layer_class',
+           'kimi_unavailable_reason', 'KimiMixer', 'kimi_layer_record', 'ChunkKdaTally', 'fla_routing',
+           'chunk_kda_summary']
 
 # %% ../nbs/09a_train_lm.ipynb #5a78b879
 def corpus_text(root: Path | str | None = None) -> str:
@@ -86,13 +91,16 @@ class KDAMixer(torch.nn.Module):
         o = attention(q, k, v, g, self.beta(x).to(dt), self.A_log, self.dt_bias, cu_seqlens)
         return self.out(o.reshape(B, T, -1).to(x.dtype))
 
+MIXERS = {'kda': KDAMixer}        # the block's mixer by name; 'kimi' (fla's own layer) joins below
+
 class TinyLM(torch.nn.Module):
-    "A byte-level language model: embedding, `layers` blocks of (RMS norm, KDA mixer) and (RMS norm, MLP), a tied head."
-    def __init__(self, d_model: int = 512, layers: int = 2, H: int = 4, D: int = 128):
+    "A byte-level language model: embedding, `layers` blocks of (RMS norm, `MIXERS[mixer]`) and (RMS norm, MLP), a tied head."
+    def __init__(self, d_model: int = 512, layers: int = 2, H: int = 4, D: int = 128, mixer: str = 'kda'):
         super().__init__()
+        if mixer not in MIXERS: raise ValueError(f"mixer {mixer!r}: choose from {', '.join(sorted(MIXERS))}")
         self.embed = torch.nn.Embedding(256, d_model)
         torch.nn.init.normal_(self.embed.weight, std=d_model ** -0.5)   # tied head: logits of about unit size at the start
-        self.mixers = torch.nn.ModuleList(KDAMixer(d_model, H, D) for _ in range(layers))
+        self.mixers = torch.nn.ModuleList(MIXERS[mixer](d_model, H, D) for _ in range(layers))
         self.mlps = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(d_model, 4 * d_model), torch.nn.GELU(),
                                                             torch.nn.Linear(4 * d_model, d_model)) for _ in range(layers))
         self.norms = torch.nn.ModuleList(torch.nn.RMSNorm(d_model) for _ in range(2 * layers + 1))
@@ -113,45 +121,57 @@ def _eval_loss(model, data, attention, tokens, n_seqs, device, batches: int = 4)
             losses.append(F.cross_entropy(model(x, cu, attention)[0].float(), y[0]).item())
     return sum(losses) / len(losses)
 
-def train_run(impl: str = 'kda_nb', steps: int = 200, device='cuda', *, seed: int = 0, d_model: int = 512,
-              layers: int = 2, H: int = 4, D: int = 128, tokens: int = 4096, n_seqs: int = 8, lr: float = 2e-3,
-              eval_every: int = 50, root=None, progress: bool = True) -> dict:
-    "Train a `TinyLM` with `ATTENTION[impl]`: `{'impl', 'loss' (per step), 'eval' ([step, loss]...), 'tokens_per_s', ...}`."
+def train_run(impl: str = 'kda_nb', steps: int = 200, device='cuda', *, mixer: str = 'kda', seed: int = 0,
+              d_model: int = 512, layers: int = 2, H: int = 4, D: int = 128, tokens: int = 4096, n_seqs: int = 8,
+              lr: float = 2e-3, eval_every: int = 50, root=None, progress: bool = True) -> dict:
+    """Train a `TinyLM` of `mixer` blocks with `impl`: `{'impl', 'mixer', 'loss' (per step), 'eval' ([step, loss]...),
+    'tokens_per_s', ...}`. With the 'kda' mixer, `impl` names the attention function (`ATTENTION`); with 'kimi', who
+    serves the `chunk_kda` calls of fla's layer (`fla_routing`), and the record's 'chunk_kda' counts who served them."""
+    if mixer not in MIXERS: raise ValueError(f"mixer {mixer!r}: choose from {', '.join(sorted(MIXERS))}")
     if impl not in ATTENTION: raise ValueError(f"impl {impl!r}: choose from {', '.join(sorted(ATTENTION))}")
     if steps < 1: raise ValueError(f"steps = {steps}: train at least one step")
+    if mixer == 'kimi' and (why := kimi_unavailable_reason(device)) is not None:
+        raise RuntimeError(f"mixer 'kimi': {why}")
     attention = ATTENTION[impl]
     train_data, test_data = corpus_bytes(root)
     torch.manual_seed(seed)
-    model = TinyLM(d_model, layers, H, D).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    model = TinyLM(d_model, layers, H, D, mixer).to(device)
+    params = list(model.parameters())
+    keep = [p for p in params if getattr(p, '_no_weight_decay', False)]       # fla's layer marks A_log and dt_bias
+    groups = [{'params': [p for p in params if not getattr(p, '_no_weight_decay', False)]}]
+    opt = torch.optim.AdamW(groups + ([{'params': keep, 'weight_decay': 0.0}] if keep else []), lr=lr, weight_decay=0.01)
     warm = max(1, steps // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
     gen = torch.Generator().manual_seed(seed)
     losses, evals, t_start, timed_from = [], [], None, min(3, steps - 1)
     sync = torch.cuda.synchronize if torch.device(device).type == 'cuda' else (lambda: None)
-    for step in range(steps):
-        if step == timed_from:
-            sync()
-            t_start = time.perf_counter()
-        x, y, cu = packed_batch(train_data, tokens, n_seqs, gen, device)
-        loss = F.cross_entropy(model(x, cu, attention)[0].float(), y[0])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        losses.append(loss.item())
-        if (step + 1) % eval_every == 0 or step + 1 == steps:
-            evals.append([step + 1, _eval_loss(model, test_data, attention, tokens, n_seqs, device)])
-            if progress: print(f"{impl}: step {step + 1}/{steps}, loss {losses[-1]:.3f}, held-out {evals[-1][1]:.3f}",
-                               flush=True)
-    sync()
+    routing = fla_routing(impl, [m.attn for m in model.mixers]) if mixer == 'kimi' else contextlib.nullcontext()
+    with routing as tally:                                 # kimi: who serves chunk_kda, and a count of who did
+        for step in range(steps):
+            if step == timed_from:
+                sync()
+                t_start = time.perf_counter()
+            x, y, cu = packed_batch(train_data, tokens, n_seqs, gen, device)
+            loss = F.cross_entropy(model(x, cu, attention)[0].float(), y[0])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            losses.append(loss.item())
+            if (step + 1) % eval_every == 0 or step + 1 == steps:
+                evals.append([step + 1, _eval_loss(model, test_data, attention, tokens, n_seqs, device)])
+                if progress: print(f"{impl}: step {step + 1}/{steps}, loss {losses[-1]:.3f}, held-out {evals[-1][1]:.3f}",
+                                   flush=True)
+        sync()
     seconds = time.perf_counter() - t_start
     gpu = torch.cuda.get_device_name(torch.device(device)) if torch.device(device).type == 'cuda' else None
-    return dict(impl=impl, device=str(device), gpu=gpu or 'cpu', steps=steps, seed=seed, d_model=d_model, layers=layers, H=H, D=D,
-                tokens=tokens, n_seqs=n_seqs, loss=losses, eval=evals,
-                tokens_per_s=(steps - timed_from) * tokens / seconds)
+    record = dict(impl=impl, mixer=mixer, device=str(device), gpu=gpu or 'cpu', steps=steps, seed=seed, d_model=d_model,
+                  layers=layers, H=H, D=D, tokens=tokens, n_seqs=n_seqs, params=sum(p.numel() for p in model.parameters()),
+                  loss=losses, eval=evals, tokens_per_s=(steps - timed_from) * tokens / seconds)
+    if tally is not None: record.update(chunk_kda=tally.record(), layer=kimi_layer_record(model.mixers[0].attn))
+    return record
 
 # %% ../nbs/09a_train_lm.ipynb #18890ea2
 def plot_runs(runs: list[dict], path=None):
@@ -161,11 +181,15 @@ def plot_runs(runs: list[dict], path=None):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in runs:
+        c = r.get('chunk_kda')                             # the kimi mixer: who served fla's chunk_kda
+        served = '' if c is None else f", chunk_kda {c['kda_nb']} of {c['calls']} on kda_nb"
         line, = ax.plot(range(1, len(r['loss']) + 1), r['loss'], lw=0.8, alpha=0.8,
-                        label=f"{r['impl']}: {r['tokens_per_s'] / 1e3:.0f}k tokens/s")
+                        label=f"{r['impl']}: {r['tokens_per_s'] / 1e3:.0f}k tokens/s{served}")
         if r['eval']: ax.plot(*zip(*r['eval']), 'o', color=line.get_color(), ms=4)
+    layer = " of fla's KimiDeltaAttention" if runs[0].get('mixer', 'kda') == 'kimi' else ''
     ax.set(xlabel='step', ylabel='cross-entropy (nats per byte)',
-           title=f"TinyLM, {runs[0]['layers']} layers, H = {runs[0]['H']}, on {runs[0].get('gpu', runs[0]['device'])}")
+           title=f"TinyLM{layer}, {runs[0]['layers']} layers, H = {runs[0]['H']}, "
+                 f"on {runs[0].get('gpu', runs[0]['device'])}")
     ax.legend()
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -182,10 +206,19 @@ def _parser() -> argparse.ArgumentParser:
                     "from the same initial weights with each implementation named; write every run's record to "
                     "OUT/train_lm.json, print a summary, and draw the loss curves to OUT/train_lm.png (with "
                     "matplotlib). On a CPU, where the reference computes kda and its gradient, the model is made "
-                    "small: the size options below give both sizes.")
+                    "small: the size options below give both sizes. With --mixer kimi each block's mixer is fla's "
+                    "KimiDeltaAttention layer, unchanged (its softplus gate), and the implementation picks who "
+                    "computes the chunk_kda it calls: 'fla' fla alone, 'kda_nb' kda_nb's fla backend registered; "
+                    "the records go to OUT/train_lm_kimi.json and .png and count the calls each served. It needs "
+                    "a CUDA GPU and fla's layers (pip package flash-linear-attention).")
     ap.add_argument('--impls', default='kda_nb,fla', metavar='LIST',
                     help=f"comma-separated implementations of the attention, of {', '.join(sorted(ATTENTION))} "
                          "(default: %(default)s)")
+    ap.add_argument('--mixer', default='kda', choices=sorted(MIXERS),
+                    help="each block's mixer: 'kda', projections around the attention function; 'kimi', fla's "
+                         "KimiDeltaAttention (fla.layers) unchanged, which calls fla's chunk_kda, computed by fla "
+                         "(impl fla) or by kda_nb's kernels through kda_nb's fla backend (impl kda_nb); a CUDA GPU "
+                         "only (default: %(default)s)")
     ap.add_argument('--steps', type=int, default=300, metavar='N',
                     help='training steps per implementation, at least 1 (default: %(default)s)')
     ap.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu',
@@ -214,10 +247,15 @@ def _check_args(ap: argparse.ArgumentParser, a) -> list[str]:
                  f"use --device cpu")
     for key in ('d_model', 'layers', 'H', 'D', 'tokens', 'n_seqs'):
         if getattr(a, key) is not None and getattr(a, key) < 1: ap.error(f"{key} = {getattr(a, key)}: must be at least 1")
+    if a.mixer == 'kimi':
+        if (why := kimi_unavailable_reason(a.device)) is not None: ap.error(f"--mixer kimi: {why}")
+        if 'kda_nb' in impls and os.environ.get('FLA_DISABLE_BACKEND_DISPATCH') == '1':
+            ap.error("--mixer kimi with impl kda_nb: FLA_DISABLE_BACKEND_DISPATCH=1 turns fla's backend dispatch "
+                     "off, so fla would never call kda_nb; unset it")
     return impls
 
 def main(argv=None) -> int:
-    "`python -m kda_nb.train_lm [--impls kda_nb,fla] [--steps 300] [--device cuda] [--out DIR]`; `--help` lists the rest."
+    "`python -m kda_nb.train_lm [--mixer kda] [--impls kda_nb,fla] [--steps 300] [--device cuda] [--out DIR]`; `--help` lists the rest."
     ap = _parser()
     a = ap.parse_args(argv)
     impls = _check_args(ap, a)
@@ -227,23 +265,135 @@ def main(argv=None) -> int:
         print(f"on the CPU: a small model, {size} (the GPU's is {GPU_SIZE}; the size options change it)", flush=True)
     runs = []
     for impl in impls:
-        try: runs.append(train_run(impl, a.steps, a.device, seed=a.seed, **size))
+        try: runs.append(train_run(impl, a.steps, a.device, mixer=a.mixer, seed=a.seed, **size))
         except ImportError as e: print(f"{impl}: not available here ({e})", flush=True)
     if not runs:
         print("no implementation could run: nothing written", file=sys.stderr)
         return 1
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / 'train_lm.json').write_text(json.dumps(runs))
+    name = 'train_lm' if a.mixer == 'kda' else f'train_lm_{a.mixer}'
+    (out / f'{name}.json').write_text(json.dumps(runs))
     for r in runs:
         print(f"{r['impl']}: final loss {r['loss'][-1]:.3f}, held-out {r['eval'][-1][1]:.3f}, "
               f"{r['tokens_per_s']:.0f} tokens/s")
-    print(f"records: {out / 'train_lm.json'}")
-    try: plot_runs(runs, out / 'train_lm.png')
+        if 'chunk_kda' in r: print(chunk_kda_summary(r))
+    print(f"records: {out / f'{name}.json'}")
+    try: plot_runs(runs, out / f'{name}.png')
     except ImportError as e:
         print(f"no plot: matplotlib is not installed ({e}); pip install matplotlib, then plot_runs(json.load(...))")
-    else: print(f"plot: {out / 'train_lm.png'}")
+    else: print(f"plot: {out / f'{name}.png'}")
     return 0
+
+# %% ../nbs/09a_train_lm.ipynb #08fb375c
+def kimi_layer_class():
+    "fla's `KimiDeltaAttention` (in `fla.layers`, pip package flash-linear-attention), or an ImportError that says what is missing."
+    if importlib.util.find_spec('fla') is None:
+        raise ImportError("the kimi mixer needs fla and its layers: pip install fla-core flash-linear-attention "
+                          "(0.6 or later)")
+    try: from fla.layers.kda import KimiDeltaAttention
+    except Exception as e:
+        raise ImportError(f"fla's KimiDeltaAttention (fla.layers.kda, pip package flash-linear-attention >= 0.6, "
+                          f"whose fla.layers imports triton and transformers) does not import: "
+                          f"{type(e).__name__}: {e}") from e
+    return KimiDeltaAttention
+
+def kimi_unavailable_reason(device='cuda') -> str | None:
+    "Why fla's `KimiDeltaAttention` cannot train on `device` here (None if it can)."
+    if torch.device(device).type != 'cuda':
+        return (f"fla's KimiDeltaAttention runs fla's Triton kernels (its short convolutions, its gated norm, "
+                f"chunk_kda), which need a CUDA GPU; the device is {device}")
+    if not torch.cuda.is_available(): return "this machine has no CUDA device (torch.cuda.is_available() is False)"
+    try: kimi_layer_class()
+    except ImportError as e: return str(e)
+    return None
+
+class KimiMixer(torch.nn.Module):
+    """fla's `KimiDeltaAttention`, unchanged, as a block's mixer: the model's sizes, `mode='chunk'`, its defaults
+    otherwise (so its softplus gate: `safe_gate=False`, no lower bound). On a GPU it runs under bf16 autocast, its
+    weights fp32. It calls fla's `chunk_kda` itself, so it takes no attention function: `fla_routing` decides who
+    computes that call."""
+    def __init__(self, d_model: int, H: int, D: int):
+        super().__init__()
+        self.attn = kimi_layer_class()(hidden_size=d_model, num_heads=H, head_dim=D, mode='chunk')
+    def forward(self, x, cu_seqlens, attention=None):
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=x.is_cuda):
+            o = self.attn(x, cu_seqlens=cu_seqlens)[0]
+        return o.to(x.dtype)
+
+MIXERS['kimi'] = KimiMixer
+
+def kimi_layer_record(layer) -> dict:
+    "What a record says of fla's layer: its class, fla's versions, its gate, and its options as built."
+    from importlib.metadata import PackageNotFoundError, version
+    def installed(package):
+        try: return version(package)
+        except PackageNotFoundError: return None
+    options = ('hidden_size', 'num_heads', 'head_dim', 'mode', 'safe_gate', 'lower_bound', 'allow_neg_eigval',
+               'use_short_conv', 'conv_size')
+    return {'class': f"{type(layer).__module__}.{type(layer).__name__}",
+            'fla-core': installed('fla-core'), 'flash-linear-attention': installed('flash-linear-attention'),
+            'gate': 'softplus' if layer.lower_bound is None else f'safe, lower bound {layer.lower_bound}',
+            **{name: getattr(layer, name, None) for name in options}}
+
+# %% ../nbs/09a_train_lm.ipynb #1237801f
+class ChunkKdaTally:
+    """Counts the `chunk_kda` calls of fla's layers and who computed them, with hooks around each layer's forward
+    (one call each): a call that raised `backend.calls` ran on kda_nb's kernels; any other went to fla, for the
+    reason the backend's verifier gave (`backend` None: kda_nb's backend was not registered). A context manager:
+    the hooks come off on leaving."""
+    def __init__(self, layers, backend=None):
+        self.layers, self.backend = list(layers), backend
+        self.calls, self.served, self.reasons, self._hooks, self._before = 0, 0, {}, [], None
+    def __enter__(self):
+        for m in self.layers:
+            self._hooks += [m.register_forward_pre_hook(self._pre), m.register_forward_hook(self._post)]
+        return self
+    def __exit__(self, *exc):
+        for h in self._hooks: h.remove()
+        self._hooks = []
+        return False
+    def _pre(self, module, args): self._before = None if self.backend is None else self.backend.calls
+    def _post(self, module, args, out):
+        self.calls += 1
+        if self.backend is not None and self.backend.calls > self._before:
+            self.served += 1
+            return
+        why = ("kda_nb's fla backend not registered: fla alone" if self.backend is None else
+               self.backend.last_refusal or "kda_nb's backend was not asked (fla's dispatch did not reach it)")
+        self.reasons[why] = self.reasons.get(why, 0) + 1
+    def record(self) -> dict:
+        "`{'calls', 'kda_nb' (computed by kda_nb's kernels), 'fla' (by fla), 'fla_reasons' ({reason: calls})}`."
+        return dict(calls=self.calls, kda_nb=self.served, fla=self.calls - self.served, fla_reasons=dict(self.reasons))
+
+@contextlib.contextmanager
+def fla_routing(impl: str, layers):
+    """Who computes the `chunk_kda` calls of fla's layers: 'fla', fla alone (kda_nb's fla backend unregistered);
+    'kda_nb', kda_nb's kernels through kda_nb's fla backend (`register_fla_backend(train=True)`), unregistered
+    afterwards, on error too. FlashKDA's backend is off in both (`FLA_FLASH_KDA=0`, as it was afterwards), so a call
+    kda_nb's backend refuses goes to fla's own Triton kernels. Yields a `ChunkKdaTally` over `layers`."""
+    if impl not in ATTENTION: raise ValueError(f"impl {impl!r}: choose from {', '.join(sorted(ATTENTION))}")
+    saved = os.environ.get('FLA_FLASH_KDA')
+    os.environ['FLA_FLASH_KDA'] = '0'
+    backend = None
+    try:
+        unregister_fla_backend()                           # fla alone, or a fresh registration
+        if impl == 'kda_nb': backend = register_fla_backend(train=True)
+        with ChunkKdaTally(layers, backend) as tally: yield tally
+    finally:
+        if backend is not None: unregister_fla_backend()
+        if saved is None: os.environ.pop('FLA_FLASH_KDA', None)
+        else: os.environ['FLA_FLASH_KDA'] = saved
+
+def chunk_kda_summary(run: dict) -> str:
+    "One line on who computed a kimi run's `chunk_kda` calls; a warning when a kda_nb run handed some to fla."
+    c = run['chunk_kda']
+    line = f"  fla's chunk_kda: {c['calls']} calls, {c['kda_nb']} on kda_nb's kernels, {c['fla']} on fla's"
+    if c['fla_reasons']: line += '; to fla: ' + '; '.join(f"{n} x {why}" for why, n in c['fla_reasons'].items())
+    if run['impl'] == 'kda_nb' and c['fla']:
+        line += (f"\n  WARNING: kda_nb's backend handed {c['fla']} of {c['calls']} calls back to fla: this run is "
+                 f"not kda_nb's alone")
+    return line
 
 # %% ../nbs/09a_train_lm.ipynb #a138bb12
 if __name__ == '__main__' and '__file__' in globals(): sys.exit(main())   # python -m kda_nb.train_lm, not a notebook

@@ -54,3 +54,158 @@ def test_command_line_on_a_cpu_without_matplotlib(capsys, monkeypatch, tmp_path)
     runs = json.loads((tmp_path / 'train_lm.json').read_text())
     assert [r['impl'] for r in runs] == ['kda_nb'] and runs[0]['d_model'] == CPU_SIZE['d_model'] and len(runs[0]['loss']) == 2
     assert not (tmp_path / 'train_lm.png').exists()
+
+
+import os
+import sys
+import types
+
+class _FakeBackend:
+    "Stands in for kda_nb's backend class: `calls` and `last_refusal`, as fla's dispatch leaves them."
+    calls, last_refusal = 0, None
+
+class _FakeLayer(torch.nn.Module):
+    "A layer whose forward is served by the fake backend when its input is positive, refused otherwise."
+    def forward(self, x):
+        if x > 0: _FakeBackend.calls += 1; _FakeBackend.last_refusal = None
+        else: _FakeBackend.last_refusal = 'a reason'
+        return x
+
+def test_tally_counts_who_served_each_call():
+    layers = [_FakeLayer(), _FakeLayer()]
+    with ChunkKdaTally(layers, _FakeBackend) as t:
+        for x in (1, 1, -1, 1): layers[x < 0](torch.tensor(x))
+    assert t.record() == dict(calls=4, kda_nb=3, fla=1, fla_reasons={'a reason': 1})
+    layers[0](torch.tensor(1))                                          # the hooks are off after the block
+    assert t.calls == 4
+    with ChunkKdaTally(layers) as t: layers[1](torch.tensor(1))        # no backend: fla alone, and it says so
+    assert t.record()['fla'] == 1 and 'not registered' in next(iter(t.record()['fla_reasons']))
+    line = chunk_kda_summary(dict(impl='kda_nb', chunk_kda=dict(calls=4, kda_nb=3, fla=1, fla_reasons={'why': 1})))
+    assert '3 on kda_nb' in line and 'WARNING' in line and '1 x why' in line
+    assert 'WARNING' not in chunk_kda_summary(dict(impl='kda_nb', chunk_kda=dict(calls=2, kda_nb=2, fla=0, fla_reasons={})))
+
+def test_fla_routing_registers_only_for_kda_nb_and_always_cleans_up(monkeypatch):
+    log = []
+    fake = types.SimpleNamespace(calls=0, last_refusal=None)
+    g = fla_routing.__wrapped__.__globals__                    # the module's names, in a notebook or in the package
+    monkeypatch.setitem(g, 'register_fla_backend', lambda train: log.append(('register', train)) or fake)
+    monkeypatch.setitem(g, 'unregister_fla_backend', lambda: log.append('unregister'))
+    monkeypatch.setenv('FLA_FLASH_KDA', '1')
+    with fla_routing('fla', []) as t:
+        assert os.environ['FLA_FLASH_KDA'] == '0' and t.backend is None
+    assert log == ['unregister'] and os.environ['FLA_FLASH_KDA'] == '1'
+    log.clear()
+    monkeypatch.delenv('FLA_FLASH_KDA')
+    with pytest.raises(ZeroDivisionError):
+        with fla_routing('kda_nb', []) as t:
+            assert t.backend is fake and os.environ['FLA_FLASH_KDA'] == '0'
+            1 / 0
+    assert log == ['unregister', ('register', True), 'unregister'] and 'FLA_FLASH_KDA' not in os.environ
+    with pytest.raises(ValueError, match='choose from'):
+        with fla_routing('flash', []): pass
+
+def test_kimi_mixer_needs_a_gpu_and_says_so(capsys, monkeypatch):
+    with pytest.raises(SystemExit) as e: main(['--help'])
+    help_text = ' '.join(capsys.readouterr().out.split())
+    assert e.value.code == 0 and '--mixer {kda,kimi}' in help_text and 'KimiDeltaAttention' in help_text
+    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)
+    for argv, says in ((['--mixer', 'kimi', '--device', 'cpu'], 'need a CUDA GPU'),
+                       (['--mixer', 'kimi'], 'need a CUDA GPU'),                   # the default device here: the CPU
+                       (['--mixer', 'kimi', '--device', 'cuda'], 'no CUDA device'),
+                       (['--mixer', 'mamba'], 'invalid choice')):
+        with pytest.raises(SystemExit) as e: main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and says in err and 'Traceback' not in err, (argv, err)
+    with pytest.raises(RuntimeError, match='need a CUDA GPU'): train_run('kda_nb', 1, 'cpu', mixer='kimi')
+    with pytest.raises(ValueError, match='choose from kda, kimi'): train_run('kda_nb', 1, 'cpu', mixer='mamba')
+    with pytest.raises(ValueError, match='choose from kda, kimi'): TinyLM(mixer='mamba')
+    import subprocess
+    run = subprocess.run([sys.executable, '-m', 'kda_nb.train_lm', '--mixer', 'kimi', '--device', 'cpu'],
+                         capture_output=True, text=True, timeout=300)             # as a command: the module's last line
+    assert run.returncode == 2 and 'need a CUDA GPU' in run.stderr and 'Traceback' not in run.stderr, run.stderr
+
+try: kimi_layer_class(); KIMI_IMPORT_FAILURE = None
+except ImportError as e: KIMI_IMPORT_FAILURE = str(e)
+
+def test_kimi_model_builds_or_says_what_is_missing():
+    "With fla's layers: fla's KimiDeltaAttention in every block, its softplus gate, the same weights from the same seed; without them: an ImportError naming the package."
+    if KIMI_IMPORT_FAILURE is not None:
+        with pytest.raises(ImportError, match='flash-linear-attention'): TinyLM(64, 2, 2, 32, mixer='kimi')
+        return
+    torch.manual_seed(0)
+    model = TinyLM(64, 2, 2, 32, mixer='kimi')
+    layers = [m.attn for m in model.mixers]
+    assert [type(l).__name__ for l in layers] == ['KimiDeltaAttention'] * 2
+    rec = kimi_layer_record(layers[0])
+    assert rec['gate'] == 'softplus' and rec['safe_gate'] is False and rec['lower_bound'] is None
+    assert (rec['hidden_size'], rec['num_heads'], rec['head_dim'], rec['mode']) == (64, 2, 32, 'chunk')
+    torch.manual_seed(0)
+    again = TinyLM(64, 2, 2, 32, mixer='kimi').state_dict()
+    assert all(torch.equal(v, again[k]) for k, v in model.state_dict().items())
+
+
+class _StandInLayer(torch.nn.Module):
+    "Stands in for fla's layer on a CPU: one 'chunk_kda call' per forward, which the stand-in backend serves while registered unless told to refuse."
+    safe_gate, lower_bound, refuse = False, None, None
+    def __init__(self, d_model, H, D):
+        super().__init__()
+        self.lin = torch.nn.Linear(d_model, d_model)
+    def forward(self, x, cu_seqlens=None):
+        be = _StandInBackend
+        if be.registered and self.refuse is None: be.calls += 1; be.last_refusal = None
+        elif be.registered: be.last_refusal = self.refuse
+        return (self.lin(x), None, None)
+
+class _StandInBackend: calls, last_refusal, registered = 0, None, False
+
+class _StandInMixer(torch.nn.Module):
+    def __init__(self, d_model, H, D):
+        super().__init__()
+        self.attn = _StandInLayer(d_model, H, D)
+    def forward(self, x, cu_seqlens, attention=None): return self.attn(x, cu_seqlens=cu_seqlens)[0]
+
+def _stand_in_kimi(monkeypatch):
+    "The kimi mixer's plumbing with fla's layer and kda_nb's backend stood in for (a CPU has neither running)."
+    g = train_run.__globals__                                  # the module's names, in a notebook or in the package
+    def register(train): _StandInBackend.registered = True; return _StandInBackend
+    def unregister(): was, _StandInBackend.registered = _StandInBackend.registered, False; return was
+    monkeypatch.setitem(MIXERS, 'kimi', _StandInMixer)
+    for name, value in (('kimi_unavailable_reason', lambda device='cuda': None), ('register_fla_backend', register),
+                        ('unregister_fla_backend', unregister), ('kimi_layer_record', lambda layer: {'gate': 'softplus'})):
+        monkeypatch.setitem(g, name, value)
+
+def test_train_run_routes_and_counts_the_kimi_mixer(monkeypatch, capsys, tmp_path):
+    _stand_in_kimi(monkeypatch)
+    size = dict(d_model=32, layers=2, H=2, D=8, tokens=64, n_seqs=2)
+    runs = {impl: train_run(impl, 4, 'cpu', mixer='kimi', eval_every=2, progress=False, **size) for impl in ('kda_nb', 'fla')}
+    calls = 2 * (4 + 2 * 4)                                    # 2 layers x (4 steps + 2 evaluations of 4 batches)
+    assert runs['kda_nb']['chunk_kda'] == dict(calls=calls, kda_nb=calls, fla=0, fla_reasons={})
+    fla = runs['fla']['chunk_kda']
+    assert fla['calls'] == fla['fla'] == calls and fla['kda_nb'] == 0 and 'not registered' in next(iter(fla['fla_reasons']))
+    assert runs['kda_nb']['loss'][0] == runs['fla']['loss'][0]            # the same weights, the same first batch
+    assert runs['kda_nb']['mixer'] == 'kimi' and runs['kda_nb']['layer'] == {'gate': 'softplus'}
+    assert not _StandInBackend.registered                                   # unregistered after the run
+    monkeypatch.setattr(_StandInLayer, 'refuse', 'a shape the kernels do not take')
+    assert main(['--mixer', 'kimi', '--steps', '2', '--device', 'cpu', '--out', str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "fla's chunk_kda" in out and 'WARNING' in out and 'a shape the kernels do not take' in out
+    runs = json.loads((tmp_path / 'train_lm_kimi.json').read_text())
+    assert [r['impl'] for r in runs] == ['kda_nb', 'fla'] and runs[0]['chunk_kda']['fla'] == runs[0]['chunk_kda']['calls']
+    assert (tmp_path / 'train_lm_kimi.png').exists() and not (tmp_path / 'train_lm.json').exists()
+
+
+from kda_nb.kernels import kernels_unavailable_reason
+
+KIMI_GPU_REASON = kimi_unavailable_reason('cuda') or kernels_unavailable_reason()
+
+@pytest.mark.skipif(KIMI_GPU_REASON is not None, reason=f"needs a Hopper GPU, fla's layers and kda_nb's kernels: {KIMI_GPU_REASON}")
+def test_kimi_layer_trains_on_kda_nb_as_on_fla():
+    "A few steps of the kimi model with each impl: kda_nb's kernels compute every chunk_kda call of the kda_nb run, none of the fla run's; the same first loss, close losses after."
+    size = dict(d_model=256, layers=2, H=2, D=128, tokens=2048, n_seqs=4)
+    runs = {impl: train_run(impl, 6, 'cuda', mixer='kimi', eval_every=3, progress=False, **size) for impl in ('kda_nb', 'fla')}
+    a, b = runs['kda_nb'], runs['fla']
+    assert a['chunk_kda']['calls'] == 2 * (6 + 2 * 4) and a['chunk_kda']['kda_nb'] == a['chunk_kda']['calls'], a['chunk_kda']
+    assert b['chunk_kda']['kda_nb'] == 0 and b['chunk_kda']['fla'] == b['chunk_kda']['calls'] > 0
+    assert abs(a['loss'][0] - b['loss'][0]) < 2e-2 and abs(a['loss'][0] - math.log(256)) < 1.0, (a['loss'][0], b['loss'][0])
+    assert all(abs(x - y) < 0.1 for x, y in zip(a['loss'], b['loss'])) and a['loss'][-1] < a['loss'][0], (a['loss'], b['loss'])
+    assert a['layer']['gate'] == 'softplus' and not unregister_fla_backend()        # unregistered after the run
