@@ -43,12 +43,12 @@ def _put_rows(dest: Tensor, index: Tensor, src: Tensor, keep: Tensor) -> None:
     `index` holds where `keep` is False. Dropped entries are sent to the first kept entry's row with its value (with
     nothing kept, to row 0 with that row's own value), so a row written twice gets the same bytes both times."""
     b = (-1,) + (1,) * (src.dim() - 1)
-    first = keep.to(torch.uint8).argmax()
+    first = keep.to(torch.int32).argmax().view(1)         # (index_select throughout: a 0-dim index would read it on the host)
     any_kept = keep.any()
-    row0 = torch.where(any_kept, index[first], torch.zeros_like(index[first]))
-    val0 = torch.where(any_kept, src[first].to(dest.dtype), dest[row0])
+    row0 = torch.where(any_kept, index.index_select(0, first), 0)
+    val0 = torch.where(any_kept, src.index_select(0, first).to(dest.dtype), dest.index_select(0, row0))
     rows = torch.where(keep, index, row0)
-    dest.index_copy_(0, rows, torch.where(keep.view(b), src.to(dest.dtype), val0.unsqueeze(0)))
+    dest.index_copy_(0, rows, torch.where(keep.view(b), src.to(dest.dtype), val0))
 
 def _draft_layout(q: Tensor, N: int, cu_seqlens: Tensor | None):
     "`(starts, lens)` of each sequence's drafts on the flat token axis (device tensors; varlen offsets made safe as the kernels make them)."

@@ -322,6 +322,28 @@ def test_unchecked_values_make_padding_per_token():
     assert rel_rms(o[:, 4:7], ref_o) < 1e-12 and rel_rms(pool[4], ref_S[0]) < 1e-12
 
 
+def test_no_host_read_without_checks():
+    """With check=False the compositions read no value on the host, so a CUDA graph can capture them: they run on the
+    meta device (tensors without data, where any host read raises), with fwd stubbed out; with checks they read."""
+    glob = verify_drafts.__globals__
+    real = glob['fwd']
+    glob['fwd'] = lambda *a, **kw: 'stub'
+    try:
+        H, K, N, D = 2, 8, 3, 4
+        e = lambda *s, dt=torch.bfloat16: torch.empty(*s, dtype=dt, device='meta')
+        args = [e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H)]
+        cu, slots, acc = e(N + 1, dt=torch.long), e(N, dt=torch.long), e(N, dt=torch.long)
+        pool, rec = e(6, H, K, K, dt=torch.float32), new_draft_records(6, D, H, K, K, device='meta')
+        kw = dict(pool=pool, state_indices=slots, num_accepted_tokens=acc, records=rec, cu_seqlens=cu)
+        assert verify_drafts(*args, **kw, check=False).shape == (1, 9, H, K)
+        commit_drafts(pool, rec, slots, acc, check=False)
+        assert verify_drafts_per_token(*args, initial_state=pool, ssm_state_indices=e(N, D, dt=torch.long),
+                                       num_accepted_tokens=acc, cu_seqlens=cu, check=False).shape == (1, 9, H, K)
+        with pytest.raises(NotImplementedError, match='meta'): verify_drafts(*args, **kw, check=True)
+    finally:
+        glob['fwd'] = real
+
+
 def test_verify_bytes_orders_the_designs():
     for s in (2, 4):
         b1 = verify_bytes(1, state_bytes=s)
