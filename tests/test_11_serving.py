@@ -27,20 +27,20 @@ def _valid(form) -> bool:
 
 FORMS = [f for f in ALL_FORMS if _valid(f)]       # allow_neg_eigval needs beta as logits: the other 24
 
-def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0):
-    "Speculative steps over R requests in one pool, both conventions, against the fp64 recurrence per request."
+def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, dtype=torch.float64, state=torch.float64):
+    "Speculative steps over R requests in one pool, both conventions, against the fp64 recurrence per request (inputs in `dtype`, pools in `state`)."
     fk = form_args(form)
     gen = torch.Generator().manual_seed(seed)
     HV = H if HV is None else HV
-    src = random_inputs(1, steps * (R + 1) * D, H, K, V, HV=HV, dtype=torch.float64, state=None, seed=seed, **fk)
+    src = random_inputs(1, steps * (R + 1) * D, H, K, V, HV=HV, dtype=dtype, state=None, seed=seed, **fk)
     par = dict(A_log=src['A_log'], dt_bias=src['dt_bias'], lower_bound=src['lower_bound'], **fk)
-    S_ref = [torch.randn(HV, V, K, dtype=torch.float64, generator=gen) for _ in range(R)]
+    S_ref = [torch.randn(HV, V, K, dtype=torch.float64, generator=gen).to(state).double() for _ in range(R)]
     idx = torch.randperm(R * D, generator=gen).view(R, D)             # fla: D slots per request, scattered
-    pool_f = torch.full((R * D + 2, HV, V, K), float('nan'), dtype=torch.float64)
+    pool_f = torch.full((R * D + 2, HV, V, K), float('nan'), dtype=state)
     slot_r = torch.randperm(R + 2, generator=gen)[:R]                  # replay: one slot per request
-    pool_r = torch.full((R + 2, HV, V, K), float('nan'), dtype=torch.float64)
+    pool_r = torch.full((R + 2, HV, V, K), float('nan'), dtype=state)
     for r in range(R): pool_f[idx[r, 0]] = pool_r[slot_r[r]] = S_ref[r]
-    rec = new_draft_records(R + 2, D, H, K, V, HV=HV, dtype=torch.float64)
+    rec = new_draft_records(R + 2, D, H, K, V, HV=HV, dtype=dtype)
     acc_f, acc_r = [1] * R, [0] * R                                     # verdicts not yet applied
     worst, cursor = 0.0, 0
     for step in range(steps):
@@ -144,6 +144,11 @@ def test_serving_loop_every_form(i):
 
 def test_serving_loop_grouped_heads():
     assert serving_loop(HV=4, seed=3) < 1e-12
+
+@pytest.mark.parametrize('state,tol', [(torch.float32, 4e-3), (torch.bfloat16, 1e-2)])
+def test_serving_loop_bf16_inputs(state, tol):
+    "bf16 inputs (the reference computes in fp32), fp32 or bf16 pools, bf16 records: within rounding of the fp64 recurrence (the outputs' own bf16 rounding: about 2e-3)."
+    assert serving_loop(seed=5, dtype=torch.bfloat16, state=state) < tol
 
 
 def _step_args(seed=0, N=3, T=3, D=4, P=6, H=2, K=8):
