@@ -7,39 +7,385 @@ from kda_nb.serving import *
 import pytest
 import torch
 
-from kda_nb.layout import random_inputs, rel_rms
+from kda_nb.layout import ALL_FORMS, FORM_OPTIONS, check_form, random_inputs, rel_rms
+from kda_nb.recurrence import kda_recurrent
+from kda_nb.kernels import kernels_unavailable_reason
+
+NAMES = ('q', 'k', 'v', 'g', 'beta')
+
+def _worse(*errs) -> float:
+    "The largest of `errs`, NaN if any is NaN (max() would drop it)."
+    return float('nan') if any(e != e for e in errs) else max(errs)
+
+def form_args(form) -> dict: return {} if form is None else {n: getattr(form, n) for n in FORM_OPTIONS}
+
+def _valid(form) -> bool:
+    x = random_inputs(1, 1, 1, 4, state=None, **form_args(form))
+    try: check_form(form, x['A_log'], x['dt_bias'], x['lower_bound'])
+    except ValueError: return False
+    return True
+
+FORMS = [f for f in ALL_FORMS if _valid(f)]       # allow_neg_eigval needs beta as logits: the other 24
+
+def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, dtype=torch.float64, state=torch.float64):
+    "Speculative steps over R requests in one pool, both conventions, against the fp64 recurrence per request (inputs in `dtype`, pools in `state`)."
+    fk = form_args(form)
+    gen = torch.Generator().manual_seed(seed)
+    HV = H if HV is None else HV
+    src = random_inputs(1, steps * (R + 1) * D, H, K, V, HV=HV, dtype=dtype, state=None, seed=seed, **fk)
+    par = dict(A_log=src['A_log'], dt_bias=src['dt_bias'], lower_bound=src['lower_bound'], **fk)
+    S_ref = [torch.randn(HV, V, K, dtype=torch.float64, generator=gen).to(state).double() for _ in range(R)]
+    idx = torch.randperm(R * D, generator=gen).view(R, D)             # fla: D slots per request, scattered
+    pool_f = torch.full((R * D + 2, HV, V, K), float('nan'), dtype=state)
+    slot_r = torch.randperm(R + 2, generator=gen)[:R]                  # replay: one slot per request
+    pool_r = torch.full((R + 2, HV, V, K), float('nan'), dtype=state)
+    for r in range(R): pool_f[idx[r, 0]] = pool_r[slot_r[r]] = S_ref[r]
+    rec = new_draft_records(R + 2, D, H, K, V, HV=HV, dtype=dtype)
+    acc_f, acc_r = [1] * R, [0] * R                                     # verdicts not yet applied
+    worst, cursor = 0.0, 0
+    for step in range(steps):
+        batch = [r for r in torch.randperm(R, generator=gen).tolist() if torch.rand(1, generator=gen) < 0.8]
+        rows = batch + [-1] * int(torch.randint(0, 2, (1,), generator=gen))      # padding rows too
+        perm = torch.randperm(len(rows), generator=gen).tolist()
+        rows = [rows[i] for i in perm]
+        d = [int(torch.randint(1, D + 1, (1,), generator=gen)) for _ in rows]
+        tot = sum(d)
+        x = {n: src[n][:, cursor:cursor + tot] for n in NAMES}
+        cursor += tot
+        cu = torch.tensor([0] + d).cumsum(0)
+        idx_b = torch.stack([idx[r] if r >= 0 else torch.full((D,), -1) for r in rows])
+        o_f = verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=pool_f, ssm_state_indices=idx_b,
+                                      num_accepted_tokens=torch.tensor([acc_f[r] if r >= 0 else 1 for r in rows]),
+                                      cu_seqlens=cu, **par)
+        o_r = verify_drafts(*(x[n] for n in NAMES), pool=pool_r, records=rec,
+                            state_indices=torch.tensor([int(slot_r[r]) if r >= 0 else -1 for r in rows]),
+                            num_accepted_tokens=torch.tensor([acc_r[r] if r >= 0 else 0 for r in rows]),
+                            cu_seqlens=cu, **par)
+        for i, r in enumerate(rows):
+            lo, hi = int(cu[i]), int(cu[i + 1])
+            if r < 0:
+                assert (o_f[:, lo:hi] == 0).all() and (o_r[:, lo:hi] == 0).all()
+                continue
+            xi = {n: x[n][:, lo:hi] for n in NAMES}
+            L = hi - lo                                   # every prefix of the drafts at once: their states
+            pre = {n: torch.cat([xi[n][:, :t + 1] for t in range(L)], 1) for n in NAMES}
+            ref_o, states = kda_recurrent(*(pre[n] for n in NAMES), initial_state=S_ref[r][None].expand(L, -1, -1, -1),
+                                          cu_seqlens=torch.tensor([0] + [t + 1 for t in range(L)]).cumsum(0), **par)
+            ref_o = ref_o[:, -L:]
+            worst = _worse(worst, rel_rms(o_f[:, lo:hi], ref_o), rel_rms(o_r[:, lo:hi], ref_o))
+            for t, S in enumerate(states): worst = _worse(worst, rel_rms(pool_f[idx[r, t]], S))
+            a = int(torch.randint(1, hi - lo + 1, (1,), generator=gen))    # the sampler's verdict
+            S_ref[r] = states[a - 1]
+            acc_f[r] = acc_r[r] = a
+    commit_drafts(pool_r, rec, slot_r, torch.tensor(acc_r), **{k_: par[k_] for k_ in ('A_log', 'dt_bias', 'lower_bound')}, **fk)
+    for r in range(R):
+        worst = _worse(worst, rel_rms(pool_f[idx[r, acc_f[r] - 1]], S_ref[r]), rel_rms(pool_r[slot_r[r]], S_ref[r]))
+    return worst
 
 
-def test_verify_refuses_bad_counts_and_slots():
-    xs = random_inputs(2, 3, 1, 4, 4, dtype=torch.float64, state=None, seed=1)
-    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
-    pool, j = torch.zeros(3, 1, 4, 4, dtype=torch.float64), new_journal(3, 4, 1, 4, 4, dtype=torch.float64)
-    verify(*args, pool, j, torch.tensor([0, 2]), torch.zeros(2, dtype=torch.long))
-    with pytest.raises(ValueError, match='recorded 3 draft tokens'):
-        verify(*args, pool, j, torch.tensor([0, 2]), torch.tensor([4, 0]))
-    with pytest.raises(ValueError, match=r'in \[0, 3\)'):
-        verify(*args, pool, j, torch.tensor([0, 3]), torch.zeros(2, dtype=torch.long))
-    with pytest.raises(ValueError, match='share a pool slot'):
-        verify(*args, pool, j, torch.tensor([1, 1]), torch.zeros(2, dtype=torch.long))
-    small = new_journal(3, 2, 1, 4, 4, dtype=torch.float64)
-    with pytest.raises(ValueError, match='at most 2'):
-        verify(*args, pool, small, torch.tensor([0, 2]), torch.zeros(2, dtype=torch.long))
+from kda_nb.layout import seq_bounds
+
+def check_prefill(seqlens=(50, 7, 32, 0, 19), fixed=False, form=None, seed=7):
+    fk = form_args(form)
+    gen = torch.Generator().manual_seed(seed)
+    H, K, V = 2, 8, 8
+    xs = (random_inputs(3, 20, H, K, V, dtype=torch.float64, state='fp64', seed=seed, **fk) if fixed else
+          random_inputs(seqlens=list(seqlens), H=H, K=K, V=V, dtype=torch.float64, state='fp64', seed=seed, **fk))
+    lens = [20] * 3 if fixed else list(seqlens)
+    N, P = len(lens), 3 * len(lens) + 1
+    par = dict(A_log=xs['A_log'], dt_bias=xs['dt_bias'], lower_bound=xs['lower_bound'], **fk)
+    pool = torch.randn(P, H, V, K, dtype=torch.float64, generator=gen)
+    perm = torch.randperm(P, generator=gen).tolist()
+    slots = torch.tensor(perm[:N]); slots[1] = -1                      # sequence 1: padding
+    ck_slots = torch.tensor(perm[N:3 * N]).view(N, 2)
+    offs = torch.stack([torch.randint(0, L + 1, (2,), generator=gen) for L in lens])
+    ck_slots[0, 1] = -1; offs[2] = torch.tensor([16, 16]) if lens[2] >= 16 else offs[2]
+    has = torch.tensor([n % 2 == 0 for n in range(N)])
+    before = pool.clone()
+    h0 = torch.where(has[:, None, None, None], before[slots.clamp(min=0)], 0)
+    o, fs = prefill_checkpoints(*(xs[n] for n in NAMES), pool=pool, checkpoint_offsets=offs, checkpoint_slots=ck_slots,
+                                state_indices=slots, has_initial_state=has, cu_seqlens=xs['cu_seqlens'], **par)
+    ref_o, ref_S = kda_recurrent(*(xs[n] for n in NAMES), initial_state=h0, cu_seqlens=xs['cu_seqlens'], **par)
+    worst = 0.0
+    bounds = seq_bounds(*xs['q'].shape[:2], xs['cu_seqlens'])
+    for n, (lo, hi) in enumerate(bounds):
+        flat = lambda x: x.reshape(1, -1, *x.shape[2:])
+        if slots[n] < 0:
+            assert (flat(o)[:, lo:hi] == 0).all() and (fs[n] == 0).all()
+            for s in ck_slots[n].tolist():
+                if s >= 0: assert torch.equal(pool[s], before[s])
+            continue
+        worst = _worse(worst, rel_rms(flat(o)[:, lo:hi], flat(ref_o)[:, lo:hi]), rel_rms(fs[n], ref_S[n]), rel_rms(pool[slots[n]], ref_S[n]))
+        for c in range(2):
+            s, off = int(ck_slots[n, c]), int(offs[n, c])
+            if s < 0: continue
+            _, S_pre = kda_recurrent(*(flat(xs[m])[:, lo:lo + off] for m in NAMES), initial_state=h0[n:n + 1], **par)
+            worst = _worse(worst, rel_rms(pool[s], S_pre[0]))
+    return worst
 
 
-def test_padding_slot_writes_nothing():
-    xs = random_inputs(2, 3, 1, 4, 4, dtype=torch.float64, state=None, seed=2)
-    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
-    pool = torch.randn(2, 1, 4, 4, dtype=torch.float64)
-    before, j = pool.clone(), new_journal(2, 4, 1, 4, 4, dtype=torch.float64)
-    out = verify(*args, pool, j, torch.tensor([-1, 1]), torch.zeros(2, dtype=torch.long))
-    assert (out[0] == 0).all() and (out[1] != 0).any() and int(j.count[0]) == 0 and int(j.count[1]) == 3
-    commit(pool, j, torch.tensor([-1, 1]), torch.tensor([0, 3]))
-    assert torch.equal(pool[0], before[0]) and not torch.equal(pool[1], before[1])
+from kda_nb.serving import _put_rows
+
+def test_put_rows_writes_only_the_kept_rows():
+    dest = torch.arange(12.).view(6, 2)
+    before = dest.clone()
+    src = -torch.arange(1., 9.).view(4, 2)
+    _put_rows(dest, torch.tensor([4, -1, 99, 1]), src, torch.tensor([True, False, False, True]))
+    expect = before.clone(); expect[4], expect[1] = src[0], src[3]
+    assert torch.equal(dest, expect)
+    _put_rows(dest, torch.tensor([-1, 7]), src[:2], torch.tensor([False, False]))      # nothing kept
+    assert torch.equal(dest, expect)
 
 
-def test_checkpoint_offsets_outside_a_sequence_are_refused():
-    xs = random_inputs(seqlens=[10, 5], H=1, K=4, V=4, dtype=torch.float64, state=None, seed=3)
-    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
-    pool = torch.zeros(2, 1, 4, 4, dtype=torch.float64)
-    with pytest.raises(ValueError, match=r'outside sequence 1 of 5 tokens'):
-        prefill_checkpoints(*args, pool, torch.tensor([[4], [6]]), torch.tensor([[0], [1]]), cu_seqlens=xs['cu_seqlens'])
+@pytest.mark.parametrize('i', range(len(FORMS)))
+def test_serving_loop_every_form(i):
+    "Both conventions against the fp64 recurrence per request, in each of the 24 valid forms."
+    assert serving_loop(FORMS[i], steps=4, R=4, seed=i) < 1e-12
+
+def test_serving_loop_grouped_heads():
+    assert serving_loop(HV=4, seed=3) < 1e-12
+
+@pytest.mark.parametrize('state,tol', [(torch.float32, 4e-3), (torch.bfloat16, 1e-2)])
+def test_serving_loop_bf16_inputs(state, tol):
+    "bf16 inputs (the reference computes in fp32), fp32 or bf16 pools, bf16 records: within rounding of the fp64 recurrence (the outputs' own bf16 rounding: about 2e-3)."
+    assert serving_loop(seed=5, dtype=torch.bfloat16, state=state) < tol
+
+
+def _step_args(seed=0, N=3, T=3, D=4, P=6, H=2, K=8):
+    x = random_inputs(N, T, H, K, dtype=torch.float64, state=None, seed=seed)
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=x['lower_bound'])
+    return x, par
+
+def test_fixed_batch_equals_varlen():
+    "N rows of T tokens give what the same tokens give as a varlen batch of T each, in both conventions."
+    x, par = _step_args()
+    N, T, H, K = x['q'].shape
+    flat = {n: x[n].reshape(1, N * T, *x[n].shape[2:]) for n in NAMES}
+    cu = torch.arange(N + 1) * T
+    pool0 = torch.randn(12, H, K, K, dtype=torch.float64)
+    idx = torch.tensor([[3, 4, 5, 6], [0, 1, 2, 7], [8, 9, 10, 11]])
+    results = []
+    for xs, c in ((x, None), (flat, cu)):
+        pool = pool0.clone()
+        o = verify_drafts_per_token(*(xs[n] for n in NAMES), initial_state=pool, ssm_state_indices=idx,
+                                    num_accepted_tokens=torch.tensor([2, 1, 4]), cu_seqlens=c, **par)
+        pool_r, rec = pool0.clone(), new_draft_records(12, 4, H, K, K, dtype=torch.float64)
+        slots = torch.tensor([5, 0, 9])
+        verify_drafts(*(xs[n] for n in NAMES), pool=pool_r, state_indices=slots, num_accepted_tokens=torch.zeros(3, dtype=torch.long),
+                      records=rec, cu_seqlens=c, **par)
+        o2 = verify_drafts(*(xs[n] for n in NAMES), pool=pool_r, state_indices=slots,
+                           num_accepted_tokens=torch.tensor([3, 1, 2]), records=rec, cu_seqlens=c, **par)
+        results.append((o.reshape(N * T, -1), pool, o2.reshape(N * T, -1), pool_r))
+    for a, b in zip(*results): assert rel_rms(a, b) < 1e-13
+
+def test_compositions_call_fwd():
+    "The compositions run on fwd, as many calls as the cost table says: D per step for fla's, 2 for replay, C + 1 rounds for checkpoints."
+    glob = verify_drafts.__globals__
+    real, calls = glob['fwd'], []
+    glob['fwd'] = lambda *a, **kw: (calls.append(a[0].shape), real(*a, **kw))[1]
+    try:
+        x, par = _step_args()
+        N, T, H, K = x['q'].shape
+        flat = {n: x[n].reshape(1, N * T, *x[n].shape[2:]) for n in NAMES}
+        idx = torch.arange(1, 13).view(3, 4)
+        short = {n: flat[n][:, :7] for n in NAMES}
+        verify_drafts_per_token(*(short[n] for n in NAMES), initial_state=torch.zeros(13, H, K, K, dtype=torch.float64),
+                                ssm_state_indices=idx, cu_seqlens=torch.tensor([0, 2, 3, 7]), **par)
+        assert len(calls) == 4 and all(s[:2] == (3, 1) for s in calls)              # D = 4 positions, one token each
+        calls.clear()
+        verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=torch.zeros(13, H, K, K, dtype=torch.float64),
+                                ssm_state_indices=idx, **par)
+        assert len(calls) == T                                                       # a fixed batch: T positions
+        calls.clear()
+        pool, rec = torch.zeros(4, H, K, K, dtype=torch.float64), new_draft_records(4, 4, H, K, K, dtype=torch.float64)
+        verify_drafts(*(x[n] for n in NAMES), pool=pool, state_indices=torch.tensor([0, 1, 2]),
+                      num_accepted_tokens=torch.zeros(3, dtype=torch.long), records=rec, **par)
+        assert len(calls) == 2
+        calls.clear()
+        prefill_checkpoints(*(x[n] for n in NAMES), pool=pool, checkpoint_offsets=torch.tensor([[1, 2], [2, 2], [0, 3]]),
+                            checkpoint_slots=torch.tensor([[0, 1], [2, -1], [3, -1]]), **par)
+        assert len(calls) == 3                                                       # cuts at 1 and 2: three rounds
+    finally:
+        glob['fwd'] = real
+
+
+def test_prefill_checkpoints_gate_forms():
+    "The safe, softplus and given gates (with their other options at the defaults), varlen and fixed."
+    for form in [f for f in FORMS if f.use_qk_l2norm_in_kernel and f.use_beta_sigmoid_in_kernel and not f.allow_neg_eigval]:
+        assert check_prefill(form=form, seed=11) < 1e-12, form
+        assert check_prefill(fixed=True, form=form, seed=12) < 1e-12, form
+
+def test_prefill_without_checkpoints_is_a_prefill():
+    x, par = _step_args(T=21)
+    pool = torch.zeros(3, *x['q'].shape[2:3], 8, 8, dtype=torch.float64)
+    o, S = prefill_checkpoints(*(x[n] for n in NAMES), pool=pool, checkpoint_offsets=torch.zeros(3, 0, dtype=torch.long),
+                               checkpoint_slots=torch.zeros(3, 0, dtype=torch.long), **par)
+    ref_o, ref_S = kda_recurrent(*(x[n] for n in NAMES), **par)
+    assert rel_rms(o, ref_o) < 1e-12 and rel_rms(S, ref_S) < 1e-12 and (pool == 0).all()
+
+
+def _replay_case():
+    x, par = _step_args(N=3, T=3)
+    H, K = x['q'].shape[2:]
+    pool, rec = torch.randn(6, H, K, K, dtype=torch.float64), new_draft_records(6, 4, H, K, K, dtype=torch.float64)
+    args = [x[n] for n in NAMES]
+    verify_drafts(*args, pool=pool, state_indices=torch.tensor([0, 2, 5]), num_accepted_tokens=torch.zeros(3, dtype=torch.long),
+                  records=rec, **par)                                  # each of the three slots ran 3 tokens
+    return x, par, args, pool, rec
+
+def test_verify_drafts_refuses_bad_values():
+    x, par, args, pool, rec = _replay_case()
+    kw = dict(pool=pool, records=rec, **par)
+    acc = lambda *a: torch.tensor(a)
+    for slots, accepted, msg in (([0, 2, 5], acc(0, 4, 0), r'num_accepted_tokens\[1\] = 4 for slot 2, whose last verification ran 3'),
+                                 ([0, 2, 5], acc(-1, 0, 0), r'num_accepted_tokens\[0\] = -1'),
+                                 ([0, 6, 5], acc(0, 0, 0), r'state_indices must be in \[-1, 6\)'),
+                                 ([0, 2, 2], acc(0, 0, 0), 'must not name a slot twice'),
+                                 ([0, 2, 5], acc(0, 0), 'num_accepted_tokens must be an int32 or int64 tensor of N = 3')):
+        with pytest.raises(ValueError, match=msg):
+            verify_drafts(*args, state_indices=torch.tensor(slots), num_accepted_tokens=accepted, **kw)
+    flat = [a.reshape(1, 9, *a.shape[2:]) for a in args]
+    with pytest.raises(ValueError, match='sequence 2 has 5 draft tokens; the records hold at most 4'):
+        verify_drafts(*flat, state_indices=torch.tensor([0, 2, 5]), num_accepted_tokens=acc(0, 0, 0),
+                      cu_seqlens=torch.tensor([0, 2, 4, 9]), **kw)
+    with pytest.raises(ValueError, match='cu_seqlens must end at T = 9'):
+        verify_drafts(*flat, state_indices=torch.tensor([0, 2, 5]), num_accepted_tokens=acc(0, 0, 0),
+                      cu_seqlens=torch.tensor([0, 2, 4, 8]), **kw)
+    with pytest.raises(ValueError, match='records must hold torch.float32'):
+        verify_drafts(*(a.float() for a in args), state_indices=torch.tensor([0, 2, 5]), num_accepted_tokens=acc(0, 0, 0), **kw)
+    commit_drafts(pool, rec, torch.tensor([2]), acc(3), **par)
+    with pytest.raises(ValueError, match='whose last verification ran 0'):                # replayed already
+        commit_drafts(pool, rec, torch.tensor([2]), acc(3), **par)
+
+def test_verify_drafts_per_token_refuses_bad_values():
+    x, par = _step_args(N=2, T=3)
+    args = [x[n] for n in NAMES]
+    H, K = x['q'].shape[2:]
+    pool = torch.zeros(9, H, K, K, dtype=torch.float64)
+    idx = torch.tensor([[0, 1, 2, 3], [4, 5, 6, 7]])
+    run = lambda idx, acc, **kw: verify_drafts_per_token(*(kw.pop('args', args)), initial_state=pool, ssm_state_indices=idx,
+                                                         num_accepted_tokens=acc, **par, **kw)
+    for i, acc, msg in ((idx, [0, 1], r'num_accepted_tokens\[0\] = 0 is outside \[1, 4\]'),
+                        (idx, [1, 5], r'num_accepted_tokens\[1\] = 5 is outside \[1, 4\]'),
+                        (torch.tensor([[0, 1, 9, 3], [4, 5, 6, 7]]), [1, 1], 'names slot 9, outside the pool of 9 slots'),
+                        (torch.tensor([[0, 1, 2, 3], [4, 2, 6, 7]]), [1, 1], 'slot 2 is used by sequences 0 and 1'),
+                        (torch.tensor([[0, 1, 1, 3], [4, 5, 6, 7]]), [1, 1], 'names a slot twice'),
+                        (idx[0], [1, 1], r'must be an int32 or int64 tensor \[N, D\]')):
+        with pytest.raises(ValueError, match=msg): run(i, torch.tensor(acc))
+    with pytest.raises(ValueError, match="3 draft tokens per sequence, more than ssm_state_indices' 2 columns"):
+        run(idx[:, :2], torch.tensor([1, 1]))
+    run(torch.tensor([[0, 1, 2, 3], [-1, 2, 6, 7]]), torch.tensor([1, 1]))      # a padding sequence uses no slot
+
+def test_prefill_checkpoints_refuses_bad_values():
+    x = random_inputs(seqlens=[10, 5], H=1, K=4, V=4, dtype=torch.float64, state=None, seed=3)
+    args = [x[n] for n in NAMES]
+    kw = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], cu_seqlens=x['cu_seqlens'], pool=torch.zeros(4, 1, 4, 4, dtype=torch.float64))
+    for offs, slots, extra, msg in (([[4], [6]], [[0], [1]], {}, r'checkpoint_offsets\[1, 0\] = 6 lies outside sequence 1 of 5 tokens'),
+                                    ([[-1], [2]], [[0], [1]], {}, r'checkpoint_offsets\[0, 0\] = -1 lies outside'),
+                                    ([[4], [2]], [[0], [4]], {}, r'checkpoint_slots\[1, 0\] = 4 is outside the pool of 4'),
+                                    ([[4], [2]], [[1], [1]], {}, 'slot 1 is named twice'),
+                                    ([[4], [2]], [[1], [2]], dict(state_indices=torch.tensor([0, 2])), 'slot 2 is named twice'),
+                                    ([[4, 1]], [[1, 2]], {}, 'must both be \\[N, C\\] with N = 2')):
+        with pytest.raises(ValueError, match=msg):
+            prefill_checkpoints(*args, checkpoint_offsets=torch.tensor(offs), checkpoint_slots=torch.tensor(slots), **kw, **extra)
+
+
+def test_unchecked_values_make_padding_replay():
+    "check=False: a slot outside the pool, a count above the records', too many tokens: padding, and nothing else moves."
+    x = random_inputs(seqlens=[2, 2, 5, 2], H=2, K=8, dtype=torch.float64, state=None, seed=4)
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=x['lower_bound'])
+    args = [x[n] for n in NAMES]
+    pool, rec = torch.randn(6, 2, 8, 8, dtype=torch.float64), new_draft_records(6, 4, 2, 8, 8, dtype=torch.float64)
+    rec.count[1] = 2
+    before, rec_before = pool.clone(), [t.clone() for t in (rec.k, rec.v, rec.g, rec.beta, rec.count)]
+    o = verify_drafts(*args, pool=pool, state_indices=torch.tensor([7, 1, 2, 3]), num_accepted_tokens=torch.tensor([0, 9, 0, 0]),
+                      records=rec, cu_seqlens=x['cu_seqlens'], check=False, **par)
+    assert (o[:, :9] == 0).all() and (o[:, 9:] != 0).all()               # three padding sequences, the fourth computed
+    assert torch.equal(pool, before)                                      # no state written: nothing was accepted
+    assert rec.count.tolist() == [0, 2, 0, 2, 0, 0]                       # slot 3 recorded its 2 tokens, slot 1 kept its own
+    rows3 = slice(3 * 4, 3 * 4 + 4)
+    for t, t0 in zip((rec.k, rec.v, rec.g, rec.beta), rec_before[:4]):
+        keep = torch.ones(t.shape[0], dtype=torch.bool); keep[rows3] = False
+        assert torch.equal(t[keep], t0[keep])
+    ref_o, _ = kda_recurrent(*(a[:, 9:] for a in args), initial_state=before[3:4], **par)
+    assert rel_rms(o[:, 9:], ref_o) < 1e-12
+
+def test_unchecked_values_make_padding_per_token():
+    x = random_inputs(seqlens=[2, 2, 3, 5], H=2, K=8, dtype=torch.float64, state=None, seed=5)
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=x['lower_bound'])
+    args = [x[n] for n in NAMES]
+    pool = torch.randn(10, 2, 8, 8, dtype=torch.float64)
+    before = pool.clone()
+    idx = torch.tensor([[0, 1, -1, -1], [99, 2, -1, -1], [3, 99, 4, -1], [5, 6, 7, 8]])
+    o = verify_drafts_per_token(*args, initial_state=pool, ssm_state_indices=idx, num_accepted_tokens=torch.tensor([0, 1, 1, 1]),
+                                cu_seqlens=x['cu_seqlens'], check=False, **par)
+    # 0: count 0 (outside [1, 4]); 1: start slot 99; 3: 5 tokens for 4 columns -> padding. 2: its middle store skipped
+    assert (o[:, :4] == 0).all() and (o[:, 7:] == 0).all() and (o[:, 4:7] != 0).all()
+    changed = [s for s in range(10) if not torch.equal(pool[s], before[s])]
+    assert changed == [3, 4]
+    ref_o, ref_S = kda_recurrent(*(a[:, 4:7] for a in args), initial_state=before[3:4], **par)
+    assert rel_rms(o[:, 4:7], ref_o) < 1e-12 and rel_rms(pool[4], ref_S[0]) < 1e-12
+
+
+def test_no_host_read_without_checks():
+    """With check=False the compositions read no value on the host, so a CUDA graph can capture them: they run on the
+    meta device (tensors without data, where any host read raises), with fwd stubbed out; with checks they read."""
+    glob = verify_drafts.__globals__
+    real = glob['fwd']
+    glob['fwd'] = lambda *a, **kw: 'stub'
+    try:
+        H, K, N, D = 2, 8, 3, 4
+        e = lambda *s, dt=torch.bfloat16: torch.empty(*s, dtype=dt, device='meta')
+        args = [e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H)]
+        cu, slots, acc = e(N + 1, dt=torch.long), e(N, dt=torch.long), e(N, dt=torch.long)
+        pool, rec = e(6, H, K, K, dt=torch.float32), new_draft_records(6, D, H, K, K, device='meta')
+        kw = dict(pool=pool, state_indices=slots, num_accepted_tokens=acc, records=rec, cu_seqlens=cu)
+        assert verify_drafts(*args, **kw, check=False).shape == (1, 9, H, K)
+        commit_drafts(pool, rec, slots, acc, check=False)
+        assert verify_drafts_per_token(*args, initial_state=pool, ssm_state_indices=e(N, D, dt=torch.long),
+                                       num_accepted_tokens=acc, cu_seqlens=cu, check=False).shape == (1, 9, H, K)
+        with pytest.raises(NotImplementedError, match='meta'): verify_drafts(*args, **kw, check=True)
+    finally:
+        glob['fwd'] = real
+
+
+def test_verify_bytes_orders_the_designs():
+    for s in (2, 4):
+        b1 = verify_bytes(1, state_bytes=s)
+        assert b1['slot per draft, one kernel'] == b1['one token']            # one token: one state in, one out
+        for d in (2, 4, 8):
+            b = verify_bytes(d, state_bytes=s)
+            assert b['replay, one kernel'] < min(b['replay, composed'], b['slot per draft, one kernel'])
+            assert b['slot per draft, one kernel'] < b['slot per draft, composed']
+            assert (b['replay, composed'] < b['slot per draft, one kernel']) == (d >= 4)   # two calls lose to fla's one at d = 2
+            assert b['replay, one kernel'] - b['one token'] == 2 * d * (2 * 128 + 128 + 1) * 2
+
+
+REASON = kernels_unavailable_reason()
+needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
+
+@needs_kernels
+def test_verify_drafts_graph_replay():
+    "verify_drafts captured once (check=False) replays new verdicts, slots and tokens written into its buffers, as eager calls compute them."
+    N, D, H, K, P = 3, 4, 4, 128, 6
+    x = random_inputs(N, D, H, K, state=None, device='cuda', seed=1)
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=-5.0)
+    pool = torch.randn(P, H, K, K, device='cuda')
+    rec = new_draft_records(P, D, H, K, K, device='cuda')
+    slots, acc = torch.tensor([4, 0, 2], device='cuda'), torch.zeros(N, dtype=torch.long, device='cuda')
+    out = torch.empty_like(x['v'])
+    step = lambda pool, rec, out: verify_drafts(*(x[n] for n in NAMES), pool=pool, state_indices=slots, num_accepted_tokens=acc,
+                                                records=rec, out=out, check=False, **par)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side): step(pool, rec, out)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): step(pool, rec, out)
+    for new_slots, new_acc in (([4, 0, 2], [4, 1, 3]), ([1, -1, 4], [0, 0, 2]), ([3, 2, 1], [0, 4, 0])):
+        slots.copy_(torch.tensor(new_slots)); acc.copy_(torch.tensor(new_acc))
+        for n in NAMES: x[n].copy_(torch.randn_like(x[n].float()).to(x[n].dtype))
+        e_pool, e_rec, e_out = pool.clone(), DraftRecords(*(t.clone() for t in (rec.k, rec.v, rec.g, rec.beta, rec.count))), torch.empty_like(out)
+        step(e_pool, e_rec, e_out)
+        graph.replay()
+        assert torch.equal(out, e_out) and torch.equal(pool, e_pool) and torch.equal(rec.count, e_rec.count), new_slots
