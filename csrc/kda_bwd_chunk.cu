@@ -171,7 +171,8 @@ __device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int l
     }
 }
 
-// (rows may share memory with s.kd and s.qd: they are read before the first block sum, and those written after it)
+// (rows may share memory with s.kd and s.qd: they are read before the first block sum (or, q and k normalised outside,
+// a barrier of its own), and those written after it)
 template <GateForm GF, bool FORMS, class P>
 __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64_t tok0, int len, int h, Factors& s, Channel& x) {
     const int c = threadIdx.x, H = p.H;
@@ -185,6 +186,8 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
     if (l2) {
         block_sum16(sq, s.red);
         block_sum16(sk, s.red);
+    } else {
+        __syncthreads();                              // every thread's reads of rows done before kd, qd overwrite them
     }
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {

@@ -17,7 +17,7 @@ from .backward import kda_chunked_backward
 from .backward_kernels import kda_backward_cuda
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
-from .layout import (ALL_FORMS, FORM_OPTIONS, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
+from .layout import (ALL_FORMS, FORM_OPTIONS, form_options, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
 from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
@@ -97,7 +97,7 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     "Check, ask the plan, compute `form` into `out` (and `final_state`); the backend that ran ('cuda' or 'reference')."
     capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
     p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                     cu_seqlens, state_indices=state_indices, check_seqlens=check_seqlens and not capturing, **vars(form))
+                     cu_seqlens, state_indices=state_indices, check_seqlens=check_seqlens and not capturing, **form_options(form))
     lower_bound = check_form(form, A_log, dt_bias, lower_bound)         # None: -5 for the safe gate
     how = plan(q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, varlen=cu_seqlens is not None,
                max_len=None if p.seqlens is None else max(p.seqlens, default=0),
@@ -120,7 +120,7 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     with torch.no_grad():                     # fwd writes into buffers and records no gradient, on every device
         if state_indices is None:
             o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
-                               initial_state=initial_state, cu_seqlens=cu_seqlens, dtype=dtype, **vars(form))
+                               initial_state=initial_state, cu_seqlens=cu_seqlens, dtype=dtype, **form_options(form))
             out.copy_(o)
             if final_state is not None: final_state.copy_(s)
         else:
@@ -138,7 +138,7 @@ def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
     valid = (idx >= 0) & (idx < P) if P is not None else idx >= 0          # outside the pool: padding, as on the GPU
     h0 = None if pool_in is None else pool_in[idx.clamp(0, P - 1)].to(dtype) * valid[:, None, None, None]
     o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=h0,
-                       cu_seqlens=cu_seqlens, dtype=dtype, **vars(form))
+                       cu_seqlens=cu_seqlens, dtype=dtype, **form_options(form))
     t = torch.arange(B * T, device=q.device)                               # the sequence of every token
     seq = t // T if cu_seqlens is None else torch.searchsorted(safe_cu_seqlens(cu_seqlens.to(q.device), B * T)[1:],
                                                                t, right=True)
@@ -165,7 +165,7 @@ def _(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, 
       backend, check_seqlens, state_indices=None, use_gate_in_kernel=True, safe_gate=True,
       use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
     check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-                 state_indices=state_indices, values=False, **vars(_form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)))
+                 state_indices=state_indices, values=False, **form_options(_form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)))
 
 # %% ../nbs/05_api.ipynb #4d788fc1
 @torch.compiler.assume_constant_result
@@ -217,7 +217,7 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
                state_indices, form=form)
     except (RuntimeError, TypeError):       # the binding refused: say why in the words of check_inputs
         check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                     cu_seqlens, state_indices=state_indices, check_seqlens=check, **vars(form))
+                     cu_seqlens, state_indices=state_indices, check_seqlens=check, **form_options(form))
         raise
     return True
 
@@ -259,12 +259,12 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, 
     if form is not FLASH_FORM or lower_bound is None: lower_bound = check_form(form, A_log, dt_bias, lower_bound)
     if torch.compiler.is_compiling():
         p = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-                         cu_seqlens, state_indices=state_indices, values=False, **vars(form))
+                         cu_seqlens, state_indices=state_indices, values=False, **form_options(form))
         torch.ops.kda_nb.fwd(q, k, v, g, beta, float(scale), out, A_log, dt_bias,
                              None if lower_bound is None else float(lower_bound), initial_state, final_state,
-                             cu_seqlens, backend, check_seqlens, state_indices, *vars(form).values())
+                             cu_seqlens, backend, check_seqlens, state_indices, *form_options(form).values())
         return _backend_for(backend, q.device, q.dtype, p.B, p.T, p.H, p.K, p.V, p.N, cu_seqlens is not None,
-                            state_dtypes_of(initial_state, final_state), p.HV, tuple(vars(form).values()))
+                            state_dtypes_of(initial_state, final_state), p.HV, tuple(form_options(form).values()))
     if backend != 'reference' and torch.is_tensor(q) and _fast_forward(
             q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
             check_seqlens, state_indices, backend, form):
@@ -312,7 +312,7 @@ def _(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_se
       use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
     out, fs = _outputs(q, v, initial_state, cu_seqlens, state_dtype, output_final_state)
     check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                 fs if output_final_state else None, cu_seqlens, values=False, **vars(_form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)))
+                 fs if output_final_state else None, cu_seqlens, values=False, **form_options(_form(use_gate_in_kernel, safe_gate, use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval)))
     return out, fs
 
 # %% ../nbs/05_api.ipynb #6d379970
@@ -373,7 +373,7 @@ def kda(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor 
         raise TypeError(f"state_dtype must be one of {', '.join(_dtype_name(d) for d in STATE_DTYPES)}, got {state_dtype}")
     scale = q.shape[-1] ** -0.5 if scale is None else _python_float('scale', scale)
     args = (q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, initial_state, cu_seqlens, state_dtype,
-            output_final_state, backend, check_seqlens, *vars(form).values())
+            output_final_state, backend, check_seqlens, *form_options(form).values())
     grad = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad for x in args)
     if torch.compiler.is_compiling() or grad:
         out, fs = torch.ops.kda_nb.kda(*args)
@@ -409,7 +409,7 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
         grads = _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more)
     elif bp is not None and bp.backend == 'cuda':
         grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, plan=bp, **more)
-    else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype, **vars(form))
+    else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype, **form_options(form))
     out = [q.new_empty(0) if x is None else gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
     return out + [grads[7].to(initial_state.dtype) if initial_state is not None else q.new_empty(0)]
 
@@ -491,7 +491,7 @@ class DecodeStep:
         A_log, dt_bias = _fp32(A_log), _fp32(dt_bias)       # copies, once: a step reads the parameters as they were
         self.problem = check_inputs(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                                     final_state, cu_seqlens, state_indices=state_indices, check_seqlens=check_values,
-                                    **vars(form))
+                                    **form_options(form))
         lower_bound = check_form(form, A_log, dt_bias, lower_bound)
         self.form = form
         self.plan = plan_for(q, v, initial_state, final_state, cu_seqlens, backend=backend, step=True, form=form)

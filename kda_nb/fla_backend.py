@@ -12,7 +12,7 @@ import os
 
 import torch
 
-from .layout import Form
+from .layout import Form, form_options
 from .plan import backward_plan, call_refusal, plan_for, state_dtypes_of
 
 # %% auto #0
@@ -199,7 +199,7 @@ def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     h0 = initial_state
     if h0 is not None and not v_first: h0 = h0.transpose(-1, -2)          # [N, HV, K, V] -> kda_nb's [N, HV, V, K]
     scale = K ** -0.5 if scale is None else float(scale)
-    opts = vars(form)
+    opts = form_options(form)
     if _needs_grad(dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)):
         out, fs = kda(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
                       initial_state=None if h0 is None else h0.contiguous(), cu_seqlens=cu_seqlens,

@@ -14,9 +14,9 @@ import torch
 
 # %% auto #0
 __all__ = ['FORM_OPTIONS', 'ALL_FORMS', 'CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS',
-           'STATE_DTYPES', 'Form', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens', 'chunk_offsets',
-           'longest_first', 'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded', 'from_padded', 'random_inputs',
-           'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
+           'STATE_DTYPES', 'Form', 'form_options', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens',
+           'chunk_offsets', 'longest_first', 'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded', 'from_padded',
+           'random_inputs', 'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
 
 # %% ../nbs/00_layout.ipynb #f4831d51
 @dataclass(frozen=True)
@@ -53,6 +53,10 @@ class Form:
 
 FORM_OPTIONS = tuple(Form.__dataclass_fields__)
 ALL_FORMS = tuple(Form(*key) for key in itertools.product((True, False), repeat=len(FORM_OPTIONS)))   # all 32
+
+def form_options(form: Form) -> dict:
+    "`form` as fla's keyword arguments, in `FORM_OPTIONS`' order (getattr, not vars: torch.compile traces this)."
+    return {name: getattr(form, name) for name in FORM_OPTIONS}
 
 def check_form(form: Form, A_log, dt_bias, lower_bound) -> float | None:
     "The lower bound in force for `form` (None: no bound), or a `ValueError` naming both arguments of a bad combination."

@@ -245,14 +245,14 @@ def test_forms_pass_opcheck_cpu():
         inp = random_inputs(1, 0, 2, 16, seqlens=[20, 1, 45], HV=4, seed=2, **form)
         fm = Form(**form)
         a = (*(inp[n] for n in TENSORS[:7]), 0.25, inp['lower_bound'], inp['initial_state'], inp['cu_seqlens'], None,
-             True, 'auto', True, *vars(fm).values())
+             True, 'auto', True, *form_options(fm).values())
         torch.library.opcheck(torch.ops.kda_nb.kda.default, a)
         ga = tuple(x.detach().clone().requires_grad_() if torch.is_tensor(x) and x.is_floating_point() else x for x in a)
         torch.library.opcheck(torch.ops.kda_nb.kda.default, ga)
         out, fs = torch.empty_like(inp['v']), torch.empty_like(inp['initial_state'])
         torch.library.opcheck(torch.ops.kda_nb.fwd.default, (*(inp[n] for n in TENSORS[:5]), 0.25, out, inp['A_log'],
                               inp['dt_bias'], inp['lower_bound'], inp['initial_state'], fs, inp['cu_seqlens'], 'auto',
-                              True, None, *vars(fm).values()))
+                              True, None, *form_options(fm).values()))
 
 def test_form_compiles_fullgraph_cpu():
     "torch.compile(fullgraph=True) through kda and fwd in a non-default form: no graph break, the eager results."
@@ -312,7 +312,7 @@ def test_routes_onto_the_kernels_are_exact(monkeypatch):
         api._forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu, 'reference', False, idx, form)
     def fake_backward(*a, plan=None, form=FLASH_FORM, **kw):
         assert a[0].shape[-1] == 128 and a[0].shape[2] == a[2].shape[2]
-        return kda_chunked_backward(*a, **kw, dtype=torch.float64, **vars(form))
+        return kda_chunked_backward(*a, **kw, dtype=torch.float64, **form_options(form))
     monkeypatch.setattr(api, 'launch', fake_launch)
     monkeypatch.setattr(api, 'kda_backward_cuda', fake_backward)
     inp = random_inputs(1, 0, 2, 16, 24, seqlens=[9, 1, 20], HV=4, seed=6, dtype=torch.float64, state='fp64',

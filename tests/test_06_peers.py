@@ -44,8 +44,8 @@ def test_fla_forward_keeps_autograd(monkeypatch):
 @pytest.mark.skipif(fla_unavailable_reason() is not None, reason=f"needs fla on a GPU: {fla_unavailable_reason()}")
 def test_fla_forward_takes_the_forms():
     for form in (dict(safe_gate=False), dict(use_gate_in_kernel=False)):
-        inp = random_inputs(1, 200, 2, 128, device='cuda', seed=2, **form)
-        o, s = fla_forward(**inp, **form)
-        o64, s64 = kda_recurrent(**inp, **form)
+        inp = random_inputs(1, 200, 2, 128, device='cuda', seed=2, **form)   # (it returns the form's options too)
+        o, s = fla_forward(**inp)
+        o64, s64 = kda_recurrent(**inp)
         print(f"fla chunk_kda, {form}: out {rel_rms(o, o64):.2e}, state {rel_rms(s, s64):.2e}")
         assert rel_rms(o, o64) < 1e-2 and rel_rms(s, s64) < 1e-2
