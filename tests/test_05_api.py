@@ -187,7 +187,7 @@ def _cuda_problem(seqlens=(100, 37, 300), seed=0):
 from kda_nb.api import FLASH_FORM
 from kda_nb.backward import recurrent_vjp
 from kda_nb.chunked import kda_chunked
-from kda_nb.layout import Form, rel_rms
+from kda_nb.layout import Form, form_options, rel_rms
 from kda_nb.recurrence import kda_recurrent
 
 FORM_CASES = [dict(), dict(safe_gate=False), dict(use_gate_in_kernel=False),
