@@ -92,6 +92,15 @@ def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_boun
     if out_ is not out: out.copy_(out_[..., :V])
     if fs is not None and fs is not final_state: final_state.copy_(fs[..., :V, :K])
 
+def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+               cu_seqlens, form):
+    "The plan's three passes over segments (`kda_nb.segments.kda_in_passes`), written into `out` and `final_state`."
+    from kda_nb.segments import kda_in_passes            # (it calls kda: imported here, not at the top)
+    o, s = kda_in_passes(q, k, v, g, beta, A_log, dt_bias, segments=segments, scale=float(scale), lower_bound=lower_bound,
+                         initial_state=initial_state, cu_seqlens=cu_seqlens, backend='cuda', **form_options(form))
+    out.copy_(o)
+    if final_state is not None: final_state.copy_(s)
+
 def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
              backend: str, check_seqlens: bool, state_indices=None, form: Form = FLASH_FORM) -> str:
     "Check, ask the plan, compute `form` into `out` (and `final_state`); the backend that ran ('cuda' or 'reference')."
@@ -106,6 +115,10 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
+        if how.segments and state_indices is None and not capturing:
+            _in_passes(how.segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
+                       final_state, cu_seqlens, form)
+            return 'cuda'
         if how.routes:
             _launch_routed(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state,
                            final_state, cu_seqlens, state_indices, form)

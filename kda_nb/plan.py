@@ -14,17 +14,19 @@ from dataclasses import dataclass
 import torch
 
 from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kernels
-from .layout import ALL_FORMS, Form, max_chunks
+from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 
 # %% auto #0
 __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS',
            'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS',
            'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES',
-           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan',
-           'form_words', 'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
-           'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'sm_count', 'path_plan', 'kernel_path', 'plan',
-           'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
-           'backward_backend', 'backward_plan', 'forced', 'forced_backward']
+           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
+           'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US', 'WHOLE',
+           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'kernel_routes',
+           'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages',
+           'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
+           'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
+           'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -36,7 +38,9 @@ class Plan:
     """Every choice the kernels obey for one forward call, with its reason. `path` (one of `PATHS`) and `reason`, why
     that path; for K1 + K2 the pipeline's `steps` and their `growth` (each step that many times the one before), K1's
     grid (`k1_grid`, one of `K1_GRIDS`) and K2's stages (`k2_stages`, 3 or 4); `sms`, the SM count the choices were
-    made for (0 where none needed it). `why` holds the reason of each choice after the path, `(field, reason)`;
+    made for (0 where none needed it); `segments`, the tokens of each segment when one long sequence runs in three
+    passes of the kernels over segments (`split_segments`; 0: whole; the other fields then say how the call runs
+    whole, as it does on a state pool or under CUDA-graph capture). `why` holds the reason of each choice after the path, `(field, reason)`;
     `routes`, the exact routes onto the kernels' shapes (`kernel_routes`: 'pad', 'expand'), each with its reason."""
     path: str
     reason: str
@@ -47,6 +51,7 @@ class Plan:
     sms: int = 0
     why: tuple = ()
     routes: tuple = ()
+    segments: int = 0
 
     @property
     def backend(self) -> str: return 'reference' if self.path == 'reference' else 'cuda'
@@ -194,8 +199,49 @@ def step_edges(steps: int, chunks: int, growth: float = PIPELINE_GROWTH) -> list
         return max(s, min(chunks - (steps - s), rounded))
     return [edge(s) for s in range(steps + 1)]
 
+# %% ../nbs/04b_plan.ipynb #79cc618f
+SPLIT_ENABLED = False        # the rule's switch: off until the GPU tests of 10a have passed on the H200 with the
+                             # plan's dispatch (the approach itself is measured: benchmarks/passes_probe_h200.json)
+SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
+SPLIT_GAIN = 1.25             # the passes run where the model finds them this many times faster than the whole call
+SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)
+SPLIT_CHUNK_SLOPE_US = 0.4    # ... and this much more for each doubling of the chains beyond 16
+SPLIT_ITEMS_PER_US = 950      # at most this many (token, head) items a microsecond over the whole GPU
+SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first
+SPLIT_FIXED_US = 110          # ... and this much once a call (the transitions' identity, the gathers)
+
+def _chunk_us(chains: int) -> float:
+    return SPLIT_CHUNK_US + SPLIT_CHUNK_SLOPE_US * max(0.0, math.log2(max(chains, 1) / 16))
+
+def whole_us(T: int, H: int, N: int, longest: int) -> float:
+    "The model's time of a call run whole: `N` sequences of `T` tokens in all, the longest `longest`, at `H` heads."
+    return max(math.ceil(longest / CHUNK) * _chunk_us(N * H), T * H / SPLIT_ITEMS_PER_US)
+
+def split_us(segments: int, T: int, H: int, N: int, longest: int) -> float:
+    "The model's time of the same call in three passes over segments of `segments` tokens."
+    P = math.ceil(T / segments) + N - 1           # at most this many segments (N sequences, T tokens)
+    one_pass = max(math.ceil(min(segments, longest) / CHUNK) * _chunk_us(P * H), T * H / SPLIT_ITEMS_PER_US)
+    return 3 * one_pass + SPLIT_CHAIN_STEP_US * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
+
+def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
+    """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is
+    `SPLIT_GAIN` times faster than whole; never for a varlen batch whose longest sequence the host does not know."""
+    if not SPLIT_ENABLED: return 0, "three passes over segments are switched off (kda_nb.plan.SPLIT_ENABLED)"
+    longest = T if not varlen else max_len
+    if longest is None: return 0, "a varlen batch whose longest sequence the host does not know: run whole"
+    total = B * T if not varlen else T
+    whole = whole_us(total, H, N, longest)
+    costs = [(split_us(s, total, H, N, longest), s) for s in SPLIT_SEGMENTS if 2 * s <= longest]
+    if not costs: return 0, f"no sequence is longer than twice {SPLIT_SEGMENTS[0]} tokens: run whole"
+    best, seg = min(costs)
+    if best * SPLIT_GAIN > whole:
+        return 0, f"the model finds no segment length {SPLIT_GAIN}x faster than whole ({whole:.0f} us): run whole"
+    return seg, (f"the model gives {best:.0f} us in segments of {seg} tokens against {whole:.0f} us whole "
+                 f"({whole / best:.2f}x); not on a state pool or under CUDA-graph capture, where the call runs whole")
+
 # %% ../nbs/04b_plan.ipynb #11fff762
 _forced: list = []           # the override of `forced`, innermost last
+WHOLE = 'whole'              # ... or this: the rules choose, but every call runs whole (`whole_calls`)
 
 @functools.lru_cache(maxsize=None)
 def _device_sms(index: int) -> int:
@@ -226,11 +272,13 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step,
                   force, None, form)
         return dataclasses.replace(p, routes=routes)
-    if force is not None:
-        path, steps, growth = force
-        why = f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "") + ")"
-        return path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth)
-    return kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device))
+    if force is not None and force != WHOLE:
+        path, steps, growth, segments = force
+        why = (f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "")
+               + (f", segments={segments}" if segments else "") + ")")
+        p = path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth)
+        return with_passes(p, segments, "forced") if segments else p
+    return kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE)
 
 def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bool, sms: int, steps: int = 1,
               growth: float | None = None) -> Plan:
@@ -258,14 +306,25 @@ def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bo
     why.append(('sms', "the SM count of the device, read once"))
     return Plan('chunked', reason, steps, growth, grid, stages, sms, tuple(why))
 
-def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms) -> Plan:
-    """Which kernels run a call the kernels can take (K3, the fused kernel, or K1 + K2 in how many steps) and how: the
-    shapes' part of the plan, on a GPU of `sms` SMs (an int, or a function giving it, asked only when the choice needs it)."""
+def with_passes(p: Plan, segments: int, why: str) -> Plan:
+    "`p` (the call run whole) run instead in three passes over segments of `segments` tokens, `why`."
+    return dataclasses.replace(p, segments=segments, why=(('segments', why),) + p.why,
+                               reason=f"three passes of the kernels over segments of {segments} tokens (whole: {p.reason})")
+
+def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms, passes: bool = True) -> Plan:
+    """Which kernels run a call the kernels can take (K3, the fused kernel, or K1 + K2 in how many steps, whole or in
+    three passes over segments where `passes`) and how: the shapes' part of the plan, on a GPU of `sms` SMs (an int, or
+    a function giving it, asked only when the choice needs it)."""
     if use_decode(T, N, varlen, max_len):
         L = T if not varlen else max_len if max_len is not None else f"{T / max(N, 1):.3g} on average"
         return Plan('decode', f"{L} tokens per sequence in {N} sequences: K3 (decode)")
+    seg, why_seg = split_segments(B, T, H, N, varlen, max_len) if passes else (0, '')
+    p = _whole_path(B, T, H, N, varlen, sms() if callable(sms) else sms)
+    return with_passes(p, seg, why_seg) if seg else p
+
+def _whole_path(B: int, T: int, H: int, N: int, varlen: bool, sms: int) -> Plan:
+    "The fused kernel or K1 + K2 (in how many steps) for a call of more than a few tokens a sequence, run whole."
     chunks = max_chunks(B, T, N, varlen)
-    sms = sms() if callable(sms) else sms
     if use_fused(N, chunks, H, sms):
         return path_plan('fused', f"{N} sequences x {H} heads fill their waves on {sms} SMs, at most {chunks} chunks: "
                                   "the fused kernel", B, T, H, N, varlen, sms)
@@ -417,15 +476,26 @@ def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backe
 
 # %% ../nbs/04b_plan.ipynb #09f9e3a7
 @contextlib.contextmanager
-def forced(path: str, steps: int = 1, growth: float | None = None):
+def forced(path: str, steps: int = 1, growth: float | None = None, *, segments: int = 0):
     """Inside the block, every call the kernels can run takes `path` ('decode', 'fused' or 'chunked' in `steps` steps,
-    each `growth` times the one before: `PIPELINE_GROWTH` unless given)."""
+    each `growth` times the one before: `PIPELINE_GROWTH` unless given); 'chunked' with `segments` > 0 runs in three
+    passes over segments of that many tokens (a multiple of 16), 0 (the default) whole."""
     if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
     if not (isinstance(steps, int) and 1 <= steps <= MAX_PIPELINE_STEPS) or (steps > 1 and path != 'chunked'):
         raise ValueError(f"steps must be 1 to {MAX_PIPELINE_STEPS}, and more than 1 only for 'chunked', got {steps}")
     if growth is not None and not (steps > 1 and isinstance(growth, (int, float)) and math.isfinite(growth) and growth > 0):
         raise ValueError(f"growth must be a positive number, and only for 'chunked' in more than one step, got {growth!r}")
-    _forced.append((path, steps, None if growth is None else float(growth)))
+    if not (isinstance(segments, int) and segments >= 0 and segments % CHUNK == 0) or (segments and path != 'chunked'):
+        raise ValueError(f"segments must be 0 or a positive multiple of {CHUNK}, and only for 'chunked', got {segments!r}")
+    _forced.append((path, steps, None if growth is None else float(growth), segments))
+    try: yield
+    finally: _forced.pop()
+
+@contextlib.contextmanager
+def whole_calls():
+    """Inside the block the plan's rules choose again (an outer `forced` set aside), except that no call runs in
+    passes over segments: how the three passes' own calls run (`kda_nb.segments.kda_in_passes`)."""
+    _forced.append(WHOLE)
     try: yield
     finally: _forced.pop()
 

@@ -13,10 +13,11 @@ from torch import Tensor
 
 from .api import kda
 from .layout import CHUNK, n_chunks, seq_bounds
+from .plan import whole_calls
 
 # %% auto #0
-__all__ = ['segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup', 'SegmentCost',
-           'segment_cost', 'segment_plan']
+__all__ = ['segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup', 'segment_grid',
+           'entry_states', 'kda_in_passes', 'SegmentCost', 'segment_cost', 'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -107,6 +108,69 @@ def fixup(c: Tensor, E: Tensor, table, seg_tokens: int) -> Tensor:
     cp = c[idx] * valid[..., None, None]                                    # [P, seg_tokens, H, K]
     fix = torch.einsum('pshk,phvk->pshv', cp, E.to(c.dtype))
     return fix[valid]
+
+# %% ../nbs/10a_segments.ipynb #58d62785
+def segment_grid(B: int, T: int, segments: int, cu_seqlens: Tensor | None, device) -> tuple[Tensor, Tensor, Tensor]:
+    """Every sequence cut into segments of `segments` tokens: `(cu [P + 1], grid [S, N], last [N])`: `cu`, the segments as
+    the sequences of one varlen call (int64 offsets on the flattened token axis); `grid[p, n]`, the segment row of
+    sequence `n`'s segment `p` (`P`, a padding row, past its last); `last[n]`, its last segment's row. A fixed-length
+    batch is cut with device arithmetic only (no host values); a varlen one from the host's copy of `cu_seqlens`."""
+    if not isinstance(segments, int) or segments <= 0 or segments % CHUNK:
+        raise ValueError(f"segments must be a positive multiple of the chunk ({CHUNK}), got {segments!r}")
+    if cu_seqlens is None:
+        S = max(1, math.ceil(T / segments))
+        starts = (torch.arange(B, device=device)[:, None] * T
+                  + torch.arange(0, S * segments, segments, device=device)[None])
+        cu = torch.cat([starts.flatten(), starts.new_full((1,), B * T)])
+        grid = torch.arange(B * S, device=device).view(B, S).T.contiguous()
+        return cu, grid, grid[-1]
+    table = segment_table(seq_bounds(B, T, cu_seqlens), segments)
+    P, rows = len(table), [[] for _ in range(table[-1][0] + 1)]
+    for j, (n, _, _) in enumerate(table): rows[n].append(j)
+    grid = [[r[p] if p < len(r) else P for r in rows] for p in range(max(map(len, rows)))]
+    cu = [table[0][1]] + [e for _, _, e in table]
+    as_long = lambda x: torch.tensor(x, dtype=torch.long).to(device)
+    return as_long(cu), as_long(grid), as_long([r[-1] for r in rows])
+
+def entry_states(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor) -> Tensor:
+    """`E [P, HV, V, K]`, the state entering each segment: `initial [N, HV, V, K]` for a sequence's first, then the
+    previous segment's `E M + X` (`X`: its state from a zero entry, `M`: its transition), one batched product per
+    segment position over every sequence and head (padding rows: the identity map, never read back)."""
+    S, N = grid.shape
+    pad = lambda x, fill: torch.cat([x, fill.expand(1, *x.shape[1:])])
+    Xg = pad(X, X.new_zeros(())).index_select(0, grid[:-1].flatten()).view(S - 1, N, *X.shape[1:])
+    Mg = pad(M, torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)).index_select(0, grid[:-1].flatten())
+    Mg = Mg.view(S - 1, N, *M.shape[1:])
+    mat = lambda x: x.reshape(-1, *x.shape[-2:])                             # [N * HV, rows, cols]
+    E = [initial]
+    for p in range(1, S):
+        E.append(torch.baddbmm(mat(Xg[p - 1]), mat(E[-1]), mat(Mg[p - 1])).view_as(initial))
+    cells = grid.flatten()                                                   # where each segment's entry state lies in E
+    where = torch.empty(X.shape[0] + 1, dtype=torch.long, device=X.device).scatter_(
+        0, cells, torch.arange(cells.numel(), device=X.device))             # (the padding row's slot: never read)
+    return torch.stack(E).flatten(0, 1).index_select(0, where[:-1])
+
+def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, initial_state: Tensor | None = None,
+                  cu_seqlens: Tensor | None = None, state_dtype=None, **kw) -> tuple[Tensor, Tensor]:
+    """`kda` with every sequence cut into segments of `segments` tokens, in three `kda` calls whose sequences are the
+    segments: the transitions, the states from zero, then (after the chain of entry states) the outputs. Returns
+    `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    cu, grid, last = segment_grid(B, T, segments, cu_seqlens, q.device)
+    P, N = cu.numel() - 1, grid.shape[1]
+    sdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
+    fq, fk, fv, fg, fb = (flat(x) for x in (q, k, v, g, beta))
+    call = lambda values, s0: kda(fq, fk, values, fg, fb, A_log, dt_bias, initial_state=s0, cu_seqlens=cu,
+                                  state_dtype=sdt, check_seqlens=False, **kw)
+    with whole_calls():                                  # the passes' own calls run whole
+        _, M = call(fv.new_zeros(*fv.shape[:-1], K), torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous())
+        _, X = call(fv, None)
+        initial = initial_state.to(sdt) if initial_state is not None else X.new_zeros(N, HV, V, K)
+        out, S = call(fv, entry_states(initial, X, M, grid))
+    final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
+    return out.view(B, T, HV, V), S[last].to(final_dtype)
 
 # %% ../nbs/10a_segments.ipynb #c854b25f
 @dataclass(frozen=True)

@@ -43,6 +43,40 @@ def test_forms_follow_the_switch():
     with pytest.raises(ValueError, match='direction'): form_refusal(Form(), 'sideways')
 
 
+import pytest
+from kda_nb.plan import forced, kernel_path, split_segments
+
+def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
+    import kda_nb.plan as P
+    assert P.split_segments(1, 65536, 4, 1, False, None) == (0, "three passes over segments are switched off "
+                                                                "(kda_nb.plan.SPLIT_ENABLED)")
+    monkeypatch.setattr(P, 'SPLIT_ENABLED', True)
+    assert P.split_segments(1, 65536, 4, 1, False, None)[0] > 0
+    assert P.split_segments(1, 262144, 4, 1, False, None)[0] > 0
+    assert P.split_segments(1, 131072, 8, 1, False, None)[0] > 0
+    for B, T, H in ((1, 32768, 32), (1, 8192, 96), (8, 8192, 64), (1, 4096, 4)):
+        assert P.split_segments(B, T, H, B, False, None)[0] == 0, (B, T, H)
+    assert P.split_segments(1, 65536, 4, 1, True, None) == (0, "a varlen batch whose longest sequence the host "
+                                                              "does not know: run whole")
+    assert P.split_segments(1, 65536 + 100, 4, 3, True, 65536)[0] > 0      # one long sequence among short ones
+    p = P.kernel_path(1, 65536, 4, 1, False, None, 132)
+    assert p.segments > 0 and p.path == 'chunked' and p.why[0][0] == 'segments' and p.reason.startswith('three passes')
+    assert P.kernel_path(1, 8192, 96, 1, False, None, 132).segments == 0
+
+def test_forced_segments():
+    with forced('chunked', segments=4096):
+        assert forced_plan_segments() == 4096
+    with pytest.raises(ValueError, match='segments'):
+        with forced('fused', segments=4096): pass
+    with pytest.raises(ValueError, match='segments'):
+        with forced('chunked', segments=100): pass
+
+def forced_plan_segments() -> int:
+    "The segments the innermost `forced` holds (what `_plan` passes on)."
+    from kda_nb.plan import _forced
+    return _forced[-1][3]
+
+
 def test_use_decode_rule():
     "One or two tokens per sequence at any size; up to 8 in small batches; varlen by the longest checked length, else the average."
     assert use_decode(1, 1024, False) and use_decode(2, 256, False) and not use_decode(3, 256, False)
@@ -170,7 +204,7 @@ def test_backward_plan_choices_and_forcing():
 def test_forced_takes_growth():
     "forced: a growth for a pipeline of several steps only, and the override gone after the block."
     import kda_nb.plan as P
-    with forced('chunked', 4, growth=2.0): assert P._forced[-1] == ('chunked', 4, 2.0)
+    with forced('chunked', 4, growth=2.0): assert P._forced[-1] == ('chunked', 4, 2.0, 0)
     assert not P._forced
     for bad in (dict(path='chunked', steps=1, growth=2.0), dict(path='chunked', steps=4, growth=0.0)):
         with pytest.raises(ValueError):

@@ -44,3 +44,78 @@ def test_segment_table_covers_every_token_once():
         assert all(hi - lo <= 32 for lo, hi in mine)
     for bad in (0, 10, -16, 16.0):
         with pytest.raises(ValueError, match='multiple of the chunk'): segment_table(bounds, bad)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lens=st.lists(st.integers(0, 70), min_size=1, max_size=5), seg=st.sampled_from([16, 32, 48]),
+       shape=st.sampled_from([(4, 4, 2), (3, 5, 2), (4, 4, 4)]), state=st.booleans(), varlen=st.booleans(),
+       form=st.sampled_from([{}, dict(safe_gate=False), dict(use_gate_in_kernel=False),
+                             dict(use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False)]),
+       seed=st.integers(0, 10**6))
+def test_passes_are_the_recurrence(lens, seg, shape, state, varlen, form, seed):
+    "Three passes against the fp64 recurrence: varlen (empty, 1-token, unaligned sequences) or fixed rows, V != K, GVA, forms."
+    V, K, HV = shape
+    kw = dict(seqlens=lens) if varlen else dict(B=len(lens), T=max(max(lens), 1))
+    xs = random_inputs(**kw, H=2, K=K, V=V, HV=HV, dtype=torch.float64, state='fp64' if state else None, seed=seed,
+                       gate='g~U(-8,8)', **form)
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    if xs['q'].shape[1] == 0: return                                   # kda refuses T = 0, whole or in passes
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    o, S = kda_in_passes(*args, segments=seg, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    assert o.shape == ref_o.shape and rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
+
+def test_passes_gradients_are_the_recurrences():
+    "Autograd through the three passes (the kda op's backward on each) gives the recurrence's gradients."
+    zs = random_inputs(seqlens=[45, 0, 20], H=2, K=6, V=6, dtype=torch.float64, state='fp64', seed=5, gate='g~U(-8,8)')
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    def grads(fn, **kw):
+        ins = {n: zs[n].clone().requires_grad_() for n in names}
+        o, S = fn(*(ins[n] for n in names[:-1]), initial_state=ins['initial_state'], cu_seqlens=zs['cu_seqlens'], **kw)
+        ((o * torch.linspace(-1, 1, o.numel()).view_as(o)).sum() + (S * torch.linspace(1, -1, S.numel()).view_as(S)).sum()).backward()
+        return {n: ins[n].grad for n in names}
+    ref, mine = grads(kda_recurrent), grads(kda_in_passes, segments=16)
+    for n in names:          # A_log, dt_bias: sums over all three passes, whose parts largely cancel
+        assert rel_rms(mine[n], ref[n]) < (1e-6 if n in ('A_log', 'dt_bias') else 1e-10) and ref[n].abs().max() > 0, n
+
+def test_segment_grid_fixed_needs_no_host_values():
+    "A fixed-length batch's grid is device arithmetic: on the meta device it builds (no value is read)."
+    cu, grid, last = segment_grid(3, 100, 32, None, 'meta')
+    assert cu.shape == (13,) and grid.shape == (4, 3) and last.shape == (3,)
+    cu, grid, last = segment_grid(3, 100, 32, None, 'cpu')
+    assert cu.tolist() == [0, 32, 64, 96, 100, 132, 164, 196, 200, 232, 264, 296, 300] and last.tolist() == [3, 7, 11]
+    with pytest.raises(ValueError, match='multiple of the chunk'): segment_grid(1, 100, 20, None, 'cpu')
+
+GPU = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+NO_GPU = "needs a Hopper GPU (the kernels); CI has none"
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_plan_runs_long_sequences_in_passes_on_the_gpu(monkeypatch):
+    "One sequence of 65,536 tokens at H = 4: the plan (switched on) picks the passes, and their outputs are the whole call's."
+    import kda_nb.plan as P
+    from kda_nb.api import kda
+    from kda_nb.plan import forced, plan_for
+    monkeypatch.setattr(P, 'SPLIT_ENABLED', True)
+    P._plan.cache_clear()
+    xs = random_inputs(1, 65536, 4, 128, device='cuda', seed=1, gate='g=-8')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    assert plan_for(xs['q'], xs['v'], xs['initial_state']).segments > 0
+    o, S = kda(*args, initial_state=xs['initial_state'])
+    with forced('chunked'):                                   # the same call, whole
+        o_w, S_w = kda(*args, initial_state=xs['initial_state'])
+    assert rel_rms(o.float(), o_w.float()) < 4e-3 and rel_rms(S, S_w) < 2e-3
+    with forced('chunked', segments=2048):                    # and pinned to another segment length
+        o2, S2 = kda(*args, initial_state=xs['initial_state'])
+    assert rel_rms(o2.float(), o_w.float()) < 4e-3 and rel_rms(S2, S_w) < 2e-3
+    P._plan.cache_clear()                                     # (plans made while switched on are not kept)
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_passes_on_adversarial_varlen_on_the_gpu():
+    "Forced passes on a varlen batch of awkward lengths, against the fp64 recurrence."
+    from kda_nb.api import kda
+    from kda_nb.plan import forced
+    xs = random_inputs(seqlens=[5000, 0, 1, 17, 40000, 333], H=2, K=128, device='cuda', seed=2, gate='g=-8')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    with forced('chunked', segments=4096):
+        o, S = kda(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3

@@ -1,9 +1,13 @@
-"""One long sequence at few heads, whole against in segments (kda_nb.segments.kda_segmented on today's kernels):
-the time of each and the segmented output's distance from the whole kernel's, to check segment_cost's model.
+"""One long sequence at few heads, whole against in segments on today's kernels: the stacked call
+(kda_nb.segments.kda_segmented, against segment_cost's model) or, with --passes, the three passes
+(kda_nb.segments.kda_in_passes, each pass and the chain timed alone too). The time of each and the segmented
+output's distance from the whole call's.
 
     python tools/segments_probe.py [--cases 65536x4,131072x8,65536x16] [--segs 1024,2048,4096,8192] [--out FILE]
+    python tools/segments_probe.py --passes [--out FILE]      # the cases and segments of passes_probe_h200.json
 
-Prints one line per (case, segment length) and writes the rows as JSON (default benchmarks/segments_probe.json)."""
+Prints one line per (case, segment length) and writes the rows as JSON (default benchmarks/segments_probe.json, or
+benchmarks/passes_probe.json with --passes)."""
 import argparse
 import json
 import sys
@@ -15,7 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kda_nb.api import kda                                          # noqa: E402
 from kda_nb.layout import random_inputs, rel_rms                     # noqa: E402
 from kda_nb.plan import sm_count                                    # noqa: E402
-from kda_nb.segments import kda_segmented, segment_cost              # noqa: E402
+from kda_nb.segments import entry_states, kda_in_passes, kda_segmented, segment_cost, segment_grid   # noqa: E402
+
+PASSES_CASES = ((65536, 4, (2048, 4096, 8192)), (131072, 8, (4096, 8192, 16384)), (262144, 4, (8192, 16384, 32768)),
+                (65536, 16, (4096, 8192)), (32768, 32, (8192,)))
 
 
 def timed(fn, reps: int = 10) -> float:
@@ -33,9 +40,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument('--cases', default='65536x4,131072x8,65536x16,32768x32', help='TxH, comma-separated')
     ap.add_argument('--segs', default='1024,2048,4096,8192', help='segment lengths (multiples of 16)')
-    ap.add_argument('--out', default='benchmarks/segments_probe.json')
+    ap.add_argument('--out', default=None, help="the JSON written (default: benchmarks/segments_probe.json, or "
+                                               "benchmarks/passes_probe.json with --passes)")
+    ap.add_argument('--passes', action='store_true', help='time kda_in_passes (three passes) instead of the stacked call')
     a = ap.parse_args(argv)
     if not torch.cuda.is_available(): ap.error('needs a CUDA device')
+    if a.passes: return passes_probe(a.out or 'benchmarks/passes_probe.json')
+    a.out = a.out or 'benchmarks/segments_probe.json'
     sms, rows = sm_count(torch.device('cuda')), []
     for case in a.cases.split(','):
         T, H = (int(x) for x in case.split('x'))
@@ -61,6 +72,41 @@ def main(argv=None) -> int:
     env = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, sms=sms)
     Path(a.out).write_text(json.dumps(dict(env=env, rows=rows), indent=1))
     print(f"wrote {a.out}")
+    return 0
+
+
+def passes_probe(out: str) -> int:
+    "One sequence whole and in three passes (gate g = -8: slowly decaying, so that entry states matter), each pass timed."
+    rows = []
+    for T, H, segs in PASSES_CASES:
+        inp = random_inputs(1, T, H, 128, device='cuda', seed=0, state='fp32', gate='g=-8')
+        args = [inp[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+        q, k, v, g, b, A, dt = args
+        s0 = inp['initial_state']
+        with torch.inference_mode():
+            o_w, s_w = kda(*args, initial_state=s0)
+            ms_w = timed(lambda: kda(*args, initial_state=s0))
+            print(f"T = {T}, H = {H}: whole {ms_w:.3f} ms", flush=True)
+            rows.append(dict(T=T, H=H, seg=0, ms=ms_w))
+            for seg in segs:
+                cu, grid, _ = segment_grid(1, T, seg, None, q.device)
+                eye = torch.eye(128, dtype=torch.float32, device='cuda').expand(cu.numel() - 1, H, 128, 128).contiguous()
+                zero_v = torch.zeros_like(v)
+                call = lambda values, st: kda(q, k, values, g, b, A, dt, initial_state=st, cu_seqlens=cu,
+                                              state_dtype=torch.float32, check_seqlens=False)
+                t_m, t_x = timed(lambda: call(zero_v, eye)), timed(lambda: call(v, None))
+                (_, M), (_, X) = call(zero_v, eye), call(v, None)
+                t_chain = timed(lambda: entry_states(s0, X, M, grid))
+                t_out = timed(lambda: call(v, entry_states(s0, X, M, grid)))     # (the chain's time included)
+                ms = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0))
+                o, s = kda_in_passes(*args, segments=seg, initial_state=s0)
+                e_o, e_s = rel_rms(o.float(), o_w.float()), rel_rms(s, s_w)
+                print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | passes {t_m:.3f} {t_x:.3f} "
+                      f"{t_out - t_chain:.3f}, chain {t_chain:.3f} | vs whole: out {e_o:.1e}, state {e_s:.1e}", flush=True)
+                rows.append(dict(T=T, H=H, seg=seg, ms=ms, m_pass=t_m, x_pass=t_x, chain=t_chain,
+                                 out_pass=t_out - t_chain, err_out=e_o, err_state=e_s))
+    Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
+    print(f"wrote {out}")
     return 0
 
 
