@@ -134,21 +134,24 @@ def segment_grid(B: int, T: int, segments: int, cu_seqlens: Tensor | None, devic
 
 def entry_states(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor) -> Tensor:
     """`E [P, HV, V, K]`, the state entering each segment: `initial [N, HV, V, K]` for a sequence's first, then the
-    previous segment's `E M + X` (`X`: its state from a zero entry, `M`: its transition), one batched product per
-    segment position over every sequence and head (padding rows: the identity map, never read back)."""
+    previous segment's `E M + X` (`X`: its state from a zero entry, `M`: its transition). The maps compose, `(M_a, X_a)`
+    then `(M_b, X_b)` being `(M_a M_b, X_a M_b + X_b)`, so an inclusive scan over the segment positions gives every
+    prefix's map in log2(S) rounds of batched products over every sequence and head (padding: the identity map)."""
     S, N = grid.shape
     pad = lambda x, fill: torch.cat([x, fill.expand(1, *x.shape[1:])])
-    Xg = pad(X, X.new_zeros(())).index_select(0, grid[:-1].flatten()).view(S - 1, N, *X.shape[1:])
-    Mg = pad(M, torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)).index_select(0, grid[:-1].flatten())
-    Mg = Mg.view(S - 1, N, *M.shape[1:])
-    mat = lambda x: x.reshape(-1, *x.shape[-2:])                             # [N * HV, rows, cols]
-    E = [initial]
-    for p in range(1, S):
-        E.append(torch.baddbmm(mat(Xg[p - 1]), mat(E[-1]), mat(Mg[p - 1])).view_as(initial))
+    Xs = pad(X, X.new_zeros(())).index_select(0, grid[:-1].flatten()).view(S - 1, N, *X.shape[1:])
+    Ms = pad(M, torch.eye(M.shape[-1], dtype=M.dtype, device=M.device)).index_select(0, grid[:-1].flatten())
+    Ms = Ms.view(S - 1, N, *M.shape[1:])
+    d = 1
+    while d < S - 1:              # after the round of d: each position holds the map of the 2d positions up to it
+        Xs = torch.cat([Xs[:d], torch.matmul(Xs[:-d], Ms[d:]) + Xs[d:]])
+        Ms = torch.cat([Ms[:d], torch.matmul(Ms[:-d], Ms[d:])])
+        d *= 2
+    E = torch.cat([initial[None], torch.matmul(initial[None], Ms) + Xs])  # [S, N, HV, V, K]
     cells = grid.flatten()                                                   # where each segment's entry state lies in E
     where = torch.empty(X.shape[0] + 1, dtype=torch.long, device=X.device).scatter_(
         0, cells, torch.arange(cells.numel(), device=X.device))             # (the padding row's slot: never read)
-    return torch.stack(E).flatten(0, 1).index_select(0, where[:-1])
+    return E.flatten(0, 1).index_select(0, where[:-1])
 
 def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, initial_state: Tensor | None = None,
                   cu_seqlens: Tensor | None = None, state_dtype=None, **kw) -> tuple[Tensor, Tensor]:
