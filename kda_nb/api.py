@@ -97,7 +97,7 @@ def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
     "The plan's three passes over segments (`kda_nb.segments.kda_in_passes`), written into `out` and `final_state`."
     from kda_nb.segments import kda_in_passes            # (it calls kda: imported here, not at the top)
     o, s = kda_in_passes(q, k, v, g, beta, A_log, dt_bias, segments=segments, scale=float(scale), lower_bound=lower_bound,
-                         initial_state=initial_state, cu_seqlens=cu_seqlens, backend='cuda', **form_options(form))
+                         initial_state=initial_state, cu_seqlens=cu_seqlens, **form_options(form))
     out.copy_(o)
     if final_state is not None: final_state.copy_(s)
 

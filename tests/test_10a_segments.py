@@ -119,3 +119,24 @@ def test_passes_on_adversarial_varlen_on_the_gpu():
     with forced('chunked', segments=4096):
         o, S = kda(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
     assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3
+
+
+@pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
+def test_forward_dispatches_to_the_passes(monkeypatch, form):
+    "The API's glue: a call the plan sends to the passes gets their outputs and final state (the plan patched to say so on CPU)."
+    import dataclasses
+    import kda_nb.api as api
+    from kda_nb.plan import with_passes
+    real, plans = api.plan, []
+    def plan_with_passes(*a, **kw):                     # the outer call: passes; the passes' own calls: the real plan
+        p = real(*a, **kw)
+        plans.append(p)
+        return with_passes(dataclasses.replace(p, path='chunked'), 32, 'patched') if len(plans) == 1 else p
+    monkeypatch.setattr(api, 'plan', plan_with_passes)
+    xs = random_inputs(seqlens=[70, 1, 0, 45], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=9,
+                       gate='g~U(-8,8)', **form)
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    o, S = api.kda(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    assert len(plans) == 4 and plans[0].segments == 0 and all(p.path == 'reference' for p in plans)   # outer + 3 passes
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    assert rel_rms(o, ref_o) < 1e-12 and rel_rms(S, ref_S) < 1e-12
