@@ -236,6 +236,243 @@ def test_fla_forms_computed_as_fla_defines_them():
         assert rel_rms(out, ref) < 1e-6 and rel_rms(fs.transpose(-1, -2), ref_s) < 1e-6, kw
 
 
+def fla_rec_call(**change) -> dict:
+    """A `fused_recurrent_kda_fwd` call in fla's verification convention (CPU tensors, bf16): three sequences of
+    3, 1 and 2 drafts, a V-first fp32 pool of 9 slots, a slot per draft with -1 padding, accepted counts."""
+    inp = random_inputs(1, 0, 2, 16, V=8, seqlens=[3, 1, 2], HV=4, seed=5)
+    pool = torch.randn(9, 4, 8, 16, generator=torch.Generator().manual_seed(6))
+    call = dict(q=inp['q'], k=inp['k'], v=inp['v'], g=inp['g'], beta=inp['beta'], A_log=inp['A_log'],
+                dt_bias=inp['dt_bias'].flatten(), initial_state=pool, scale=inp['scale'], inplace_final_state=True,
+                state_v_first=True, cu_seqlens=inp['cu_seqlens'],
+                ssm_state_indices=torch.tensor([[0, 1, 2], [3, -1, -1], [4, 5, -1]]),
+                num_accepted_tokens=torch.tensor([2, 1, 1]), use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                use_beta_sigmoid_in_kernel=True, lower_bound=-5.0)
+    return {**call, **change}
+
+
+def test_fla_recurrent_verifier_decisions():
+    ok = fla_rec_call()
+    q, k, v, g, beta, pool, idx, acc = (ok[n] for n in ('q', 'k', 'v', 'g', 'beta', 'initial_state',
+                                                        'ssm_state_indices', 'num_accepted_tokens'))
+    plain = dict(ssm_state_indices=None, num_accepted_tokens=None)
+    k_first = pool[:3].transpose(-1, -2).contiguous()
+    accepted = [{}, dict(num_accepted_tokens=None), dict(ssm_state_indices=idx.int(), num_accepted_tokens=acc.int()),
+                dict(initial_state=pool.bfloat16()), dict(initial_state=pool.double()), dict(scale=None),
+                dict(lower_bound=None), dict(lower_bound=None, A_log=None), dict(A_log=None), dict(dt_bias=None),
+                dict(use_gate_in_kernel=False, lower_bound=-9.0), dict(use_qk_l2norm_in_kernel=False),
+                dict(use_beta_sigmoid_in_kernel=False, allow_neg_eigval=True), dict(allow_neg_eigval=True),
+                dict(cu_seqlens=ok['cu_seqlens'].int()), dict(out=torch.empty_like(v)),
+                dict(plain, initial_state=pool[:3]), dict(plain, initial_state=k_first, state_v_first=False),
+                dict(plain, initial_state=None, inplace_final_state=False, output_final_state=True),
+                dict(plain, initial_state=k_first, state_v_first=False, inplace_final_state=False),
+                dict(q=q[:, :3], k=k[:, :3], v=v[:, :3], g=g[:, :3], beta=beta[:, :3], ssm_state_indices=idx[:, 0],
+                     num_accepted_tokens=None, cu_seqlens=torch.tensor([0, 1, 2, 3])),          # decode, 1-D slots
+                dict(q=q[:, :3], k=k[:, :3], v=v[:, :3], g=g[:, :3], beta=beta[:, :3], ssm_state_indices=idx[:, 0],
+                     num_accepted_tokens=None, cu_seqlens=torch.tensor([0, 1, 1, 3]))]          # at most one a sequence: fla's wording
+    for change in accepted:
+        assert fla_recurrent_call_refusal(**fla_rec_call(**change)) is None, change
+    refused = [
+        (dict(state_v_first=False, initial_state=pool.transpose(-1, -2).contiguous()), 'K-first pool'),
+        (dict(inplace_final_state=False), 'inplace_final_state'), (dict(initial_state=None), 'initial_state'),
+        (dict(ssm_state_indices=None), 'without ssm_state_indices'), (dict(ssm_state_indices=idx[:, 0]), '1-D'),
+        (dict(ssm_state_indices=idx[:, 0], num_accepted_tokens=None), 'ssm_state_indices[n + t]'),
+        (dict(ssm_state_indices=idx.float()), 'int32'), (dict(ssm_state_indices=idx[:2]), 'N = 3'),
+        (dict(ssm_state_indices=idx.t().contiguous().t()), 'strided columns'),
+        (dict(num_accepted_tokens=acc[:2]), 'num_accepted_tokens'), (dict(num_accepted_tokens=acc.float()), 'int64'),
+        (dict(initial_state=pool.half()), 'initial_state'), (dict(initial_state=pool[:, :2]), 'pool'),
+        (dict(initial_state=pool.transpose(0, 1).contiguous().transpose(0, 1)), 'strided pool'),
+        (dict(beta=beta[..., None].expand(v.shape)), 'per value channel'), (dict(q=q.float()), 'one dtype'),
+        (dict(out=torch.empty_like(v, dtype=torch.float32)), 'one dtype'), (dict(out=v[..., :4]), 'out'),
+        (dict(some_new_flag=True), 'some_new_flag'), (dict(lower_bound=-6.0), '[-5, 0)'),
+        (dict(cu_seqlens=None), 'N = 1'), (dict(scale=float('inf')), 'scale'), (dict(dt_bias=ok['dt_bias'][:8]), 'dt_bias'),
+        (dict(plain, initial_state=k_first), 'initial_state'), (dict(v=torch.cat([v[:, :, :1], v], 2)), 'multiple'),
+    ]
+    for change, word in refused:
+        reason = fla_recurrent_call_refusal(**fla_rec_call(**change))
+        assert reason is not None and word in reason, (change, reason)
+    # positionally, in fused_recurrent_kda_fwd's order
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state', 'scale')
+    rest = {n: x for n, x in ok.items() if n not in names}
+    assert fla_recurrent_call_refusal(*(ok[n] for n in names), **rest) is None
+    # the whole verifier: the switch, then the plan (a CPU: the reference, so fla keeps it)
+    saved = os.environ.get(FLA_BACKEND_ENV)
+    try:
+        os.environ[FLA_BACKEND_ENV] = '0'
+        assert FLA_BACKEND_ENV in fla_recurrent_backend_refusal(**ok)
+        os.environ[FLA_BACKEND_ENV] = '1'
+        assert 'cpu' in fla_recurrent_backend_refusal(**ok)
+    finally:
+        if saved is None: os.environ.pop(FLA_BACKEND_ENV, None)
+        else: os.environ[FLA_BACKEND_ENV] = saved
+    # on a GPU: the kernels' questions (bf16, the forms in KERNEL_FORMS, K, V <= 128)
+    for change in ({}, dict(num_accepted_tokens=None), dict(plain, initial_state=k_first, state_v_first=False,
+                   inplace_final_state=False), dict(lower_bound=None, A_log=None)):
+        assert fla_recurrent_gpu_refusal(**fla_rec_call(**change)) is None, change
+    as_fp16 = {n: ok[n].half() for n in ('q', 'k', 'v', 'g', 'beta')}
+    assert 'bfloat16' in fla_recurrent_gpu_refusal(**fla_rec_call(**as_fp16))
+
+
+import re
+
+import pytest
+
+import torch.nn.functional as F
+
+from kda_nb.recurrence import kda_recurrent
+
+def fla_gate(form: dict, g, A_log, dt_bias):
+    "The log-decay fla's fused recurrent kernel computes from g (its code written out; A_log None: the kernel's A = 1)."
+    if not form.get('use_gate_in_kernel'): return g
+    A = torch.ones(g.shape[-2], dtype=g.dtype) if A_log is None else A_log.to(g.dtype)
+    x = g + (0 if dt_bias is None else dt_bias.reshape(g.shape[-2:]).to(g.dtype))
+    if form.get('lower_bound') is None: return -A.exp()[:, None] * F.softplus(x)
+    return form['lower_bound'] * torch.sigmoid((1.0 if A_log is None else A.exp()[:, None]) * x)
+
+def fla_rec_reference(q, k, v, g, beta, h, form: dict, A_log=None, dt_bias=None, scale=None):
+    """One sequence [T, ...] in fp64 from the state h [HV, V, K], a token at a time: (outputs [T, HV, V], the states
+    after each token [T, HV, V, K]); the form as fla's kernel computes it."""
+    if form.get('use_qk_l2norm_in_kernel'):                   # fla's kernel: x / sqrt(||x||^2 + 1e-6)
+        q, k = (x / ((x * x).sum(-1, keepdim=True) + 1e-6).sqrt() for x in (q, k))
+    if form.get('use_beta_sigmoid_in_kernel'):
+        beta = beta.sigmoid() * (2 if form.get('allow_neg_eigval') else 1)
+    a = fla_gate(form, g, A_log, dt_bias)
+    outs, states = [], []
+    for t in range(q.shape[0]):
+        o, h = kda_recurrent(*(x[t:t + 1][None].double() for x in (q, k, v, a, beta)), scale=scale,
+                             initial_state=h[None].double(), use_gate_in_kernel=False, use_qk_l2norm_in_kernel=False,
+                             use_beta_sigmoid_in_kernel=False)
+        h = h[0]
+        outs.append(o[0, 0]); states.append(h)
+    return (torch.stack(outs) if outs else q.new_zeros(0, *v.shape[1:]).double(),
+            torch.stack(states) if states else None)
+
+FLA_REC_FORMS = [dict(use_gate_in_kernel=True, lower_bound=-3.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True),
+                 dict(use_gate_in_kernel=True, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                      allow_neg_eigval=True, no_A_log=True),          # softplus gate without A_log: exp(1)
+                 dict(allow_neg_eigval=True)]                          # g the log-decay; allow_neg_eigval without sigmoid: no effect
+
+def _rec_inputs(seqlens, seed, form, B=1):
+    inp = random_inputs(B, 0 if seqlens else 2, 2, 16, V=8, seqlens=seqlens, HV=4, seed=seed,
+                        dtype=torch.float64, state=None)
+    A = None if form.get('no_A_log') else inp['A_log'] + 0.3
+    g = inp['g'] if form.get('use_gate_in_kernel') else -F.softplus(inp['g'])
+    if not form.get('use_qk_l2norm_in_kernel'):
+        inp['q'], inp['k'] = F.normalize(inp['q'], dim=-1), F.normalize(inp['k'], dim=-1)
+    return inp, g, A, inp['dt_bias'].flatten() * 0.5
+
+
+def test_fla_verification_convention_against_the_recurrence():
+    """fla's [N, D] convention on a pool (fp64 here): draft counts 3, 1, 2, 0, 2 (varlen), accepted counts picking
+    the starting column, -1 columns (no state stored), a padding sequence (starting slot -1: zero outputs, nothing
+    written); then a fixed batch without accepted counts (column 0). Every form against the fp64 recurrence, the
+    slots nobody names untouched."""
+    fwd_rec = kda_nb_fused_recurrent_kda_fwd
+    for f, form in enumerate(FLA_REC_FORMS):
+        kw = {n: x for n, x in form.items() if n != 'no_A_log'}
+        inp, g, A, dt = _rec_inputs([3, 1, 2, 0, 2], 10 + f, form)
+        P = 12
+        pool0 = torch.randn(P, 4, 8, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(f))
+        idx = torch.tensor([[0, 1, 2], [3, -1, -1], [4, -1, 5], [6, 7, 8], [-1, 9, 10]])
+        acc = torch.tensor([2, 1, 3, 1, 1])
+        pool = pool0.clone()
+        out, fs = fwd_rec(inp['q'], inp['k'], inp['v'], g, inp['beta'], A, dt, pool, inp['scale'],
+                          state_v_first=True, cu_seqlens=inp['cu_seqlens'], ssm_state_indices=idx,
+                          num_accepted_tokens=acc, _backend='reference', **kw)
+        assert fs is pool
+        want, cu = pool0.clone(), inp['cu_seqlens'].tolist()
+        for n in range(5):
+            s, e = cu[n], cu[n + 1]
+            start = idx[n, acc[n] - 1]
+            if start < 0:
+                assert not out[0, s:e].any()
+                continue
+            o, hs = fla_rec_reference(*(inp[x][0, s:e] for x in ('q', 'k')), inp['v'][0, s:e], g[0, s:e],
+                                      inp['beta'][0, s:e], pool0[start], kw, A, dt, inp['scale'])
+            if e > s: assert rel_rms(out[0, s:e], o) < 1e-12, (form, n)
+            for t in range(e - s):
+                if idx[n, t] >= 0: want[idx[n, t]] = hs[t]
+        assert rel_rms(pool, want) < 1e-12, form
+        for slot in (5, 7, 8, 9, 10, 11):                            # named by no stored draft: untouched
+            assert torch.equal(pool[slot], pool0[slot]), (form, slot)
+        # a fixed batch of 2 drafts each, no accepted counts: each starts from its column 0
+        inp, g, A, dt = _rec_inputs(None, 20 + f, form, B=3)
+        idx = torch.tensor([[2, 0], [1, 3], [4, -1]])
+        pool = pool0.clone()
+        out, _ = fwd_rec(inp['q'], inp['k'], inp['v'], g, inp['beta'], A, dt, pool, state_v_first=True,
+                         ssm_state_indices=idx, _backend='reference', **kw)
+        want = pool0.clone()
+        for n in range(3):
+            o, hs = fla_rec_reference(inp['q'][n], inp['k'][n], inp['v'][n], g[n], inp['beta'][n], pool0[idx[n, 0]],
+                                      kw, A, dt)
+            assert rel_rms(out[n], o) < 1e-12, (form, n)
+            for t in range(2):
+                if idx[n, t] >= 0: want[idx[n, t]] = hs[t]
+        assert rel_rms(pool, want) < 1e-12 and torch.equal(pool[5:], pool0[5:]), form
+    # bad values: named by the host check
+    inp, g, A, dt = _rec_inputs([2, 1], 30, FLA_REC_FORMS[0])
+    kw = {n: x for n, x in FLA_REC_FORMS[0].items()}
+    for idx, acc, word in ((torch.tensor([[0, 1], [2, -1]]), torch.tensor([3, 1]), 'num_accepted_tokens[0]'),
+                           (torch.tensor([[0, 1], [1, -1]]), torch.tensor([1, 1]), 'slot 1'),
+                           (torch.tensor([[0, 12], [2, -1]]), torch.tensor([1, 1]), 'outside the pool')):
+        with pytest.raises(ValueError, match=re.escape(word)):
+            kda_nb_fused_recurrent_kda_fwd(inp['q'], inp['k'], inp['v'], g, inp['beta'], A, dt, pool0.clone(),
+                                           state_v_first=True, cu_seqlens=inp['cu_seqlens'], ssm_state_indices=idx,
+                                           num_accepted_tokens=acc, _backend='reference', **kw)
+
+
+def test_fla_decode_and_plain_calls_against_the_recurrence():
+    """A slot per sequence (1-D ssm_state_indices, one token each, -1 padding), fixed and varlen (a sequence of no
+    tokens: nothing read or written); then fla's `fused_recurrent_kda` call (no indices, K-first state, fp32 final
+    state) and the in-place one of `fused_recurrent_kda_fwd`'s defaults, in both state layouts."""
+    form = FLA_REC_FORMS[0]
+    P = 6
+    pool0 = torch.randn(P, 4, 8, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    inp, g, A, dt = _rec_inputs(None, 40, form, B=2)                     # B = 2 rows of 2 tokens: take 4 rows of 1
+    q, k, v, gg, beta = (x.reshape(4, 1, *x.shape[2:]) for x in (inp['q'], inp['k'], inp['v'], g, inp['beta']))
+    for cu, idx in ((None, torch.tensor([5, -1, 0, 2])), (torch.tensor([0, 1, 1, 2, 3, 4]), torch.tensor([5, 1, -1, 0, 2]))):
+        x = [t if cu is None else t.reshape(1, 4, *t.shape[2:]) for t in (q, k, v, gg, beta)]
+        pool = pool0.clone()
+        out, fs = kda_nb_fused_recurrent_kda_fwd(*x, A, dt, pool, state_v_first=True, cu_seqlens=cu,
+                                                 ssm_state_indices=idx, _backend='reference', **form)
+        assert fs is pool
+        out = out.reshape(4, *out.shape[2:])
+        want, seq_of_token = pool0.clone(), [0, 1, 2, 3] if cu is None else [0, 2, 3, 4]
+        for tok, n in enumerate(seq_of_token):
+            if idx[n] < 0:
+                assert not out[tok].any()
+                continue
+            o, hs = fla_rec_reference(q[tok], k[tok], v[tok], gg[tok], beta[tok], pool0[idx[n]], form, A, dt)
+            assert rel_rms(out[tok], o[0]) < 1e-12
+            want[idx[n]] = hs[-1]
+        assert rel_rms(pool, want) < 1e-12
+        untouched = [s for s in range(P) if s not in [int(idx[n]) for n in seq_of_token]]
+        assert all(torch.equal(pool[s], pool0[s]) for s in untouched), untouched
+    # no indices: fla's fused_recurrent_kda (K-first initial state in, fp32 K-first final state out), varlen
+    inp, g, A, dt = _rec_inputs([5, 1, 7], 41, form)
+    h0 = pool0[:3]
+    args = (inp['q'], inp['k'], inp['v'], g, inp['beta'], A, dt)
+    out, fs = kda_nb_fused_recurrent_kda_fwd(*args, h0.transpose(-1, -2).contiguous().float(), output_final_state=True,
+                                             inplace_final_state=False, cu_seqlens=inp['cu_seqlens'],
+                                             _backend='reference', **form)
+    cu = inp['cu_seqlens'].tolist()
+
+    def reference(h):
+        refs = [fla_rec_reference(*(t[0, cu[n]:cu[n + 1]] for t in (inp['q'], inp['k'], inp['v'], g, inp['beta'])),
+                                  h[n], form, A, dt) for n in range(3)]
+        return torch.cat([o for o, _ in refs]), torch.stack([hs[-1] for _, hs in refs])
+    want_out, want_fs = reference(h0.float().double())
+    assert fs.dtype == torch.float32 and fs.shape == (3, 4, 16, 8)
+    assert rel_rms(out[0], want_out) < 1e-12 and rel_rms(fs.transpose(-1, -2), want_fs) < 1e-6
+    # in place, either layout (the fp64 state is overwritten; the output is the state tensor itself)
+    want_out, want_fs = reference(h0)
+    for v_first in (True, False):
+        h = h0.clone() if v_first else h0.transpose(-1, -2).contiguous()
+        o2, s2 = kda_nb_fused_recurrent_kda_fwd(*args, h, state_v_first=v_first, cu_seqlens=inp['cu_seqlens'],
+                                                _backend='reference', **form)
+        assert s2 is h and rel_rms(o2[0], want_out) < 1e-12
+        assert rel_rms(h if v_first else h.transpose(-1, -2), want_fs) < 1e-12, v_first
+
+
 import importlib.util
 
 import inspect
@@ -288,6 +525,57 @@ def test_register_and_unregister_fla_backend():
     finally:
         assert unregister_fla_backend()
     assert FLA_BACKEND_TYPE not in registry._backends and not unregister_fla_backend()
+
+
+@pytest.mark.skipif(FLA_IMPORT_FAILURE is not None, reason=f"needs fla 0.6: {FLA_IMPORT_FAILURE}")
+def test_fla_dispatches_fused_recurrent_to_kda_nb():
+    """fla's registries on a CPU: the backend is filed under the operation 'kda' too, refuses CPU tensors with the
+    plan's reason and passes over the chunked path's pieces; registered with `_backend='reference'`, fla's own
+    `fused_recurrent_kda` (no indices) and `fused_recurrent_kda_fwd` (a pool, a slot per draft; positional
+    arguments) reach kda_nb through fla's dispatch, and give the fp64 recurrence's results; unregistered, fla's code
+    is asked again."""
+    import fla.backends as fb
+    from fla.ops.kda import fused_recurrent_kda
+    from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+    assert fla_recurrent_entry() == (fused_recurrent_kda_fwd, None)
+    ops = fb._operation_registries['kda']
+    form = FLA_REC_FORMS[0]
+    try:
+        be = register_fla_backend()
+        mine = ops._backends[FLA_BACKEND_TYPE]
+        assert be.serves_recurrent and isinstance(mine, be) and mine.priority == FLA_BACKEND_PRIORITY
+        ok, reason = mine.verify('fused_recurrent_kda_fwd', **fla_rec_call())
+        assert not ok and 'cpu' in reason and be.last_recurrent_refusal == reason
+        assert mine.verify('chunk_kda_fwd_intra', None) == (True, None) and mine.get_implementation('chunk_kda_fwd_intra') is None
+        be = register_fla_backend(_backend='reference')
+        n = be.recurrent_calls
+        inp, g, A, dt = _rec_inputs([3, 2], 50, form)
+        h0 = torch.randn(2, 4, 16, 8, dtype=torch.float32, generator=torch.Generator().manual_seed(9))   # K-first
+        args = (inp['q'], inp['k'], inp['v'], g, inp['beta'])
+        o, s = fused_recurrent_kda(*args, A_log=A, dt_bias=dt, initial_state=h0, output_final_state=True,
+                                   cu_seqlens=inp['cu_seqlens'], **form)
+        assert be.recurrent_calls == n + 1, be.last_recurrent_refusal
+        cu = inp['cu_seqlens'].tolist()
+        refs = [fla_rec_reference(*(t[0, cu[i]:cu[i + 1]] for t in args), h0[i].transpose(-1, -2).double(), form, A, dt)
+                for i in range(2)]
+        assert rel_rms(o[0], torch.cat([r[0] for r in refs])) < 1e-12
+        assert rel_rms(s.transpose(-1, -2), torch.stack([r[1][-1] for r in refs])) < 1e-6
+        pool0 = torch.randn(5, 4, 8, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(10))
+        pool, idx, acc = pool0.clone(), torch.tensor([[0, 1, 2], [3, -1, 4]]), torch.tensor([3, 1])
+        o, s = fused_recurrent_kda_fwd(*args, A, dt, pool, None, False, True, True, inp['cu_seqlens'], idx, acc, **form)
+        assert be.recurrent_calls == n + 2 and s is pool
+        for i in range(2):
+            r_o, r_h = fla_rec_reference(*(t[0, cu[i]:cu[i + 1]] for t in args), pool0[idx[i, acc[i] - 1]], form, A, dt)
+            assert rel_rms(o[0, cu[i]:cu[i + 1]], r_o) < 1e-12
+            assert all(rel_rms(pool[idx[i, t]], r_h[t]) < 1e-12 for t in range(cu[i + 1] - cu[i]) if idx[i, t] >= 0)
+        assert torch.equal(pool[4], pool0[4])               # named only in a column past its sequence's 2 drafts
+        with pytest.raises(Exception):                                            # refused (K-first pool): fla's Triton, no GPU here
+            fused_recurrent_kda_fwd(*args, A, dt, pool.transpose(-1, -2).contiguous(), None, False, True, False,
+                                    inp['cu_seqlens'], idx, acc, **form)
+        assert be.recurrent_calls == n + 2 and 'K-first' in be.last_recurrent_refusal
+    finally:
+        assert unregister_fla_backend()
+    assert FLA_BACKEND_TYPE not in ops._backends and be.compute == 'cuda' and not be.serves_recurrent
 
 
 from kda_nb.kernels import kernels_unavailable_reason
@@ -386,3 +674,49 @@ def test_fla_training_through_kda_nb_agrees_with_fla():
     errs = {n: rel_rms(ours[n], theirs[n]) for n in names}
     print("gradients through kda_nb's backend against fla's own: " + ', '.join(f"d{n} {e:.1e}" for n, e in errs.items()))
     assert all(e < (3e-2 if n == 'A_log' else 1e-2) for n, e in errs.items()), errs
+
+
+@pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")
+def test_fla_fused_recurrent_runs_kda_nb():
+    """On the GPU, bf16: fla's `fused_recurrent_kda_fwd` on a V-first fp32 pool, decode (a slot per sequence) and
+    verification (a slot per draft, accepted counts; no -1, where fla's kernel is undefined), and fla's
+    `fused_recurrent_kda` (no indices): kda_nb takes each (its counter moves), then with `KDA_NB_FLA_BACKEND=0`
+    fla's Triton kernel computes the same calls; the two must agree."""
+    from fla.ops.kda import fused_recurrent_kda
+    from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd
+    form = dict(use_gate_in_kernel=True, lower_bound=-5.0, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
+    N, D, P = 16, 3, 64
+    gen = torch.Generator(device='cuda').manual_seed(11)
+    pool0 = torch.randn(P, 4, 128, 128, device='cuda', generator=gen) * 0.1
+    dec = random_inputs(N, 1, 4, 128, device='cuda', seed=12)
+    ver = random_inputs(1, 0, 4, 128, seqlens=[3, 1, 2] * 5 + [3], device='cuda', seed=13)
+    slots = torch.randperm(P, device='cuda', generator=gen)
+    idx1, idx2 = slots[:N], slots[:N * D].view(N, D)
+    acc = torch.randint(1, D + 1, (N,), device='cuda', generator=gen)
+
+    def calls():
+        res = {}
+        with torch.inference_mode():
+            x = [dec[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+            pool = pool0.clone()
+            res['decode'] = (fused_recurrent_kda_fwd(*x, pool, dec['scale'], state_v_first=True,
+                                                     ssm_state_indices=idx1, **form)[0], pool)
+            x = [ver[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+            pool = pool0.clone()
+            res['verify'] = (fused_recurrent_kda_fwd(*x, pool, ver['scale'], state_v_first=True, cu_seqlens=ver['cu_seqlens'],
+                                                     ssm_state_indices=idx2, num_accepted_tokens=acc, **form)[0], pool)
+            res['plain'] = fused_recurrent_kda(*x[:5], A_log=x[5], dt_bias=x[6], initial_state=pool0[:N].clone(),
+                                               output_final_state=True, state_v_first=True,
+                                               cu_seqlens=ver['cu_seqlens'], **form)
+        return res
+
+    with kda_nb_inside_fla() as be:
+        n = be.recurrent_calls
+        ours = calls()
+        assert be.recurrent_calls == n + 3, f"kda_nb's backend did not take them all: {be.last_recurrent_refusal}"
+        os.environ[FLA_BACKEND_ENV] = '0'
+        theirs = calls()
+        assert be.recurrent_calls == n + 3
+    errs = {f"{k} {w}": rel_rms(a, b) for k in ours for w, a, b in zip(('out', 'state'), ours[k], theirs[k])}
+    print("kda_nb's backend against fla's Triton fused_recurrent_kda_fwd: " + ', '.join(f"{k} {e:.2e}" for k, e in errs.items()))
+    assert all(e < 1e-2 for e in errs.values()), errs
