@@ -102,7 +102,7 @@ def verify_drafts_per_token(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Te
                             num_accepted_tokens: Tensor | None = None, cu_seqlens: Tensor | None = None,
                             scale: float | None = None, lower_bound: float | None = None, out: Tensor | None = None,
                             check: bool = True, backend: str = 'auto', **form) -> Tensor:
-    """Verify draft tokens in fla's convention (`fused_recurrent_kda` with `inplace_final_state=True`,
+    """Verify draft tokens in fla's convention (`fused_recurrent_kda_fwd` with `inplace_final_state=True`,
     `state_v_first=True`): sequence n starts from `initial_state[ssm_state_indices[n, num_accepted_tokens[n] - 1]]`
     (column 0 if `num_accepted_tokens` is None) and writes the state after its draft t into
     `initial_state[ssm_state_indices[n, t]]`. Returns the outputs of every draft token."""
