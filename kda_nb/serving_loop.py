@@ -20,9 +20,9 @@ from .layout import rel_rms, safe_cu_seqlens
 from .serving import commit_drafts, new_draft_records, prefill_checkpoints, verify_drafts
 
 # %% auto #0
-__all__ = ['NAMES', 'PHASES', 'COLOURS', 'on_hopper', 'LoopConfig', 'gpu_config', 'Request', 'make_requests', 'SlotPool',
-           'Decoder', 'Ops', 'LoopResult', 'swapped_fwd', 'run_loop', 'plot_timeline', 'reference_run', 'check_outputs',
-           'slot_problems', 'pooled', 'reference_ops', 'fla_ops', 'throughput']
+__all__ = ['NAMES', 'COLOURS', 'on_hopper', 'LoopConfig', 'gpu_config', 'Request', 'make_requests', 'SlotPool', 'Decoder', 'Ops',
+           'LoopResult', 'swapped_fwd', 'run_loop', 'plot_timeline', 'reference_run', 'check_outputs', 'slot_problems',
+           'pooled', 'reference_ops', 'fla_ops', 'throughput']
 
 # %% ../nbs/12_serving_loop.ipynb #175e1280
 def _why_not_hopper(device) -> str | None:
@@ -102,8 +102,8 @@ class LoopConfig:
 
 def gpu_config(**kw) -> LoopConfig:
     "Sizes for a GPU (bfloat16 inputs, an fp32 pool, K = V = 128, long prompts); `kw` overrides any field."
-    return LoopConfig(**dict(dict(requests=256, slots=96, H=16, K=128, V=128, prompt=(32, 2048), generate=(16, 128),
-                                  chunk=512, drafts=3, prefixes=4, prefix_len=512, arrive_over=64, device='cuda',
+    return LoopConfig(**dict(dict(requests=128, slots=64, H=8, K=128, V=128, prompt=(32, 1024), generate=(16, 64),
+                                  chunk=256, drafts=3, prefixes=4, prefix_len=256, arrive_over=32, device='cuda',
                                   dtype=torch.bfloat16, state_dtype=torch.float32), **kw))
 
 # %% ../nbs/12_serving_loop.ipynb #5d40d7fb
@@ -236,9 +236,7 @@ class Decoder:
         else: self.step()
         return self.out[:m, 0]
 
-# %% ../nbs/12_serving_loop.ipynb #a1b633b0
-PHASES = ('prefill', 'decode', 'verify', 'checkpoint')
-
+# %% ../nbs/12_serving_loop.ipynb #efd61078
 @dataclass
 class Ops:
     """Another library's kernels under the same loop: `fwd` runs `kda_nb.serving`'s compositions (prefill,
