@@ -171,10 +171,10 @@ def make_requests(cfg: LoopConfig):
             a = min(int(torch.randint(1, n + 1, (1,), generator=g)), left)
             steps.append((off, n, a)); off += n; left -= a
         run = _tokens(g, off - L, cfg)
-        chunks.append({n: torch.cat([prompt[n], run[n]]) for n in NAMES})
+        chunks.append({n: torch.cat([prompt[n], run[n]]).to(cfg.dtype) for n in NAMES})
         reqs.append(Request(r, t, L, group, spec, base, steps))
         base += off
-    store = {n: torch.cat([c[n] for c in chunks]).to(cfg.device, cfg.dtype) for n in NAMES}
+    store = {n: torch.cat([c[n] for c in chunks]).to(cfg.device) for n in NAMES}
     weights = {n: (x.to(cfg.device) if torch.is_tensor(x) else x) for n, x in weights.items()}
     return reqs, store, weights
 
