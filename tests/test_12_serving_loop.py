@@ -30,6 +30,13 @@ def test_loop_matches_the_recurrence_other_shapes(kw):
     res = run_loop(LoopConfig(**{'requests': 8, **kw}))
     assert max(check_outputs(res).values()) < 1e-12 and not slot_problems(res)
 
+@pytest.mark.parametrize('state,tol', [(torch.float32, 4e-3), (torch.bfloat16, 1e-2)])
+def test_loop_in_bf16(state, tol):
+    "bf16 inputs and records (the reference computes in fp32), an fp32 or bf16 pool, as on the kernels: within rounding of the fp64 recurrence."
+    res = run_loop(LoopConfig(dtype=torch.bfloat16, state_dtype=state, seed=8))
+    assert res.outputs.dtype == torch.bfloat16 and res.requests[0].final.dtype == state
+    assert max(check_outputs(res).values()) < tol and not slot_problems(res)
+
 def test_the_check_can_fail():
     "A wrong output, a wrong final state: check_outputs sees both."
     res = run_loop(LoopConfig(requests=4, seed=5))
