@@ -20,6 +20,7 @@ from .layout import random_inputs, rel_rms
 from .recurrence import kda_recurrent
 from .chunked import kda_chunked
 import kda_nb.cp            # context parallelism: kda(..., cp_group=) (it hooks itself into the API)
+import kda_nb.segments      # one long sequence in passes over segments, when the plan says so (likewise)
 
 _all_ = ['fwd', 'kda', 'check_inputs', 'DecodeStep', 'plan_for', 'forced', 'random_inputs', 'rel_rms',
          'kda_recurrent', 'kda_chunked']

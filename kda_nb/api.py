@@ -92,11 +92,14 @@ def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_boun
     if out_ is not out: out.copy_(out_[..., :V])
     if fs is not None and fs is not final_state: final_state.copy_(fs[..., :V, :K])
 
+_split_passes = []           # kda_nb.segments puts its kda_in_passes here when imported (it imports this module)
+
 def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                cu_seqlens, form):
     "The plan's three passes over segments (`kda_nb.segments.kda_in_passes`), written into `out` and `final_state`."
-    from kda_nb.segments import kda_in_passes            # (it calls kda: imported here, not at the top)
-    o, s = kda_in_passes(q, k, v, g, beta, A_log, dt_bias, segments=segments, scale=float(scale), lower_bound=lower_bound,
+    if not _split_passes: raise RuntimeError("kda_nb: the plan runs this call in passes over segments, which need "
+                                             "kda_nb.segments: import kda_nb (or kda_nb.segments) first")
+    o, s = _split_passes[0](q, k, v, g, beta, A_log, dt_bias, segments=segments, scale=float(scale), lower_bound=lower_bound,
                          initial_state=initial_state, cu_seqlens=cu_seqlens, **form_options(form))
     out.copy_(o)
     if final_state is not None: final_state.copy_(s)
