@@ -114,6 +114,12 @@ __device__ __forceinline__ float beta_of(float x) {
 }
 // The forward's kernels take beta's and the norm's forms as uniform runtime values (FwdArgs / DecodeArgs beta_form,
 // norm_form: a select per token, no second instantiation); these pick the template of the value's form.
+// §forms: what an instance reads of them. FORMS false is FlashKDA's form compiled in (beta as logits, q and k
+// normalised inside, as many q and k heads as value heads): that instance reads no form, the code it had before the
+// forms existed (kda_switch.h: dispatch_fwd_form). FORMS true reads beta's and the norm's forms and the head groups.
+template <bool FORMS, class Args> __device__ __forceinline__ int beta_form_of(const Args& p) { return FORMS ? p.beta_form : 0; }
+template <bool FORMS, class Args> __device__ __forceinline__ int norm_form_of(const Args& p) { return FORMS ? p.norm_form : 0; }
+template <bool FORMS, class Args> __device__ __forceinline__ int group_shift_of(const Args& p) { return FORMS ? p.group_shift : 0; }
 __device__ __forceinline__ float beta_value(int form, float x) {
     return form == static_cast<int>(BetaForm::Prob) ? beta_of<BetaForm::Prob>(x)
          : form == static_cast<int>(BetaForm::LogitNegEig) ? beta_of<BetaForm::LogitNegEig>(x) : beta_of<BetaForm::Logit>(x);

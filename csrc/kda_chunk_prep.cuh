@@ -87,10 +87,12 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lan
         f.A_log = 0.f;
     }
 }
+template <bool FORMS>
 __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
     const int g = lane >> 2, t = lane & 3;
-    const int64_t HD = static_cast<int64_t>(p.H >> p.group_shift) * D;    // q and k: H / 2^group_shift heads (GVA)
-    const int hq = it.h >> p.group_shift;
+    const int shift = group_shift_of<FORMS>(p);
+    const int64_t HD = static_cast<int64_t>(p.H >> shift) * D;    // q and k: H / 2^group_shift heads (GVA)
+    const int hq = it.h >> shift;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int r = g + 8 * hf;
@@ -389,13 +391,13 @@ __device__ __forceinline__ void inverse_column(const K1Warp& sm, int lane, float
 // The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
 // or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
 // here, into f and the scratch, as soon as the current ones are used.
-template <GateForm GF, class Next>
+template <GateForm GF, bool FORMS, class Next>
 __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const int len = f.it.len;
     float beta[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_value(p.beta_form, __bfloat162float(f.beta[hf])) : 0.f;
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_value(beta_form_of<FORMS>(p), __bfloat162float(f.beta[hf])) : 0.f;
 
     const bool split = gate_decay<GF>(p, f, sm, rec, len, lane);
     Item nx;
@@ -405,14 +407,14 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& 
     __syncwarp();
 
     float rq[2], rk[2];
-    row_norms(sm, lane, p.norm_form, rq, rk);
+    row_norms(sm, lane, norm_form_of<FORMS>(p), rq, rk);
 
     float Lacc[2][4] = {}, Macc[2][4] = {};
     if constexpr (GF == GateForm::SafeSigmoid) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
     else if (split) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);     // warp-uniform
     else decayed_keys_exact(sm, rq, rk, rec, lane, Lacc, Macc);
     __syncwarp();                                     // every lane is done with q and k: fetch the next item's
-    if (more) prep_fetch_qk(p, f.it, sm, lane);
+    if (more) prep_fetch_qk<FORMS>(p, f.it, sm, lane);
 
     // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the scratch's
     // copy of the record's small matrices.

@@ -90,13 +90,14 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
-template <GateForm GF>
+template <GateForm GF, bool FORMS>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
     const int64_t e0 = (tb * p.H + h) * D + c;                      // token tb; the next ones H * D further
-    const int hq = p.H >> p.group_shift;                            // q and k: H / 2^group_shift heads (GVA)
-    const int64_t eq = (tb * hq + (h >> p.group_shift)) * D + c;
+    const int shift = group_shift_of<FORMS>(p);
+    const int hq = p.H >> shift;                                    // q and k: H / 2^group_shift heads (GVA)
+    const int64_t eq = (tb * hq + (h >> shift)) * D + c;
     const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + eq;
     const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + eq;
     const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + e0;
@@ -123,14 +124,14 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     }
     if (c < DEC_BLOCK_ROWS)
         for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
-    if (c < nt) sm.b[c] = beta_value(p.beta_form, bf16_at(p.beta, (tb + c) * p.H + h));
+    if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), bf16_at(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
 #pragma unroll
         for (int w = 0; w < DEC_WARPS; ++w) { sq += sm.sums[i][w][0]; sk += sm.sums[i][w][1]; }
-        sm.qh[i][c] *= inv_norm_value(p.norm_form, sq);     // 1 where the caller normalised
-        sm.kh[i][c] *= inv_norm_value(p.norm_form, sk);
+        sm.qh[i][c] *= inv_norm_value(norm_form_of<FORMS>(p), sq);     // 1 where the caller normalised
+        sm.kh[i][c] *= inv_norm_value(norm_form_of<FORMS>(p), sk);
     }
     __syncthreads();
 }
@@ -172,7 +173,7 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF>
+template <GateForm GF, bool FORMS>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -231,7 +232,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if (sl == 0 || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens<GF>(p, sm, h, vbase, tb, nt, A, dtb);
+                stage_tokens<GF, FORMS>(p, sm, h, vbase, tb, nt, A, dtb);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -322,8 +323,10 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
-    return dispatch_gate(a.gate_form, [&](auto gf) {    // the gate's form picks the instantiation (kda_switch.h)
-        kda_decode<static_cast<GateForm>(decltype(gf)::value)><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+    return dispatch_fwd_form(a.gate_form, a.beta_form, a.norm_form, a.group_shift, [&](auto gf, auto forms) {
+        // the call's form picks the instantiation (kda_switch.h)
+        kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value>
+            <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
         return cudaGetLastError();
     });
 }

@@ -34,6 +34,21 @@ cudaError_t dispatch_gate(int gate_form, F&& f) {
     return dispatch<0, 1, 2>(gate_form, static_cast<F&&>(f));
 }
 
+// §forward forms: the instance of the forward's K1, fused kernel and K3 for a call's form. FlashKDA's form (gate, beta,
+// norm = 0, 0, 0, one q and k head per value head) has its own instance with no run-time form at all (FORMS false,
+// kda_chunk_prep.cuh: the machine code it had before the forms); every other form the gate's instance that reads
+// beta's and the norm's forms and the head groups (FORMS true). f(std::integral_constant<int, gate>{},
+// std::bool_constant<FORMS>{}); cudaErrorInvalidValue for a number no form has. A launcher keeps per-instance state
+// at `fwd_instance(gate, FORMS)`, 0 to 3.
+constexpr int FWD_INSTANCES = 4;
+constexpr int fwd_instance(int gate, bool forms) { return forms ? gate : 3; }
+template <typename F>
+cudaError_t dispatch_fwd_form(int gate, int beta, int norm, int group_shift, F&& f) {
+    if (beta < 0 || beta > 2 || norm < 0 || norm > 1 || group_shift < 0) return cudaErrorInvalidValue;
+    if (gate == 0 && beta == 0 && norm == 0 && group_shift == 0) return f(std::integral_constant<int, 0>{}, std::false_type{});
+    return dispatch_gate(gate, [&](auto gf) { return f(gf, std::true_type{}); });
+}
+
 // §backward forms: the form of the backward's token-parallel kernels (kda_bwd_chunk.cu). The gate's form is a
 // template parameter of one kernel family (its exact path for unbounded decays exists only where the form has no
 // bound); beta's and the norm's forms are uniform run-time branches of the same kernels. FlashKDA's form (gate,

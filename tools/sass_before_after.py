@@ -4,6 +4,8 @@
     python tools/sass_before_after.py COMMIT            # another commit against the working tree
     python tools/sass_before_after.py --diff KERNEL     # also a unified diff of KERNEL's instructions (a part of its name)
     python tools/sass_before_after.py --arch sm_90a     # the target (default sm_90a, the one the library builds)
+    python tools/sass_before_after.py --pair 'kda::kda_fwd_fused(=kda_fwd_fused<(kda::GateForm)0, false>'
+                                                        # a kernel renamed (a template instance now): compare the two
 
 Both sides are built as the library builds its kernels: the `.cu` files of `KERNEL_UNITS` (the commit's own, read from
 its kda_nb/kernels.py, for the commit's side) included, in that order, by one translation unit, compiled by nvcc with `CUDA_FLAGS` and `TORCH_NVCC_DEFINES` (kda_nb.kernels) to an object file.
@@ -100,6 +102,9 @@ def main(argv: list[str]) -> int:
     p.add_argument('--diff', metavar='KERNEL', help='print a unified diff of the kernel whose name contains KERNEL')
     p.add_argument('--arch', default='sm_90a', help='sm_XX target (default sm_90a)')
     p.add_argument('--strict', action='store_true', help='a kernel whose parameters moved counts as different')
+    p.add_argument('--pair', action='append', default=[], metavar='BEFORE=AFTER',
+                   help="also compare the kernel before whose demangled name contains BEFORE with the one after whose "
+                        "name contains AFTER (each must match exactly one kernel): a kernel that became a template instance")
     a = p.parse_args(argv)
     if not re.fullmatch(r'sm_\d+a?', a.arch): sys.exit(f"sass_before_after: --arch must look like sm_90a, got {a.arch!r}")
     with tempfile.TemporaryDirectory() as t:
@@ -123,6 +128,19 @@ def main(argv: list[str]) -> int:
     print(f"{len(names) - differ - moved} of {len(names)} kernels the same"
           + (f", {moved} the same but for their parameters' offsets" if moved else '')
           + (f", {differ} DIFFERENT" if differ else ''))
+    for pair in a.pair:
+        if '=' not in pair: sys.exit(f"sass_before_after: --pair takes BEFORE=AFTER, got {pair!r}")
+        bpart, apart = pair.split('=', 1)
+        bn = [n for n in before if bpart in pretty[n]]
+        an = [n for n in after if apart in pretty[n]]
+        if len(bn) != 1 or len(an) != 1:
+            sys.exit(f"sass_before_after: --pair {pair!r} matches {len(bn)} kernel(s) before and {len(an)} after, not one each")
+        (b, b_enc), (w, w_enc) = before[bn[0]], after[an[0]]
+        same, shifted = b == w, b != w and params(b) == params(w)
+        differ += not (same or shifted)
+        moved += shifted
+        verdict = 'same     ' if same else 'params   ' if shifted else 'DIFFERENT'
+        print(f"{len(b):7d} {len(w):7d}  {verdict}  {'=' if b_enc == w_enc else '~'}     {pretty[bn[0]]}  ->  {pretty[an[0]]}")
     if a.diff:
         hits = [n for n in names if a.diff in n or a.diff in pretty[n]]
         if not hits: sys.exit(f"sass_before_after: no kernel's name contains {a.diff!r}")
