@@ -59,6 +59,38 @@ def fla_form(use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_s
     return Form(bool(use_gate_in_kernel), safe, bool(use_qk_l2norm_in_kernel), bool(use_beta_sigmoid_in_kernel),
                 bool(allow_neg_eigval)), lb
 
+def _tensors_refusal(q, k, v, g, beta, tensors: dict, scale, cu_seqlens, out=None) -> tuple[str | None, int]:
+    """The checks fla's chunk and recurrent entries share, once q and v are known 4-D and non-empty: every tensor's
+    shape, one dtype, A_log's and dt_bias's sizes, one device, the scale and cu_seqlens. `(refusal or None, N)`."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    shapes = (('k', k, (B, T, H, K)), ('v', v, (B, T, HV, V)), ('g', g, (B, T, HV, K)), ('beta', beta, (B, T, HV)),
+              ('out', out, (B, T, HV, V)))
+    for name, x, shape in shapes:
+        if x is not None and tuple(x.shape) != shape: return f"{name} must have shape {list(shape)}, got {list(x.shape)}", B
+    if not q.is_floating_point(): return f"q must be floating point, got {_dtype_name(q)}", B
+    for name, x, _ in shapes:
+        if x is not None and x.dtype != q.dtype:
+            return (f"kda_nb takes q, k, v, g, beta{' and out' if out is not None else ''} in one dtype: {name} is "
+                    f"{_dtype_name(x)}, q {_dtype_name(q)}"), B
+    for name, x, n in (('A_log', tensors['A_log'], HV), ('dt_bias', tensors['dt_bias'], HV * K)):
+        if x is None: continue
+        if x.numel() != n: return f"{name} must have {n} elements, got shape {list(x.shape)}", B
+        if not x.is_floating_point(): return f"{name} must be floating point, got {_dtype_name(x)}", B
+    for name, x in tensors.items():
+        if x is not None and x.device != q.device: return f"{name} is on {x.device}, q on {q.device}", B
+    if scale is not None and not (_is_number(scale) and math.isfinite(scale)):
+        return f"scale must be None or a finite Python number, got {scale!r}", B
+    if cu_seqlens is None: return None, B
+    if not torch.is_tensor(cu_seqlens) or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
+        return "cu_seqlens must be a 1-D tensor of at least 2 entries", B
+    if cu_seqlens.dtype not in (torch.int32, torch.int64):
+        return f"needs int32 or int64 cu_seqlens, got {_dtype_name(cu_seqlens)}", B
+    if cu_seqlens.device not in (q.device, torch.device('cpu')):
+        return f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}", B
+    if B != 1: return f"with cu_seqlens the batch must be one row (fla raises), got B = {B}", B
+    return None, cu_seqlens.numel() - 1
+
 def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                      use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False, use_beta_sigmoid_in_kernel=False,
                      allow_neg_eigval=False, safe_gate=False, lower_bound=None, disable_recompute=False,
@@ -92,32 +124,8 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     HV, V = v.shape[2], v.shape[3]
     if min(B, T, H, K, V) < 1: return f"empty input: q has shape {list(q.shape)}, v {list(v.shape)}"
     if HV % H: return f"v's heads must be a multiple of q's (fla raises), got HV = {HV}, H = {H}"
-    for name, x, shape in (('k', k, (B, T, H, K)), ('v', v, (B, T, HV, V)), ('g', g, (B, T, HV, K)),
-                           ('beta', beta, (B, T, HV))):
-        if tuple(x.shape) != shape: return f"{name} must have shape {list(shape)}, got {list(x.shape)}"
-    if not q.is_floating_point(): return f"q must be floating point, got {_dtype_name(q)}"
-    for name in ('k', 'v', 'g', 'beta'):
-        if tensors[name].dtype != q.dtype:
-            return (f"kda_nb takes q, k, v, g, beta in one dtype: {name} is {_dtype_name(tensors[name])}, "
-                    f"q {_dtype_name(q)}")
-    for name, x, n in (('A_log', tensors['A_log'], HV), ('dt_bias', tensors['dt_bias'], HV * K)):
-        if x is None: continue
-        if x.numel() != n: return f"{name} must have {n} elements, got shape {list(x.shape)}"
-        if not x.is_floating_point(): return f"{name} must be floating point, got {_dtype_name(x)}"
-    for name, x in tensors.items():
-        if x is not None and x.device != q.device: return f"{name} is on {x.device}, q on {q.device}"
-    if scale is not None and not (_is_number(scale) and math.isfinite(scale)):
-        return f"scale must be None or a finite Python number, got {scale!r}"
-    N = B
-    if cu_seqlens is not None:
-        if not torch.is_tensor(cu_seqlens) or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
-            return "cu_seqlens must be a 1-D tensor of at least 2 entries"
-        if cu_seqlens.dtype not in (torch.int32, torch.int64):
-            return f"needs int32 or int64 cu_seqlens, got {_dtype_name(cu_seqlens)}"
-        if cu_seqlens.device not in (q.device, torch.device('cpu')):
-            return f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}"
-        if B != 1: return f"with cu_seqlens the batch must be one row (fla raises), got B = {B}"
-        N = cu_seqlens.numel() - 1
+    refusal, N = _tensors_refusal(q, k, v, g, beta, tensors, scale, cu_seqlens, out=None)
+    if refusal is not None: return refusal
     if initial_state is not None:
         if initial_state.dtype not in (torch.float32, torch.bfloat16):
             return f"needs an fp32 or bf16 initial_state, got {_dtype_name(initial_state)}"
@@ -253,33 +261,8 @@ def fla_recurrent_call_refusal(q, k, v, g, beta, A_log=None, dt_bias=None, initi
     if HV % H: return f"v's heads must be a multiple of q's, got HV = {HV}, H = {H}"
     if beta.dim() == v.dim():
         return "beta per value channel ([B, T, HV, V], fla's headwise beta): kda_nb takes one beta per head"
-    for name, x, shape in (('k', k, (B, T, H, K)), ('v', v, (B, T, HV, V)), ('g', g, (B, T, HV, K)),
-                           ('beta', beta, (B, T, HV)), ('out', out, (B, T, HV, V))):
-        if x is not None and tuple(x.shape) != shape: return f"{name} must have shape {list(shape)}, got {list(x.shape)}"
-    if not q.is_floating_point(): return f"q must be floating point, got {_dtype_name(q)}"
-    for name in ('k', 'v', 'g', 'beta', 'out'):
-        x = tensors[name]
-        if x is not None and x.dtype != q.dtype:
-            return (f"kda_nb takes q, k, v, g, beta (and out) in one dtype: {name} is {_dtype_name(x)}, "
-                    f"q {_dtype_name(q)}")
-    for name, x, n in (('A_log', tensors['A_log'], HV), ('dt_bias', tensors['dt_bias'], HV * K)):
-        if x is None: continue
-        if x.numel() != n: return f"{name} must have {n} elements, got shape {list(x.shape)}"
-        if not x.is_floating_point(): return f"{name} must be floating point, got {_dtype_name(x)}"
-    for name, x in tensors.items():
-        if x is not None and x.device != q.device: return f"{name} is on {x.device}, q on {q.device}"
-    if scale is not None and not (_is_number(scale) and math.isfinite(scale)):
-        return f"scale must be None or a finite Python number, got {scale!r}"
-    N = B
-    if cu_seqlens is not None:
-        if not torch.is_tensor(cu_seqlens) or cu_seqlens.dim() != 1 or cu_seqlens.numel() < 2:
-            return "cu_seqlens must be a 1-D tensor of at least 2 entries"
-        if cu_seqlens.dtype not in (torch.int32, torch.int64):
-            return f"needs int32 or int64 cu_seqlens, got {_dtype_name(cu_seqlens)}"
-        if cu_seqlens.device not in (q.device, torch.device('cpu')):
-            return f"cu_seqlens is on {cu_seqlens.device}, q on {q.device}"
-        if B != 1: return f"with cu_seqlens the batch must be one row, got B = {B}"
-        N = cu_seqlens.numel() - 1
+    refusal, N = _tensors_refusal(q, k, v, g, beta, tensors, scale, cu_seqlens, out=out)
+    if refusal is not None: return refusal
     h0, idx, acc = initial_state, ssm_state_indices, num_accepted_tokens
     if inplace_final_state and h0 is None: return "inplace_final_state=True needs initial_state (fla asserts)"
     if h0 is not None and h0.dtype not in (torch.bfloat16, torch.float32, torch.float64):
