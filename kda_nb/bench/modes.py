@@ -16,7 +16,7 @@ import kda_nb
 from .. import backward_kernels, kernels
 from . import versions
 from .backends import train_step, version_call
-from .cases import make_inputs, train_cases
+from .cases import VARIANTS, make_inputs, train_cases, variant_cases
 from ..layout import random_inputs
 
 # %% auto #0
@@ -243,9 +243,15 @@ def train_stages_main(argv=None):
     ap = argparse.ArgumentParser(prog='python -m kda_nb.bench train-stages', description=TRAIN_STAGES_HELP)
     ap.add_argument('--H', type=int, nargs='+', default=[64])
     ap.add_argument('--long', action='store_true', help='also one sequence of 32768 tokens at H = 32')
+    ap.add_argument('--variants', default='', help="KDA's other forms, comma-separated (of "
+                    f"{', '.join(VARIANTS)}): each also on the first H's cases, e.g. softplus beside the safe gate")
     ap.add_argument('--out', default='.')
     a = ap.parse_args(argv)
+    names = [n for n in a.variants.split(',') if n]
+    for n in names:
+        if n not in VARIANTS: ap.error(f"unknown variant {n!r}: choose from {', '.join(VARIANTS)}")
     cases = train_cases(Hs=a.H, long_T=32768 if a.long else 0)
+    cases = cases + variant_cases([c for c in cases if c.H == a.H[0]], names)
     rows = []
     for case in cases:
         r = profile_case(case)
