@@ -20,13 +20,14 @@ from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS',
            'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS',
            'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES',
-           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
-           'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US', 'WHOLE',
-           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'kernel_routes',
-           'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages',
-           'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
-           'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
-           'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward']
+           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SEGMENTS',
+           'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
+           'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
+           'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
+           'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count',
+           'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
+           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
+           'forced_backward']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -202,6 +203,10 @@ def step_edges(steps: int, chunks: int, growth: float = PIPELINE_GROWTH) -> list
 # %% ../nbs/04b_plan.ipynb #79cc618f
 SPLIT_ENABLED = False        # the rule's switch: off until the GPU tests of 10a have passed on the H200 with the
                              # plan's dispatch (the approach itself is measured: benchmarks/passes_probe_h200.json)
+SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, states from zero) run: 'serial', one
+                             # after the other (measured); 'streams', side by side on two CUDA streams; 'stacked', one
+                             # call over the segments given twice. The last two are not yet timed on the GPU
+                             # (tools/segments_probe.py --passes times all three)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
 SPLIT_GAIN = 1.25             # the passes run where the model finds them this many times faster than the whole call
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)

@@ -13,11 +13,13 @@ from torch import Tensor
 
 from .api import kda
 from .layout import CHUNK, n_chunks, seq_bounds
-from .plan import whole_calls
+from .backward_kernels import passes_beside
+from .plan import SPLIT_FIRST_PASSES, whole_calls
 
 # %% auto #0
-__all__ = ['segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup', 'segment_grid',
-           'entry_states', 'kda_in_passes', 'SegmentCost', 'segment_cost', 'segment_plan']
+__all__ = ['FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
+           'segment_grid', 'entry_states', 'first_passes', 'kda_in_passes', 'SegmentCost', 'segment_cost',
+           'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -153,11 +155,39 @@ def entry_states(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor) -> Tensor:
         0, cells, torch.arange(cells.numel(), device=X.device))             # (the padding row's slot: never read)
     return E.flatten(0, 1).index_select(0, where[:-1])
 
+FIRST_PASSES = ('serial', 'streams', 'stacked')
+
+def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
+    """`(M, X)`: every segment's transition (from the identity, zero values) and state from zero, by `run(q, k, v, g, beta,
+    initial_state, cu_seqlens)` (a `kda` call's final state), in the manner `how` (one of `FIRST_PASSES`): 'serial', two
+    calls one after the other; 'streams', the same two calls side by side on two CUDA streams (serial on a CPU);
+    'stacked', one call over the segments given twice (copies of q, k, g and beta; V = K only, else serial)."""
+    if how not in FIRST_PASSES: raise ValueError(f"first passes must be one of {FIRST_PASSES}, got {how!r}")
+    P, V, K = cu.numel() - 1, fv.shape[-1], eye.shape[-1]
+    zero_values = fv.new_zeros(*fv.shape[:-1], K)
+    if how == 'stacked' and V == K:
+        L = fq.shape[1]
+        two = lambda x: torch.cat([x, x], 1)
+        # the second copy's segments are the first's moved by L; between them one sequence of the tokens no segment
+        # covers (none where the segments cover every token), its state thrown away
+        S = run(two(fq), two(fk), torch.cat([zero_values, fv], 1), two(fg), two(fb),
+                torch.cat([eye, eye.new_zeros(P + 1, *eye.shape[1:])]), torch.cat([cu, cu + L]))
+        return S[:P], S[P + 1:]
+    if how == 'streams' and fq.is_cuda:
+        main = torch.cuda.current_stream(fq.device)
+        with passes_beside(main, 1) as (side,):
+            with torch.cuda.stream(side): M = run(fq, fk, zero_values, fg, fb, eye, cu)
+            X = run(fq, fk, fv, fg, fb, None, cu)
+        M.record_stream(main)                           # (made on the side stream, read on the main one)
+        return M, X
+    return run(fq, fk, zero_values, fg, fb, eye, cu), run(fq, fk, fv, fg, fb, None, cu)
+
 def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, initial_state: Tensor | None = None,
-                  cu_seqlens: Tensor | None = None, state_dtype=None, **kw) -> tuple[Tensor, Tensor]:
-    """`kda` with every sequence cut into segments of `segments` tokens, in three `kda` calls whose sequences are the
-    segments: the transitions, the states from zero, then (after the chain of entry states) the outputs. Returns
-    `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
+                  cu_seqlens: Tensor | None = None, state_dtype=None, first: str | None = None, **kw) -> tuple[Tensor, Tensor]:
+    """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
+    the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
+    `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. Returns `(out, final_state)` as `kda`
+    does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     cu, grid, last = segment_grid(B, T, segments, cu_seqlens, q.device)
@@ -165,13 +195,14 @@ def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, 
     sdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
     fq, fk, fv, fg, fb = (flat(x) for x in (q, k, v, g, beta))
-    call = lambda values, s0: kda(fq, fk, values, fg, fb, A_log, dt_bias, initial_state=s0, cu_seqlens=cu,
-                                  state_dtype=sdt, check_seqlens=False, **kw)
+    run = lambda q_, k_, v_, g_, b_, s0, offsets: kda(q_, k_, v_, g_, b_, A_log, dt_bias, initial_state=s0,
+                                                      cu_seqlens=offsets, state_dtype=sdt, check_seqlens=False, **kw)[1]
     with whole_calls():                                  # the passes' own calls run whole
-        _, M = call(fv.new_zeros(*fv.shape[:-1], K), torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous())
-        _, X = call(fv, None)
+        eye = torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous()
+        M, X = first_passes(run, fq, fk, fv, fg, fb, cu, eye, SPLIT_FIRST_PASSES if first is None else first)
         initial = initial_state.to(sdt) if initial_state is not None else X.new_zeros(N, HV, V, K)
-        out, S = call(fv, entry_states(initial, X, M, grid))
+        out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=entry_states(initial, X, M, grid),
+                     cu_seqlens=cu, state_dtype=sdt, check_seqlens=False, **kw)
     final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
     return out.view(B, T, HV, V), S[last].to(final_dtype)
 

@@ -51,9 +51,10 @@ def test_segment_table_covers_every_token_once():
        shape=st.sampled_from([(4, 4, 2), (3, 5, 2), (4, 4, 4)]), state=st.booleans(), varlen=st.booleans(),
        form=st.sampled_from([{}, dict(safe_gate=False), dict(use_gate_in_kernel=False),
                              dict(use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False)]),
-       seed=st.integers(0, 10**6))
-def test_passes_are_the_recurrence(lens, seg, shape, state, varlen, form, seed):
-    "Three passes against the fp64 recurrence: varlen (empty, 1-token, unaligned sequences) or fixed rows, V != K, GVA, forms."
+       first=st.sampled_from(FIRST_PASSES), seed=st.integers(0, 10**6))
+def test_passes_are_the_recurrence(lens, seg, shape, state, varlen, form, first, seed):
+    """Three passes against the fp64 recurrence: varlen (empty, 1-token, unaligned sequences) or fixed rows, V != K, GVA,
+    forms, each manner of the first two passes (on a CPU 'streams' runs serially)."""
     V, K, HV = shape
     kw = dict(seqlens=lens) if varlen else dict(B=len(lens), T=max(max(lens), 1))
     xs = random_inputs(**kw, H=2, K=K, V=V, HV=HV, dtype=torch.float64, state='fp64' if state else None, seed=seed,
@@ -61,8 +62,21 @@ def test_passes_are_the_recurrence(lens, seg, shape, state, varlen, form, seed):
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
     if xs['q'].shape[1] == 0: return                                   # kda refuses T = 0, whole or in passes
     ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
-    o, S = kda_in_passes(*args, segments=seg, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    o, S = kda_in_passes(*args, segments=seg, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                         first=first, **form)
     assert o.shape == ref_o.shape and rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
+
+def test_stacked_first_passes_skip_tokens_no_segment_covers():
+    "A varlen batch whose offsets leave tokens out at both ends: the stacked first passes give the serial ones' maps."
+    xs = random_inputs(1, 100, 2, K=8, V=8, dtype=torch.float64, seed=8, gate='g~U(-8,8)')
+    cu = torch.tensor([7, 30, 61, 90])                          # tokens 0-6 and 90-99 in no sequence
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    ref_o, ref_S = kda_recurrent(*args, cu_seqlens=cu)
+    for first in FIRST_PASSES:
+        o, S = kda_in_passes(*args, segments=16, cu_seqlens=cu, first=first)
+        assert rel_rms(o[:, 7:90], ref_o[:, 7:90]) < 1e-11 and rel_rms(S, ref_S) < 1e-11, first
+    with pytest.raises(ValueError, match='first passes must be one of'):
+        kda_in_passes(*args, segments=16, cu_seqlens=cu, first='parallel')
 
 def test_passes_gradients_are_the_recurrences():
     "Autograd through the three passes (the kda op's backward on each) gives the recurrence's gradients."
@@ -119,6 +133,10 @@ def test_passes_on_adversarial_varlen_on_the_gpu():
     with forced('chunked', segments=4096):
         o, S = kda(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
     assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3
+    for first in FIRST_PASSES:                                # each manner of the first two passes (streams: on the GPU)
+        o, S = kda_in_passes(*args, segments=4096, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                             first=first)
+        assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3, first
 
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])

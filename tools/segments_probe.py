@@ -1,6 +1,7 @@
 """One long sequence at few heads, whole against in segments on today's kernels: the stacked call
 (kda_nb.segments.kda_segmented, against segment_cost's model) or, with --passes, the three passes
-(kda_nb.segments.kda_in_passes, each pass and the chain timed alone too). The time of each and the segmented
+(kda_nb.segments.kda_in_passes, each pass and the chain timed alone too, and the whole call in each manner of its
+first two passes, kda_nb.segments.FIRST_PASSES). The time of each and the segmented
 output's distance from the whole call's.
 
     python tools/segments_probe.py [--cases 65536x4,131072x8,65536x16] [--segs 1024,2048,4096,8192] [--out FILE]
@@ -19,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from kda_nb.api import kda                                          # noqa: E402
 from kda_nb.layout import random_inputs, rel_rms                     # noqa: E402
 from kda_nb.plan import sm_count                                    # noqa: E402
-from kda_nb.segments import entry_states, kda_in_passes, kda_segmented, segment_cost, segment_grid   # noqa: E402
+from kda_nb.segments import FIRST_PASSES, entry_states, kda_in_passes, kda_segmented, segment_cost, segment_grid   # noqa: E402
 
-PASSES_CASES = ((65536, 4, (2048, 4096, 8192)), (131072, 8, (4096, 8192, 16384)), (262144, 4, (8192, 16384, 32768)),
+PASSES_CASES = ((65536, 4, (1024, 2048, 4096, 8192)), (131072, 8, (4096, 8192, 16384)), (262144, 4, (8192, 16384, 32768)),
                 (65536, 16, (4096, 8192)), (32768, 32, (8192,)))
 
 
@@ -101,10 +102,17 @@ def passes_probe(out: str) -> int:
                 ms = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0))
                 o, s = kda_in_passes(*args, segments=seg, initial_state=s0)
                 e_o, e_s = rel_rms(o.float(), o_w.float()), rel_rms(s, s_w)
+                manners = {}                    # the whole of kda_in_passes with its first two passes in each manner
+                for first in FIRST_PASSES:
+                    manners[first] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, first=first))
+                    o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, first=first)
+                    assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, first
                 print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | passes {t_m:.3f} {t_x:.3f} "
-                      f"{t_out - t_chain:.3f}, chain {t_chain:.3f} | vs whole: out {e_o:.1e}, state {e_s:.1e}", flush=True)
+                      f"{t_out - t_chain:.3f}, chain {t_chain:.3f} | vs whole: out {e_o:.1e}, state {e_s:.1e} | "
+                      + ', '.join(f"{f} {t:.3f}" for f, t in manners.items()), flush=True)
                 rows.append(dict(T=T, H=H, seg=seg, ms=ms, m_pass=t_m, x_pass=t_x, chain=t_chain,
-                                 out_pass=t_out - t_chain, err_out=e_o, err_state=e_s))
+                                 out_pass=t_out - t_chain, err_out=e_o, err_state=e_s,
+                                 **{f'ms_{f}': t for f, t in manners.items()}))
     Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
     print(f"wrote {out}")
     return 0
