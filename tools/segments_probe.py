@@ -6,9 +6,13 @@ output's distance from the whole call's.
 
     python tools/segments_probe.py [--cases 65536x4,131072x8,65536x16] [--segs 1024,2048,4096,8192] [--out FILE]
     python tools/segments_probe.py --passes [--out FILE]      # the cases and segments of passes_probe_h200.json
+    python tools/segments_probe.py --train [--out FILE]       # training steps: whole against through the passes
 
 Prints one line per (case, segment length) and writes the rows as JSON (default benchmarks/segments_probe.json, or
-benchmarks/passes_probe.json with --passes)."""
+benchmarks/passes_probe.json with --passes, benchmarks/passes_train_probe.json with --train). --train times one
+training step (forward with autograd, backward from fixed upstream gradients) of one long sequence: kda whole (its
+own backward, the kernels' chain over the whole sequence) against autograd through kda_in_passes (each pass's
+backward runs over the segments, the entry states' scan through torch's autograd), and the gradients' distance."""
 import argparse
 import json
 import sys
@@ -44,9 +48,11 @@ def main(argv=None) -> int:
     ap.add_argument('--out', default=None, help="the JSON written (default: benchmarks/segments_probe.json, or "
                                                "benchmarks/passes_probe.json with --passes)")
     ap.add_argument('--passes', action='store_true', help='time kda_in_passes (three passes) instead of the stacked call')
+    ap.add_argument('--train', action='store_true', help='time training steps, whole against through kda_in_passes')
     a = ap.parse_args(argv)
     if not torch.cuda.is_available(): ap.error('needs a CUDA device')
     if a.passes: return passes_probe(a.out or 'benchmarks/passes_probe.json')
+    if a.train: return train_probe(a.out or 'benchmarks/passes_train_probe.json')
     a.out = a.out or 'benchmarks/segments_probe.json'
     sms, rows = sm_count(torch.device('cuda')), []
     for case in a.cases.split(','):
@@ -113,6 +119,43 @@ def passes_probe(out: str) -> int:
                 rows.append(dict(T=T, H=H, seg=seg, ms=ms, m_pass=t_m, x_pass=t_x, chain=t_chain,
                                  out_pass=t_out - t_chain, err_out=e_o, err_state=e_s,
                                  **{f'ms_{f}': t for f, t in manners.items()}))
+    Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
+    print(f"wrote {out}")
+    return 0
+
+
+TRAIN_CASES = ((32768, 32, (4096, 8192)), (65536, 16, (4096, 8192, 16384)), (65536, 4, (2048, 4096)))
+NAMES = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')
+
+
+def train_probe(out: str) -> int:
+    "One training step of one long sequence: whole, and through the three passes at each segment length."
+    rows = []
+    for T, H, segs in TRAIN_CASES:
+        inp = random_inputs(1, T, H, 128, device='cuda', seed=0, state='fp32', gate='g=-8')
+        leaves = {n: inp[n].clone().requires_grad_() for n in NAMES + ('initial_state',)}
+        gen = torch.Generator(device='cuda').manual_seed(1)
+        d_out = torch.randn(inp['v'].shape, generator=gen, device='cuda').to(inp['v'].dtype)
+        d_state = torch.randn(inp['initial_state'].shape, generator=gen, device='cuda')
+        def step(fn, **kw):
+            for x in leaves.values(): x.grad = None
+            o, s = fn(*(leaves[n] for n in NAMES), initial_state=leaves['initial_state'], **kw)
+            torch.autograd.backward([o, s], [d_out.to(o.dtype), d_state.to(s.dtype)])
+            return {n: x.grad.clone() for n, x in leaves.items()}
+        whole = lambda: step(lambda *a, **kw: kda(*a, **kw, output_final_state=True))
+        g_w = whole()
+        ms_w = timed(whole, reps=5)
+        print(f"T = {T}, H = {H}: whole step {ms_w:.3f} ms", flush=True)
+        rows.append(dict(T=T, H=H, seg=0, ms=ms_w))
+        for seg in segs:
+            run = lambda: step(kda_in_passes, segments=seg)
+            g_p = run()
+            ms = timed(run, reps=5)
+            errs = {n: rel_rms(g_p[n].float(), g_w[n].float()) for n in g_w}
+            worst = max(errs, key=errs.get)
+            print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | gradients vs whole: worst {worst} "
+                  f"{errs[worst]:.1e}", flush=True)
+            rows.append(dict(T=T, H=H, seg=seg, ms=ms, grad_err=errs))
     Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
     print(f"wrote {out}")
     return 0
