@@ -18,7 +18,7 @@ from .backward_kernels import kda_backward_cuda
 from .chunked import kda_chunked
 from .kernels import launch, load_kernels
 from .layout import (ALL_FORMS, FORM_OPTIONS, form_options, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
-                           _python_float, _tensor, check_form, check_inputs, safe_cu_seqlens)
+                           _python_float, _tensor, check_form, check_inputs, put_rows, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
 from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
 
@@ -95,14 +95,26 @@ def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_boun
 _split_passes = []           # kda_nb.segments puts its kda_in_passes here when imported (it imports this module)
 
 def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-               cu_seqlens, form):
-    "The plan's three passes over segments (`kda_nb.segments.kda_in_passes`), written into `out` and `final_state`."
+               cu_seqlens, state_indices, form):
+    """The plan's three passes over segments (`kda_nb.segments.kda_in_passes`), written into `out` and `final_state`.
+    On a state pool (`state_indices`) each sequence's slot is gathered first and its final state written back, a
+    padding sequence (a slot outside the pool) reading and writing none and giving zero outputs, as on the kernels."""
     if not _split_passes: raise RuntimeError("kda_nb: the plan runs this call in passes over segments, which need "
                                              "kda_nb.segments: import kda_nb (or kda_nb.segments) first")
+    h0, valid = initial_state, None
+    if state_indices is not None:
+        P = (initial_state if initial_state is not None else final_state).shape[0]
+        idx = state_indices.to(q.device, torch.long)
+        valid = (idx >= 0) & (idx < P)
+        if initial_state is not None:
+            h0 = torch.where(valid[:, None, None, None], initial_state.index_select(0, idx.clamp(0, P - 1)), 0)
     o, s = _split_passes[0](q, k, v, g, beta, A_log, dt_bias, segments=segments, scale=float(scale), lower_bound=lower_bound,
-                         initial_state=initial_state, cu_seqlens=cu_seqlens, **form_options(form))
+                            initial_state=h0, cu_seqlens=cu_seqlens, **form_options(form))
+    if valid is not None: o = o.masked_fill(_padding_tokens(q, cu_seqlens, valid).view(*q.shape[:2], 1, 1), 0)
     out.copy_(o)
-    if final_state is not None: final_state.copy_(s)
+    if final_state is None: return
+    if valid is None: final_state.copy_(s)
+    else: put_rows(final_state, idx, s, valid)
 
 def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
              backend: str, check_seqlens: bool, state_indices=None, form: Form = FLASH_FORM) -> str:
@@ -118,9 +130,9 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
-        if how.segments and state_indices is None and not capturing:
+        if how.segments and not capturing:
             _in_passes(how.segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                       final_state, cu_seqlens, form)
+                       final_state, cu_seqlens, state_indices, form)
             return 'cuda'
         if how.routes:
             _launch_routed(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state,
@@ -145,6 +157,14 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     return 'reference'
 
 # %% ../nbs/05_api.ipynb #b7e328f0
+def _padding_tokens(q, cu_seqlens, valid):
+    "`[B * T]`: the tokens of the padding sequences (`valid` False), on the device; tokens past every sequence are not."
+    B, T = q.shape[:2]
+    t = torch.arange(B * T, device=q.device)                               # the sequence of every token
+    seq = t // T if cu_seqlens is None else torch.searchsorted(safe_cu_seqlens(cu_seqlens.to(q.device), B * T)[1:],
+                                                               t, right=True)
+    return torch.cat([~valid, valid.new_zeros(1)])[seq]
+
 def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool_in, pool_out, cu_seqlens,
                          state_indices, dtype, form: Form = FLASH_FORM):
     "The reference on state pools: gather each sequence's slot, compute, write the slots back; padding gives zeros."
@@ -155,11 +175,7 @@ def _reference_with_pool(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
     h0 = None if pool_in is None else pool_in[idx.clamp(0, P - 1)].to(dtype) * valid[:, None, None, None]
     o, s = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=h0,
                        cu_seqlens=cu_seqlens, dtype=dtype, **form_options(form))
-    t = torch.arange(B * T, device=q.device)                               # the sequence of every token
-    seq = t // T if cu_seqlens is None else torch.searchsorted(safe_cu_seqlens(cu_seqlens.to(q.device), B * T)[1:],
-                                                               t, right=True)
-    padding = torch.cat([~valid, valid.new_zeros(1)])[seq]                 # tokens past every sequence: not padding
-    out.copy_(o.masked_fill(padding.view(B, T, 1, 1), 0))
+    out.copy_(o.masked_fill(_padding_tokens(q, cu_seqlens, valid).view(B, T, 1, 1), 0))
     if pool_out is not None:
         keep = valid.nonzero().squeeze(1)                                  # (a host sync: this is the slow path)
         pool_out.index_copy_(0, idx[keep], s[keep].to(pool_out.dtype))

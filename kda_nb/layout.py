@@ -15,8 +15,8 @@ import torch
 # %% auto #0
 __all__ = ['FORM_OPTIONS', 'ALL_FORMS', 'CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS',
            'STATE_DTYPES', 'Form', 'form_options', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens',
-           'chunk_offsets', 'longest_first', 'seqlens_of', 'check_slots', 'seq_bounds', 'to_padded', 'from_padded',
-           'random_inputs', 'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
+           'chunk_offsets', 'longest_first', 'seqlens_of', 'check_slots', 'put_rows', 'seq_bounds', 'to_padded',
+           'from_padded', 'random_inputs', 'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
 
 # %% ../nbs/00_layout.ipynb #f4831d51
 @dataclass(frozen=True)
@@ -126,6 +126,20 @@ def check_slots(idx: list[int], P: int) -> bool:
         if s >= 0 and first.setdefault(s, i) != i:
             raise ValueError(f"state_indices must not name a slot twice, got slot {s} at {first[s]} and {i}")
     return True
+
+def put_rows(dest: torch.Tensor, index: torch.Tensor, src: torch.Tensor, keep: torch.Tensor) -> None:
+    """`dest[index[i]] = src[i]` for every `i` with `keep[i]`, on the device and without waiting for it, whatever
+    `index` holds where `keep` is False (a pool's slots: -1 and out-of-range entries are dropped, never written).
+    Dropped entries are sent to the first kept entry's row with its value (with nothing kept, to row 0 with that row's
+    own value), so that a row written twice gets the same bytes both times."""
+    b = (-1,) + (1,) * (src.dim() - 1)
+    first = keep.to(torch.int32).argmax().view(1)         # (index_select throughout: a 0-dim index would read it on the host)
+    any_kept = keep.any()
+    row0 = torch.where(any_kept, index.index_select(0, first), 0)
+    val0 = torch.where(any_kept, src.index_select(0, first).to(dest.dtype), dest.index_select(0, row0))
+    rows = torch.where(keep, index, row0)
+    dest.index_copy_(0, rows, torch.where(keep.view(b), src.to(dest.dtype), val0))
+
 
 # %% ../nbs/00_layout.ipynb #d34a0900
 _checked_values: dict = {}     # id(tensor) -> (weakref, version, host values, {key: result})

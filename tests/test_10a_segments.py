@@ -138,6 +138,26 @@ def test_passes_on_adversarial_varlen_on_the_gpu():
                              first=first)
         assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3, first
 
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_passes_on_a_pool_on_the_gpu():
+    "Forced passes on a state pool (bf16 and fp32 slots, a padding sequence) against the same call whole."
+    from kda_nb.api import fwd
+    from kda_nb.plan import forced
+    xs = random_inputs(seqlens=[5000, 3000, 40000], H=4, K=128, device='cuda', seed=3, gate='g=-8')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta')]
+    slots = torch.tensor([2, -1, 0], device='cuda')
+    for dt in (torch.float32, torch.bfloat16):
+        pool = torch.randn(3, 4, 128, 128, device='cuda').to(dt)
+        results = []
+        for segments in (0, 4096):
+            out, p = torch.empty_like(xs['v']), pool.clone()
+            with forced('chunked', segments=segments):
+                fwd(*args, xs['scale'], out, xs['A_log'], xs['dt_bias'], None, p, p, xs['cu_seqlens'], state_indices=slots)
+            results.append((out.float(), p.float()))
+        (o_w, p_w), (o_s, p_s) = results
+        assert rel_rms(o_s, o_w) < 4e-3 and rel_rms(p_s, p_w) < 4e-3, dt
+        assert o_s[0, 5000:8000].abs().max() == 0 and torch.equal(p_s[1], pool[1].float()), dt
+
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
 def test_forward_dispatches_to_the_passes(monkeypatch, form):
@@ -158,3 +178,30 @@ def test_forward_dispatches_to_the_passes(monkeypatch, form):
     assert len(plans) == 4 and plans[0].segments == 0 and all(p.path == 'reference' for p in plans)   # outer + 3 passes
     ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
     assert rel_rms(o, ref_o) < 1e-12 and rel_rms(S, ref_S) < 1e-12
+
+def test_forward_on_a_pool_runs_the_passes(monkeypatch):
+    """A call on a state pool that the plan sends to the passes: slots gathered, final states written back, a padding
+    sequence (-1) gives zeros and leaves the pool as it was; the same as the reference's own pool path."""
+    import dataclasses
+    import kda_nb.api as api
+    from kda_nb.plan import with_passes
+    real, plans = api.plan, []
+    def plan_with_passes(*a, **kw):
+        p = real(*a, **kw)
+        plans.append(p)
+        return with_passes(dataclasses.replace(p, path='chunked'), 32, 'patched') if len(plans) == 1 else p
+    xs = random_inputs(seqlens=[70, 1, 45, 0], H=2, K=8, V=8, dtype=torch.float64, seed=11, gate='g~U(-8,8)')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta')]
+    pool = torch.randn(5, 2, 8, 8, dtype=torch.float64)
+    slots = torch.tensor([3, -1, 0, 4])
+    want_out, want_pool = torch.empty_like(xs['v']), pool.clone()
+    api.fwd(*args, xs['scale'], want_out, xs['A_log'], xs['dt_bias'], None, want_pool, want_pool, xs['cu_seqlens'],
+            state_indices=slots, backend='reference')
+    monkeypatch.setattr(api, 'plan', plan_with_passes)
+    out, got_pool = torch.empty_like(xs['v']), pool.clone()
+    api.fwd(*args, xs['scale'], out, xs['A_log'], xs['dt_bias'], None, got_pool, got_pool, xs['cu_seqlens'],
+            state_indices=slots)
+    assert plans[0].segments == 0 and len(plans) == 4                   # the outer call went to the three passes
+    assert rel_rms(out, want_out) < 1e-12 and rel_rms(got_pool, want_pool) < 1e-12
+    assert out[0, 70].abs().max() == 0 and torch.equal(got_pool[[1, 2]], pool[[1, 2]])   # padding; slots not named
+    assert not torch.equal(got_pool[3], pool[3])
