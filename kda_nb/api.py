@@ -20,7 +20,7 @@ from .kernels import launch, load_kernels
 from .layout import (ALL_FORMS, FORM_OPTIONS, form_options, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, put_rows, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
-from .plan import KERNEL_DIM, Plan, backward_backend, backward_plan, kernel_refusal, plan, plan_for, state_dtypes_of
+from .plan import KERNEL_DIM, Plan, backward_backend, backward_passes, backward_plan, may_pass_backward, kernel_refusal, plan, plan_for, state_dtypes_of, whole_gradients
 
 # %% auto #0
 __all__ = ['FLASH_FORM', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
@@ -478,10 +478,44 @@ def _kda_setup(ctx, inputs, output):
                                 state_dtypes_of(h0, output[1] if wants_state else None), backend,
                                 form=_form(*form), HV=v.shape[2], H=q.shape[2])
 
+def _gradient_passes(ctx, q, cu) -> int:
+    "The segment length of a gradient through the passes (`kda_nb.plan.backward_passes`), 0: whole; never while compiling or capturing."
+    if torch.compiler.is_compiling() or (q.is_cuda and torch.cuda.is_current_stream_capturing()): return 0
+    if not may_pass_backward(ctx.used): return 0           # (and no host read of cu_seqlens)
+    B, T, H = q.shape[:3]
+    offsets = None if cu is None else cu.tolist()
+    lens = None if cu is None else [b - a for a, b in zip(offsets[:-1], offsets[1:])]
+    N = B if cu is None else len(lens)
+    return backward_passes(B, T, H, N, cu is not None, None if cu is None else max(lens, default=0), ctx.used)[0]
+
+def _gradient_in_passes(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu) -> list:
+    """The gradients of `kda_nb::kda` through its three passes over segments (`kda_nb.segments.kda_in_passes`): the
+    forward recomputed in passes with autograd (each pass a `kda` call over the segments, whose own gradient runs
+    over them), then differentiated; zeros where an input gets no gradient."""
+    if not _split_passes: raise RuntimeError("kda_nb: the gradient runs through passes over segments, which need "
+                                             "kda_nb.segments: import kda_nb (or kda_nb.segments) first")
+    ins = [q, k, v, g, beta, A_log, dt_bias, h0]
+    with torch.enable_grad():
+        leaves = [None if x is None else x.detach().requires_grad_() for x in ins]
+        o, s = _split_passes[0](*leaves[:7], segments=segments, scale=ctx.scale, lower_bound=ctx.lower_bound,
+                                initial_state=leaves[7], cu_seqlens=cu, **form_options(_form(*ctx.form)))
+        outs, ups = [o], [grad_out if grad_out is not None else torch.zeros_like(o)]
+        if grad_state is not None and grad_state.numel(): outs.append(s); ups.append(grad_state.to(s.dtype))
+        used = [x for x in leaves if x is not None]
+        with whole_gradients():                          # the passes' own gradients run whole
+            got = iter(torch.autograd.grad(outs, used, ups, allow_unused=True))
+    grads = [None if x is None else next(got) for x in leaves]
+    return [x.new_zeros(0) if x is None else (torch.zeros_like(x) if gx is None else gx.to(x.dtype))
+            for x, gx in zip(ins, grads)]
+
 def _kda_backward(ctx, grad_out, grad_state):
     q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
-    grads = torch.ops.kda_nb.kda_backward(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu,
-                                          ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)
+    segments = _gradient_passes(ctx, q, cu)
+    if segments:
+        grads = _gradient_in_passes(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu)
+    else:
+        grads = torch.ops.kda_nb.kda_backward(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu,
+                                              ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)
     dA_log, ddt_bias = (gx if has else None for gx, has in zip(grads[5:7], ctx.has_params))
     return (*grads[:5], dA_log, ddt_bias, None, None, grads[7] if ctx.has_h0 else None, None, None, None, None, None,
             *(None for _ in ctx.form))

@@ -20,14 +20,14 @@ from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS',
            'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS',
            'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES',
-           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SEGMENTS',
-           'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
-           'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
-           'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
+           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_BACKWARD_ENABLED',
+           'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US',
+           'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan',
+           'form_words', 'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
            'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count',
            'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
            'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
-           'forced_backward']
+           'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -207,6 +207,8 @@ SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, s
                              # after the other (measured); 'streams', side by side on two CUDA streams; 'stacked', one
                              # call over the segments given twice. The last two are not yet timed on the GPU
                              # (tools/segments_probe.py --passes times all three)
+SPLIT_BACKWARD_ENABLED = False  # the gradient through the three passes (backward_passes): off until timed on the
+                             # H200 (tools/segments_probe.py --train times the training step whole and through them)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
 SPLIT_GAIN = 1.25             # the passes run where the model finds them this many times faster than the whole call
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)
@@ -232,6 +234,10 @@ def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | 
     """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is
     `SPLIT_GAIN` times faster than whole; never for a varlen batch whose longest sequence the host does not know."""
     if not SPLIT_ENABLED: return 0, "three passes over segments are switched off (kda_nb.plan.SPLIT_ENABLED)"
+    return _split_rule(B, T, H, N, varlen, max_len)
+
+def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
+    "`split_segments`'s model, whatever the switch says."
     longest = T if not varlen else max_len
     if longest is None: return 0, "a varlen batch whose longest sequence the host does not know: run whole"
     total = B * T if not varlen else T
@@ -506,10 +512,13 @@ def whole_calls():
 
 @contextlib.contextmanager
 def forced_backward(backend: str | None = None, *, segments: int | None = None, ksplit: int | None = None,
-                    states_dtype: torch.dtype | None = None, grads_dtype: torch.dtype | None = None):
+                    states_dtype: torch.dtype | None = None, grads_dtype: torch.dtype | None = None,
+                    passes: int | None = None):
     """Inside the block, every gradient takes the choices given (None: the rule's): `backend` 'cuda' or 'reference'
     ('cuda' never sends a call to kernels that cannot run it: it raises), the passes' `segments` (1 to 64) and `ksplit`
-    (1 or 2), `states_dtype` and `grads_dtype` (torch.float32 or torch.bfloat16)."""
+    (1 or 2), `states_dtype` and `grads_dtype` (torch.float32 or torch.bfloat16); `passes`, the gradient of `kda`
+    through its three passes over segments of that many tokens (a multiple of 16; 0: whole), on any backend
+    (`backward_passes`)."""
     if backend not in (None, 'cuda', 'reference'): raise ValueError(f"backend must be 'cuda' or 'reference', got {backend!r}")
     if segments is not None and not (isinstance(segments, int) and 1 <= segments <= 64):
         raise ValueError(f"segments must be 1 to 64, got {segments!r}")
@@ -517,7 +526,37 @@ def forced_backward(backend: str | None = None, *, segments: int | None = None, 
     for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
         if dt not in (None, torch.float32, torch.bfloat16):
             raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt!r}")
+    if passes is not None and not (isinstance(passes, int) and passes >= 0 and passes % CHUNK == 0):
+        raise ValueError(f"passes must be 0 or a positive multiple of {CHUNK}, got {passes!r}")
     _forced_backward.append(dict(backend=backend, segments=segments, ksplit=ksplit, states_dtype=states_dtype,
-                                 grads_dtype=grads_dtype))
+                                 grads_dtype=grads_dtype, passes=passes))
     try: yield
     finally: _forced_backward.pop()
+
+def may_pass_backward(backend: str) -> bool:
+    "Could `backward_passes` say passes for a gradient on `backend` (forced, or on the kernels and switched on)?"
+    force = _forced_backward[-1].get('passes') if _forced_backward else None
+    return force > 0 if force is not None else backend == 'cuda' and SPLIT_BACKWARD_ENABLED
+
+@contextlib.contextmanager
+def whole_gradients():
+    """Inside the block no gradient runs through passes over segments, the other choices of an outer `forced_backward`
+    kept: how the gradients of the three passes' own calls run."""
+    outer = dict(_forced_backward[-1]) if _forced_backward else dict(backend=None, segments=None, ksplit=None,
+                                                                      states_dtype=None, grads_dtype=None)
+    _forced_backward.append(dict(outer, passes=0))
+    try: yield
+    finally: _forced_backward.pop()
+
+def backward_passes(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, backend: str) -> tuple[int, str]:
+    """Whether `kda`'s gradient is computed through the three passes over segments (the segment length; 0: whole),
+    and why: what `forced_backward(passes=...)` says (on any backend), else, for a gradient on the kernels (`backend`
+    'cuda'), the forward's model (`split_segments`) behind its own switch, `SPLIT_BACKWARD_ENABLED`. Through the passes
+    the gradient recomputes the forward in passes and runs each pass's backward over the segments."""
+    force = _forced_backward[-1].get('passes') if _forced_backward else None
+    if force is not None: return force, "forced by kda_nb.plan.forced_backward"
+    if backend != 'cuda': return 0, "the gradient runs on the reference: whole"
+    if not SPLIT_BACKWARD_ENABLED:
+        return 0, "the gradient through passes over segments is switched off (kda_nb.plan.SPLIT_BACKWARD_ENABLED)"
+    return _split_rule(B, T, H, N, varlen, max_len)
+

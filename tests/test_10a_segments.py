@@ -158,6 +158,25 @@ def test_passes_on_a_pool_on_the_gpu():
         assert rel_rms(o_s, o_w) < 4e-3 and rel_rms(p_s, p_w) < 4e-3, dt
         assert o_s[0, 5000:8000].abs().max() == 0 and torch.equal(p_s[1], pool[1].float()), dt
 
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_gradient_through_the_passes_on_the_gpu():
+    "One sequence of 65,536 tokens at H = 4: the gradients through the passes (forced) against the kernels' whole backward."
+    from kda_nb.api import kda
+    from kda_nb.plan import forced_backward
+    xs = random_inputs(1, 65536, 4, 128, device='cuda', seed=4, state='fp32', gate='g=-8')
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    gen = torch.Generator(device='cuda').manual_seed(1)
+    d_out = torch.randn(xs['v'].shape, generator=gen, device='cuda').to(xs['v'].dtype)
+    d_state = torch.randn(xs['initial_state'].shape, generator=gen, device='cuda')
+    def grads(passes):
+        ins = {n: xs[n].clone().requires_grad_() for n in names}
+        with forced_backward(passes=passes):
+            o, S = kda(*(ins[n] for n in names[:-1]), initial_state=ins['initial_state'], output_final_state=True)
+            torch.autograd.backward([o, S], [d_out, d_state])
+        return {n: ins[n].grad.float() for n in names}
+    whole, split = grads(0), grads(8192)
+    for n in names: assert rel_rms(split[n], whole[n]) < 2e-2, n
+
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
 def test_forward_dispatches_to_the_passes(monkeypatch, form):
@@ -205,3 +224,30 @@ def test_forward_on_a_pool_runs_the_passes(monkeypatch):
     assert rel_rms(out, want_out) < 1e-12 and rel_rms(got_pool, want_pool) < 1e-12
     assert out[0, 70].abs().max() == 0 and torch.equal(got_pool[[1, 2]], pool[[1, 2]])   # padding; slots not named
     assert not torch.equal(got_pool[3], pool[3])
+
+@pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
+def test_gradient_through_the_passes(monkeypatch, form):
+    """`forced_backward(passes=...)`: kda's gradient recomputes the forward in passes and differentiates them (each pass's
+    own gradient whole): the recurrence's gradients, for every input, with the passes really taken."""
+    import kda_nb.api as api
+    from kda_nb.plan import forced_backward
+    calls = []
+    real = api._split_passes[0]
+    monkeypatch.setattr(api, '_split_passes', [lambda *a, **kw: calls.append(kw['segments']) or real(*a, **kw)])
+    zs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=6, dtype=torch.float64, state='fp64', seed=12,
+                       gate='g~U(-8,8)', **form)
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    def grads(fn, **kw):
+        ins = {n: zs[n].clone().requires_grad_() for n in names}
+        o, S = fn(*(ins[n] for n in names[:-1]), initial_state=ins['initial_state'], cu_seqlens=zs['cu_seqlens'],
+                  **form, **kw)
+        ((o * torch.linspace(-1, 1, o.numel()).view_as(o)).sum() + (S * torch.linspace(1, -1, S.numel()).view_as(S)).sum()).backward()
+        return {n: ins[n].grad for n in names}
+    ref = grads(kda_recurrent)
+    with forced_backward(passes=32):
+        mine = grads(api.kda, output_final_state=True)
+    assert calls == [32]                                   # one recomputation in passes; the passes' own gradients whole
+    for n in names:
+        assert rel_rms(mine[n], ref[n]) < (1e-6 if n in ('A_log', 'dt_bias') else 1e-10) and ref[n].abs().max() > 0, n
+    with pytest.raises(ValueError, match='passes must be 0 or a positive multiple'):
+        with forced_backward(passes=20): pass
