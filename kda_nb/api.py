@@ -130,7 +130,7 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
     if how.path != 'reference':
         if capturing and cu_seqlens is not None and not cu_seqlens.is_cuda:
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
-        if how.segments and not capturing:
+        if how.segments and not (capturing and cu_seqlens is not None):   # (a varlen grid reads cu_seqlens on the host)
             _in_passes(how.segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                        final_state, cu_seqlens, state_indices, form)
             return 'cuda'

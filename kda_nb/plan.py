@@ -248,7 +248,7 @@ def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
     if best * SPLIT_GAIN > whole:
         return 0, f"the model finds no segment length {SPLIT_GAIN}x faster than whole ({whole:.0f} us): run whole"
     return seg, (f"the model gives {best:.0f} us in segments of {seg} tokens against {whole:.0f} us whole "
-                 f"({whole / best:.2f}x); not under CUDA-graph capture, where the call runs whole")
+                 f"({whole / best:.2f}x); a varlen batch captured in a CUDA graph runs whole")
 
 # %% ../nbs/04b_plan.ipynb #11fff762
 _forced: list = []           # the override of `forced`, innermost last

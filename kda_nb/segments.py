@@ -160,7 +160,8 @@ FIRST_PASSES = ('serial', 'streams', 'stacked')
 def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
     """`(M, X)`: every segment's transition (from the identity, zero values) and state from zero, by `run(q, k, v, g, beta,
     initial_state, cu_seqlens)` (a `kda` call's final state), in the manner `how` (one of `FIRST_PASSES`): 'serial', two
-    calls one after the other; 'streams', the same two calls side by side on two CUDA streams (serial on a CPU);
+    calls one after the other; 'streams', the same two calls side by side on two CUDA streams (serial on a CPU and
+    under CUDA-graph capture);
     'stacked', one call over the segments given twice (copies of q, k, g and beta; V = K only, else serial)."""
     if how not in FIRST_PASSES: raise ValueError(f"first passes must be one of {FIRST_PASSES}, got {how!r}")
     P, V, K = cu.numel() - 1, fv.shape[-1], eye.shape[-1]
@@ -173,7 +174,7 @@ def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
         S = run(two(fq), two(fk), torch.cat([zero_values, fv], 1), two(fg), two(fb),
                 torch.cat([eye, eye.new_zeros(P + 1, *eye.shape[1:])]), torch.cat([cu, cu + L]))
         return S[:P], S[P + 1:]
-    if how == 'streams' and fq.is_cuda:
+    if how == 'streams' and fq.is_cuda and not torch.cuda.is_current_stream_capturing():
         main = torch.cuda.current_stream(fq.device)
         with passes_beside(main, 1) as (side,):
             with torch.cuda.stream(side): M = run(fq, fk, zero_values, fg, fb, eye, cu)
