@@ -29,8 +29,8 @@ def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tens
     step_off = torch.zeros(len(active) + 1, dtype=torch.long)
     step_off[1:] = a.cumsum(0)
     # chunks[n] counts the steps with more than n sequences active: a suffix sum of how many steps have m active.
-    # (Until 638a2cd a loop over the steps, one tensor operation each: 3.9 ms of host time for one sequence of
-    # 8192 tokens, every backward call.)
+    # (A loop over the steps, one tensor operation each, took 3.9 ms of host time for one sequence of 8192 tokens,
+    # every backward call.)
     per_count = torch.bincount(a, minlength=N + 1)
     chunks = per_count.flip(0).cumsum(0).flip(0)[1:N + 1].to(torch.int32)
     return step_off, chunks
