@@ -5,7 +5,7 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records | --new]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
 #
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
@@ -13,6 +13,12 @@
 # where fla does), the decode paths (tools/decode_paths.py) and the train group (kda_nb and fla, fla warmed first), each
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
+#
+# --new checks and times what has landed behind its switch, not yet measured (BASE unused): the GPU tests of the
+# passes over segments, the serving helpers and fla's recurrent calls; the passes probe (each manner of the first
+# two passes: tools/segments_probe.py --passes) and a long sequence's training step whole and through the passes
+# (--train); each kernel of a training step in the softplus and given gates beside the safe one (python -m kda_nb.bench
+# train-stages --variants). Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests, then
 # `python -m kda_nb.ncu capture --modes fixed varlen decode train` (with `--with-flash-kda` where flash_kda imports:
@@ -67,7 +73,7 @@ python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
 from kda_nb.bench.versions import load_version
-for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], ['--new']) else (None, sys.argv[1]):
     t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 # the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
@@ -93,6 +99,17 @@ if [ "$BENCH" = --train ]; then
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   bounded python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_h200 "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
+  exit $status
+fi
+if [ "$BENCH" = --new ]; then
+  echo "== the GPU tests of what landed untimed: passes over segments, serving, fla's recurrent calls"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py \
+    tests/test_11_serving.py tests/test_12_serving_loop.py tests/test_06a_fla_backend.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+  echo "== one long sequence in passes: each manner of the first two passes, then training steps"
+  bounded python3 tools/segments_probe.py --passes --out "$LOG/passes_probe.json" 2>&1 | tee "$LOG/passes_probe.txt" || status=1
+  bounded python3 tools/segments_probe.py --train --out "$LOG/passes_train_probe.json" 2>&1 | tee "$LOG/passes_train_probe.txt" || status=1
+  echo "== each kernel of a training step, KDA's other gates beside the safe one"
+  bounded python3 -m kda_nb.bench train-stages --H 64 --variants softplus,given --out "$LOG" 2>&1 | tee "$LOG/train_stages_forms.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --records ]; then
