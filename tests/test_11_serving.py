@@ -396,9 +396,9 @@ def counting_k3(calls: list):
 @pytest.mark.parametrize('one_launch', [False, True])
 def test_verify_drafts_graph_replay(one_launch):
     "verify_drafts captured once (check=False) replays new verdicts, slots and tokens written into its buffers, as eager calls compute them."
-    with switched(one_launch): _graph_replay_replay()
+    with switched(one_launch): _check_verify_drafts_graph()
 
-def _graph_replay_replay():
+def _check_verify_drafts_graph():
     N, D, H, K, P = 3, 4, 4, 128, 6
     x = random_inputs(N, D, H, K, state=None, device='cuda', seed=1)
     par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=-5.0)
