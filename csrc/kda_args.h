@@ -88,6 +88,15 @@ struct DecodeArgs : Args {
     int beta_form = 0;
     int norm_form = 0;
     int group_shift = 0;      // as FwdArgs
+    // Per-token stores (last: the fields above keep their offsets, and the instance without stores its machine code).
+    // The state after token t (0-based, t < token_slots_width) of sequence n goes into pool slot
+    // token_slots[n * token_slots_width + t] of state_out, in state_out's kind; a value outside [0, n_slots) means no
+    // store. Null: no per-token stores (K3's instance without them runs). write_final 0: no state_out write after a
+    // sequence's last token (read only with a table: the binding refuses it without one).
+    const void* token_slots = nullptr;  // [N, W] int32 (token_slots_int32) or int64, or null
+    int token_slots_int32 = 0;
+    int write_final = 1;
+    int64_t token_slots_width = 0;      // W
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

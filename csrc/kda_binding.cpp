@@ -2,10 +2,12 @@
 // names every argument). Each checks its tensors (kda_checks.h), fills the kernels' arguments (kda_args.h) and
 // launches on torch's current stream of the inputs' device. It chooses nothing: every launch choice arrives from
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
-//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=)  the forward on the plan's
+//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
+//               token_slots=None, write_final=True)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
-//       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id)
+//       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
+//       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h)
 //   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
@@ -63,8 +65,10 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
     return a;
 }
 
-// K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given
-kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
+// K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given; `token_slots`
+// (checked: check_token_slots, token_slots_fit) the per-token stores, read as given
+kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound,
+                            const c10::optional<torch::Tensor>& token_slots = c10::nullopt, bool write_final = true) {
     kda::DecodeArgs a{};
     fill_common(a, c, scale, lower_bound);
     a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
@@ -72,6 +76,12 @@ kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound) {
     a.cu_seqlens = c.varlen ? c.cu.data_ptr<int64_t>() : nullptr;
     a.seq_len = c.varlen ? 0 : c.T;
     a.total = c.B * c.T;
+    if (token_slots.has_value()) {
+        a.token_slots = token_slots->data_ptr();
+        a.token_slots_int32 = token_slots->scalar_type() == at::kInt;
+        a.token_slots_width = token_slots->size(1);
+    }
+    a.write_final = write_final;
     return a;
 }
 
@@ -144,11 +154,14 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // k1_persistent, sms), on torch's current stream of q's device; writes out and final_state. 'chunked': the
 // workspace holds K1's records, then (a pipeline) the two carry states; the steps are at most the batch's chunks
 // (the plan picks no more; a direct caller's are cut to them). 0, or with keep the id of a prepared decode step.
+// 'decode' only: token_slots [N, W] stores the state after token t < W of sequence n into pool slot token_slots[n, t]
+// of final_state, and write_final false leaves out the usual write of the state after a sequence's last token.
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
-                    int64_t norm_form) {
+                    int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     check_form_codes(gate_form, beta_form, norm_form);
+    check_token_slots(token_slots, write_final, path, keep, final_state);
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -156,7 +169,8 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
-        err = kda::launch_decode(decode_args(c, scale, lower_bound), c.stream);
+        if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
+        err = kda::launch_decode(decode_args(c, scale, lower_bound, token_slots, write_final), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
@@ -450,7 +464,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("A_log"), py::arg("dt_bias"), py::arg("lower_bound"), py::arg("initial_state"),
           py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
-          py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"));
+          py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
+          py::arg("token_slots") = py::none(), py::arg("write_final") = true);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

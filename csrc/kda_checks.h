@@ -213,6 +213,32 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     return c;
 }
 
+// K3's per-token stores (kda::DecodeArgs::token_slots): the table token_slots [N, W], int32 or int64, contiguous, on
+// q's device; the state after token t < W of sequence n goes into slot token_slots[n, t] of final_state, the pool (a
+// value outside it: no store, checked in the kernel). write_final false (no state written after a sequence's last
+// token) only with a table. What needs no CUDA tensor is checked first (`check_token_slots`, before `prepare`), the
+// shape against the call's N and the device after it (`token_slots_fit`). A prepared decode step takes no table.
+void check_token_slots(const c10::optional<torch::Tensor>& token_slots, bool write_final, const std::string& path,
+                       bool keep, const c10::optional<torch::Tensor>& final_state) {
+    if (!token_slots.has_value()) {
+        TORCH_CHECK(write_final, "write_final=False (no state written after a sequence's last token) is for calls with "
+                    "token_slots; without them, pass final_state=None");
+        return;
+    }
+    const torch::Tensor& t = *token_slots;
+    TORCH_CHECK(path == "decode", "token_slots (per-token state stores) are K3's: the path must be 'decode', got '", path, "'");
+    TORCH_CHECK(!keep, "token_slots are not taken by a prepared decode step (keep)");
+    TORCH_CHECK(final_state.has_value(), "token_slots need final_state: the pool the states after the tokens go into");
+    TORCH_CHECK(t.scalar_type() == at::kInt || t.scalar_type() == at::kLong, "token_slots must be int32 or int64, got ",
+                t.scalar_type());
+    TORCH_CHECK(t.dim() == 2 && t.size(1) >= 1, "token_slots must be [N, W] with W >= 1, got ", shape_of(t).c_str());
+    TORCH_CHECK(t.is_contiguous(), "token_slots must be contiguous: the kernel reads the table as it is");
+}
+void token_slots_fit(const torch::Tensor& t, int64_t N, const torch::Tensor& q) {
+    TORCH_CHECK(t.size(0) == N, "token_slots must be [N, W] with N = ", num(N).c_str(), " sequences, got ", shape_of(t).c_str());
+    TORCH_CHECK(t.device() == q.device(), "token_slots must be on ", q.device(), ", got ", t.device());
+}
+
 // The fields kda::FwdArgs and kda::DecodeArgs share, from a prepared call.
 template <typename Args>
 void fill_common(Args& a, const Call& c, double scale, double lower_bound) {

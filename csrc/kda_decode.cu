@@ -18,6 +18,13 @@
 // thread, and per token, with b = sigmoid(beta):
 //   S <- S diag(exp a);  e = v - S k^;  S <- S + b e k^T;  o = scale S q^     (all in fp32)
 // The row sums (S k^ and S q^) are shuffles across the 8 lanes.
+//
+// Per-token stores (DecodeArgs::token_slots, kda_nb.serving's one-launch verification): the instance with STORES
+// also writes the state after token t of sequence n into the pool slot token_slots[n, t] names, from the registers
+// as the state out is written, and writes the state out only where write_final says. Each value of the table is
+// checked against the pool before its store (outside [0, n_slots): no store), and the table is read only inside
+// its [N, W] extent, so no value of it, however wrong, sends a write outside the pool. Without a table the
+// instance without STORES runs: the kernel as it is without the feature.
 #include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -173,7 +180,7 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS>
+template <GateForm GF, bool FORMS, bool STORES>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -224,7 +231,28 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
         };
-
+        // §state_out: the slice from registers to state_out at element `at` (its first row), 128 contiguous bytes
+        // per row and piece across the 8 lanes, in fp32 or rounded to bf16: the state out, and the per-token stores
+        auto store_state = [&](int64_t at) {
+            if (p.state_out_kind == STATE_FP32) {
+                float* base = static_cast<float*>(p.state_out) + at;
+#pragma unroll
+                for (int i = 0; i < DEC_ROWS; ++i)
+#pragma unroll
+                    for (int m = 0; m < DEC_PIECES; ++m)
+                        *reinterpret_cast<float4*>(base + row_of(i) * D + 32 * m + 4 * j) =
+                            make_float4(S[i][4 * m], S[i][4 * m + 1], S[i][4 * m + 2], S[i][4 * m + 3]);
+            } else if (p.state_out_kind == STATE_BF16) {
+                __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + at;
+#pragma unroll
+                for (int i = 0; i < DEC_ROWS; ++i)
+#pragma unroll
+                    for (int m = 0; m < DEC_PIECES; ++m)
+                        *reinterpret_cast<uint2*>(base + row_of(i) * D + 32 * m + 4 * j) =
+                            make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
+            }
+        };
+        // §tiles: the tokens a tile at a time, staged once for both slices where they fit one tile
         bool loaded = false;
 #pragma unroll 1
         for (int done = 0; done < len; done += DEC_TILE) {
@@ -292,27 +320,21 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                                                             pack_bf16(w[4], w[5]), pack_bf16(w[6], w[7]));
             }
             __syncwarp();
+            // §stores: the state after this token (position t of the sequence) into the slot the table names for
+            // it; none past the table's width W, none for a value outside the pool
+            if constexpr (STORES) {
+                const int64_t t = done + i;
+                if (t < p.token_slots_width) {
+                    const int64_t e = static_cast<int64_t>(n) * p.token_slots_width + t;
+                    const int64_t slot = p.token_slots_int32 ? static_cast<int64_t>(static_cast<const int*>(p.token_slots)[e])
+                                                             : static_cast<const int64_t*>(p.token_slots)[e];
+                    if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * D + vbase + vrow) * D);
+                }
+            }
         }
         }
         if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
-        // §state_out: straight from registers, 128 contiguous bytes per row and piece across the 8 lanes
-        if (p.state_out_kind == STATE_FP32) {
-            float* base = static_cast<float*>(p.state_out) + sbase;
-#pragma unroll
-            for (int i = 0; i < DEC_ROWS; ++i)
-#pragma unroll
-                for (int m = 0; m < DEC_PIECES; ++m)
-                    *reinterpret_cast<float4*>(base + row_of(i) * D + 32 * m + 4 * j) =
-                        make_float4(S[i][4 * m], S[i][4 * m + 1], S[i][4 * m + 2], S[i][4 * m + 3]);
-        } else if (p.state_out_kind == STATE_BF16) {
-            __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + sbase;
-#pragma unroll
-            for (int i = 0; i < DEC_ROWS; ++i)
-#pragma unroll
-                for (int m = 0; m < DEC_PIECES; ++m)
-                    *reinterpret_cast<uint2*>(base + row_of(i) * D + 32 * m + 4 * j) =
-                        make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
-        }
+        if (!STORES || p.write_final) store_state(sbase);           // the state out: after the sequence's last token
         }
     }
 }
@@ -323,11 +345,13 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
-    return dispatch_fwd_form(a.gate_form, a.beta_form, a.norm_form, a.group_shift, [&](auto gf, auto forms) {
-        // the call's form picks the instantiation (kda_switch.h)
-        kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value>
-            <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
-        return cudaGetLastError();
+    // the call's form picks the instantiation (kda_switch.h), and a table of per-token stores the one with STORES
+    return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
+        return dispatch_fwd_form(a.gate_form, a.beta_form, a.norm_form, a.group_shift, [&](auto gf, auto forms) {
+            kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(stores)::value>
+                <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+            return cudaGetLastError();
+        });
     });
 }
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import launch
+from .kernels import launch, load_kernels
+from .layout import Form
 from .plan import Plan
 
 # %% auto #0
@@ -21,10 +22,20 @@ def state_traffic_bytes(N: int, H: int, K: int = 128, V: int = 128, state_bytes:
 # %% ../nbs/04a_decode.ipynb #345d77f6
 def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                 initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
-                cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None):
-    "K3 on checked inputs, through the kernels' one entrance (`launch`): writes `out` and `final_state` in place, one launch, nothing copied to the host."
-    launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-           state_indices)
+                cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None, *,
+                token_slots: torch.Tensor | None = None, write_final: bool = True, form: Form | None = None):
+    """K3 on checked inputs, through the kernels' one entrance (`launch`): writes `out` and `final_state` in place, one
+    launch, nothing copied to the host. `token_slots` [N, W] (int32 or int64, contiguous, on the device): also store the
+    state after token t < W of sequence n into `final_state[token_slots[n, t]]` (a pool; a value outside it: no
+    store); `write_final=False`: no state written after a sequence's last token (only with `token_slots`). `form`:
+    the call's `kda_nb.layout.Form` (None: FlashKDA's), `lower_bound` None for a form with none."""
+    if token_slots is None and write_final:
+        launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+               state_indices, form=form)
+    else:                  # (the binding's keywords past the 14 of every call: the plan's, the form's, the stores')
+        gate, beta_form, norm = form.codes if form is not None else (0, 0, 0)
+        load_kernels().kda_forward(q, k, v, g, beta, float(scale), out, A_log, dt_bias,
+                                   0.0 if lower_bound is None else float(lower_bound), initial_state, final_state,
+                                   cu_seqlens, state_indices, **_K3.launch_args(), keep=False, gate_form=gate,
+                                   beta_form=beta_form, norm_form=norm, token_slots=token_slots, write_final=write_final)
     return out, final_state
-
-_K3 = Plan('decode', "decode_cuda: K3 asked for")

@@ -11,11 +11,13 @@ import torch
 from torch import Tensor
 
 from .api import fwd
-from .layout import check_slots, safe_cu_seqlens, seq_bounds, seqlens_of
+from .decode import decode_cuda
+from .layout import Form, check_form, check_slots, safe_cu_seqlens, seq_bounds, seqlens_of
+from .plan import plan
 
 # %% auto #0
-__all__ = ['verify_bytes', 'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts', 'verify_drafts',
-           'prefill_checkpoints']
+__all__ = ['ONE_LAUNCH_VERIFY', 'verify_bytes', 'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts',
+           'verify_drafts', 'prefill_checkpoints']
 
 # %% ../nbs/11_serving.ipynb #f48a361f
 def verify_bytes(d: int, K: int = 128, V: int = 128, state_bytes: int = 4, input_bytes: int = 2,
@@ -78,6 +80,24 @@ def _ints(x, name: str, N: int, dev) -> Tensor:
 
 def _scale(q, scale): return q.shape[-1] ** -0.5 if scale is None else float(scale)
 
+# %% ../nbs/11_serving.ipynb #c5e1a002
+ONE_LAUNCH_VERIFY = False   # verify in one K3 launch with per-token stores: off until the H200 has timed it against the composed paths (its GPU tests are ready)
+
+def _one_launch_form(q: Tensor, v: Tensor, pool: Tensor, backend: str, form: dict) -> Form | None:
+    """The call's `Form` where a verification runs in one K3 launch: `ONE_LAUNCH_VERIFY` on, and the kernels take the
+    call as it is (the plan picks no reference and no route); None: the composed path."""
+    if not ONE_LAUNCH_VERIFY or backend == 'reference' or not q.is_cuda: return None
+    fm = Form(**form)
+    B, T, H, K = q.shape
+    how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], B, varlen=False, backend=backend, HV=v.shape[2], form=fm,
+               state_dtypes=(('initial_state', pool.dtype), ('final_state', pool.dtype)))
+    return fm if how.path != 'reference' and not how.routes else None
+
+def _kernel_params(form: Form, A_log, dt_bias, lower_bound):
+    "`(A_log, dt_bias, lower_bound)` as K3 takes them: fp32 where a model holds them in bf16 or fp16 (exact), the bound in force."
+    up = lambda x: x.float() if torch.is_tensor(x) and x.dtype in (torch.bfloat16, torch.float16) else x
+    return up(A_log), up(dt_bias), check_form(form, A_log, dt_bias, lower_bound)
+
 # %% ../nbs/11_serving.ipynb #e19fffb9
 def _check_per_token(idx: list, acc: list, lens: list, P: int) -> None:
     "The host-side checks of `verify_drafts_per_token`, on values read from the device (one wait)."
@@ -96,6 +116,18 @@ def _check_per_token(idx: list, acc: list, lens: list, P: int) -> None:
         for s in set(w) | {start}:
             if s in used: raise ValueError(f"slot {s} is used by sequences {used[s]} and {n}")
             used[s] = n
+
+def _per_token_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, idx, start, live_seq, cu_seqlens,
+                          out, form: Form) -> Tensor:
+    """fla's convention in one K3 launch: sequence n from `pool[start[n]]` (-1 where it is not live: padding), the
+    state after its draft t stored by the kernel into `pool[idx[n, t]]` (a value outside the pool: none), no final
+    state written."""
+    A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
+    o = v.new_empty(v.shape) if out is None else out
+    cu = None if cu_seqlens is None else cu_seqlens.to(q.device, torch.long)
+    decode_cuda(q, k, v, g, beta, scale, o, A_log, dt_bias, lower_bound, pool, pool, cu, torch.where(live_seq, start, -1),
+                token_slots=idx.contiguous(), write_final=False, form=form)
+    return o
 
 def verify_drafts_per_token(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor | None = None,
                             dt_bias: Tensor | None = None, *, initial_state: Tensor, ssm_state_indices: Tensor,
@@ -126,6 +158,10 @@ def verify_drafts_per_token(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Te
     # on the device, anything out of range makes its sequence padding: nothing read or written, zero outputs
     start = idx.gather(1, (acc - 1).clamp(0, D - 1)[:, None])[:, 0]
     live_seq = (acc >= 1) & (acc <= D) & (lens <= D) & (start >= 0) & (start < P)
+    one = _one_launch_form(q, v, pool, backend, form)
+    if one is not None:
+        return _per_token_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool, idx, start,
+                                     live_seq, cu_seqlens, out, one)
     h = torch.where(live_seq[:, None, None, None], pool[start.clamp(0, P - 1)].to(_scratch_dtype(pool)), 0)
     xs = [x.reshape(B * T, *x.shape[2:]) for x in (q, k, v, g, beta)]
     seq = torch.arange(N, device=dev)
@@ -204,6 +240,50 @@ def _replay(pool: Tensor, records: DraftRecords, slots: Tensor, acc: Tensor, liv
         check_seqlens=False, backend=backend, **form)
     _put_rows(records.count, sc, torch.zeros_like(sc), live)   # replayed: nothing left to accept
 
+def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, records, slots, acc, live, starts,
+                       lens, out, form: Form) -> Tensor:
+    """kda_nb's convention in one K3 launch: each live sequence's first `acc[n]` recorded drafts, then its drafts of
+    this step, as one sequence of a varlen batch of N D + B T tokens, run from `pool[slots[n]]`; the kernel stores the
+    state after the last replayed token back into the slot (`token_slots`) and writes no final state. Returns the
+    outputs of this step's drafts (the replayed tokens' are dropped)."""
+    B, T = q.shape[:2]
+    M, N, P, D = B * T, slots.numel(), pool.shape[0], records.D
+    L = N * D + M
+    sc = slots.clamp(0, P - 1)
+    j = torch.where(live, acc, 0).clamp(0, D)                    # tokens replayed
+    d = torch.where(live, lens, 0)                               # tokens verified (none for a padding sequence)
+    cu = torch.cat([j.new_zeros(1), (j + d).cumsum(0)])
+    n, t, _ = _token_coords(cu[:-1], j + d, L)
+    replayed = t < j[n]
+    rec_rows, new_rows = sc[n] * D + t.clamp(0, D - 1), (starts[n] + t - j[n]).clamp(0, M - 1)
+    def batch(rec, x):               # the batch's tokens: a record where replayed, else this step's draft
+        x = x.reshape(M, *x.shape[2:])
+        pick = replayed.view(-1, *(1,) * (x.dim() - 1))
+        return torch.where(pick, rec.index_select(0, rec_rows), x.index_select(0, new_rows)).unsqueeze(0)
+    xs = [batch(r, x) for r, x in ((records.k, q), (records.k, k), (records.v, v), (records.g, g), (records.beta, beta))]
+    cols = torch.arange(D, device=slots.device)
+    store = torch.where((cols == (j - 1)[:, None]) & (j > 0)[:, None], slots[:, None], -1)   # after token j_n - 1
+    A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
+    o_all = xs[2].new_empty(xs[2].shape)
+    decode_cuda(*xs, scale, o_all, A_log, dt_bias, lower_bound, pool, pool, cu, torch.where(live, slots, -1),
+                token_slots=store, write_final=False, form=form)
+    n, t, held = _token_coords(starts, lens, M)                  # this step's drafts, where the batch has them
+    o = torch.where((held & live[n]).view(-1, 1, 1), o_all[0].index_select(0, (cu[n] + j[n] + t).clamp(0, L - 1)), 0)
+    if out is None: return o.view(v.shape)
+    out.copy_(o.view(v.shape))
+    return out
+
+def _record(records: DraftRecords, k, v, g, beta, slots, starts, lens, live) -> None:
+    "This step's drafts into the records of their slots, and their count (live sequences only)."
+    B, T = k.shape[:2]
+    P, D = records.count.shape[0], records.D
+    n, t, held = _token_coords(starts, lens, B * T)
+    keep = held & live[n]
+    dst = slots.clamp(0, P - 1)[n] * D + t.clamp(0, D - 1)
+    for name, x in (('k', k), ('v', v), ('g', g), ('beta', beta)):
+        _put_rows(getattr(records, name), dst, x.reshape(B * T, *x.shape[2:]), keep)
+    _put_rows(records.count, slots.clamp(0, P - 1), lens, live)
+
 def commit_drafts(pool: Tensor, records: DraftRecords, state_indices: Tensor, num_accepted_tokens: Tensor, *,
                   A_log: Tensor | None = None, dt_bias: Tensor | None = None, scale: float | None = None,
                   lower_bound: float | None = None, check: bool = True, backend: str = 'auto', **form) -> None:
@@ -244,17 +324,17 @@ def verify_drafts(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_lo
     cnt = records.count[slots.clamp(0, P - 1)]
     live = (slots >= 0) & (slots < P) & (acc >= 0) & (acc <= cnt) & (lens <= D)
     sc = _scale(q, scale)
-    _replay(pool, records, slots, acc, live, A_log=A_log, dt_bias=dt_bias, scale=sc, lower_bound=lower_bound,
-            backend=backend, form=form)
-    o = v.new_empty(v.shape) if out is None else out
-    fwd(q, k, v, g, beta, sc, o, A_log, dt_bias, lower_bound, pool, None, cu_seqlens,
-        state_indices=torch.where(live, slots, -1), check_seqlens=False, backend=backend, **form)
-    n, t, held = _token_coords(starts, lens, B * T)
-    keep = held & live[n]
-    dst = slots.clamp(0, P - 1)[n] * D + t.clamp(0, D - 1)
-    for name, x in (('k', k), ('v', v), ('g', g), ('beta', beta)):
-        _put_rows(getattr(records, name), dst, x.reshape(B * T, *x.shape[2:]), keep)
-    _put_rows(records.count, slots.clamp(0, P - 1), lens, live)
+    one = _one_launch_form(q, v, pool, backend, form)
+    if one is not None:
+        o = _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, sc, lower_bound, pool, records, slots, acc, live,
+                               starts, lens, out, one)
+    else:
+        _replay(pool, records, slots, acc, live, A_log=A_log, dt_bias=dt_bias, scale=sc, lower_bound=lower_bound,
+                backend=backend, form=form)
+        o = v.new_empty(v.shape) if out is None else out
+        fwd(q, k, v, g, beta, sc, o, A_log, dt_bias, lower_bound, pool, None, cu_seqlens,
+            state_indices=torch.where(live, slots, -1), check_seqlens=False, backend=backend, **form)
+    _record(records, k, v, g, beta, slots, starts, lens, live)
     return o
 
 # %% ../nbs/11_serving.ipynb #2d7c29b6

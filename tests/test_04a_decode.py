@@ -232,3 +232,160 @@ def test_decode_grouped_value_heads(form, keep):
     "GVA: q and k with 2 heads, v, g, beta, A_log, dt_bias and the states with 8."
     kw = {'safe': {}, 'softplus': DECODE_FORMS['softplus'], 'given': DECODE_FORMS['given']}[form]
     check_decode_form(random_inputs(1, 0, 2, 128, HV=8, seqlens=[1, 0, 3, 8, 2, 19], device='cuda', seed=35, **kw), keep=keep)
+
+
+from kda_nb.layout import seq_bounds
+
+def states_after_tokens(inp, h0):
+    """The fp64 state after each token of each sequence of a `random_inputs` problem started from `h0` [N, HV, V, K]:
+    one `[L_n, HV, V, K]` per sequence (its L_n prefixes run at once, as a varlen batch)."""
+    q = inp['q']
+    B, T = q.shape[:2]
+    flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
+    rest = {n: x for n, x in inp.items() if n not in ('q', 'k', 'v', 'g', 'beta', 'initial_state', 'cu_seqlens')}
+    found = []
+    for n, (a, b) in enumerate(seq_bounds(B, T, inp.get('cu_seqlens'))):
+        L = b - a
+        if L == 0:
+            found.append(None)
+            continue
+        pre = {m: torch.cat([flat(inp[m])[:, a:a + t + 1] for t in range(L)], 1) for m in ('q', 'k', 'v', 'g', 'beta')}
+        cu = torch.tensor([0] + list(range(1, L + 1)), device=q.device).cumsum(0)
+        found.append(kda_recurrent(**pre, **rest, initial_state=h0[n:n + 1].expand(L, -1, -1, -1), cu_seqlens=cu)[1])
+    return found
+
+def run_stores(inp, pool, read, token_slots, write_final=False):
+    "K3 with per-token stores on a `random_inputs` problem of any form, the pool read and written in place; `out` poisoned with NaN first."
+    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
+    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS and n != 'initial_state'}
+    if not (form.safe_gate and form.use_gate_in_kernel): x['lower_bound'] = None
+    out = torch.full_like(x['v'], float('nan'))
+    decode_cuda(**x, out=out, initial_state=pool, final_state=pool, state_indices=read, token_slots=token_slots,
+                write_final=write_final, form=form)
+    return out
+
+@needs_kernels
+@pytest.mark.parametrize('write_final', [False, True])
+@pytest.mark.parametrize('idx_dtype', [torch.int32, torch.int64])
+@pytest.mark.parametrize('pool_dtype', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('form', ['safe', 'softplus'])
+def test_decode_token_stores(form, pool_dtype, idx_dtype, write_final):
+    """The state after each named token in its slot (the fp64 recurrence), the outputs those of a call without stores,
+    every other slot bitwise as it was: -1 entries, entries past a sequence's tokens, tokens past W (sequences of 9 and
+    19 tokens, W = 8), a padding sequence and one of no tokens."""
+    seqlens, W, H, P = [1, 0, 3, 8, 2, 5, 9, 19], 8, 2, 64
+    N = len(seqlens)
+    inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, device='cuda', seed=41,
+                        **({} if form == 'safe' else DECODE_FORMS['softplus']))
+    pool = torch.randn(P, H, 128, 128, device='cuda').to(pool_dtype)
+    before = pool.clone()
+    read = torch.tensor([0, 1, 2, 3, -1, 4, 5, 6])                         # sequence 4: padding
+    free = (torch.randperm(P - 8, generator=torch.Generator().manual_seed(0)) + 8).tolist()
+    ts = torch.full((N, W), -1, dtype=torch.long)
+    for n in range(N):
+        for t in range(W):
+            if (n + t) % 3 != 2: ts[n, t] = free.pop()                    # every third entry -1
+    ts[0, 0] = 0                                                          # into the slot sequence 0 read
+    out = run_stores(inp, pool, read.to('cuda', idx_dtype), ts.to('cuda', idx_dtype), write_final)
+    plain = torch.full_like(out, float('nan'))                            # the same call without stores
+    decode_cuda(**{n: x for n, x in inp.items() if n not in FORM_OPTIONS and n not in ('initial_state', 'lower_bound')},
+                lower_bound=inp['lower_bound'] if form == 'safe' else None, out=plain,
+                initial_state=before.clone(), state_indices=read.to('cuda', idx_dtype),
+                form=Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp}))
+    assert torch.isfinite(out).all() and rel_rms(out, plain) < 1e-6
+    h0 = before[read.clamp(min=0)].double()
+    h0[4] = 0
+    o64, _ = kda_recurrent(**{**inp, 'initial_state': h0})
+    after = states_after_tokens(inp, h0)
+    expect, live = {}, []                                                 # slot -> the fp64 state it must hold
+    for n, (a, b) in enumerate(seq_bounds(1, inp['q'].shape[1], inp['cu_seqlens'])):
+        if n == 4:
+            assert (out[0, a:b] == 0).all(), "a padding sequence gives zero outputs"
+            continue
+        live += range(a, b)
+        for t in range(min(b - a, W)):
+            if ts[n, t] >= 0: expect[int(ts[n, t])] = after[n][t]
+        if write_final: expect[int(read[n])] = after[n][-1] if b > a else h0[n]
+    assert rel_rms(out[0, live], o64[0, live]) < 4e-3
+    tol = 3e-5 if pool_dtype == torch.float32 else 5e-3
+    for s in range(P):
+        if s in expect: assert rel_rms(pool[s], expect[s]) < tol, (s, rel_rms(pool[s], expect[s]))
+        else: assert torch.equal(pool[s], before[s]), f"slot {s} was named by no store, yet changed"
+
+@needs_kernels
+@pytest.mark.parametrize('idx_dtype', [torch.int32, torch.int64])
+def test_decode_token_stores_adversarial(idx_dtype):
+    """Tables no check has seen, into a pool between two guard slots (one tensor: guard, P slots, guard): values below
+    0, one and two past the pool, the integer type's extremes; valid slots past a sequence's tokens and for padding
+    sequences. Only the one slot named validly changes; then a random table changes nothing."""
+    H, P, W = 2, 4, 64
+    inp = random_inputs(1, 0, H, 128, seqlens=[3, 8, 1, 19], state=None, device='cuda', seed=42)
+    big = torch.randn(P + 2, H, 128, 128, device='cuda')
+    pool = big[1:P + 1]                                                   # slot -1 is big[0], slot P is big[P + 1]
+    before = big.clone()
+    info = torch.iinfo(idx_dtype)
+    bad = torch.tensor([-1, -2, P, P + 1, info.max, info.min, info.max // 2 + 1, -(2 ** 30)])
+    ts = bad[torch.arange(4 * W) % len(bad)].view(4, W)
+    ts[0, 1] = 2                    # the one valid store: the state after token 1 of sequence 0
+    ts[0, 3:] = 3                   # valid slots past sequence 0's 3 tokens
+    ts[1:3] = 3                     # sequences 1 and 2 are padding (their read slots -1 and 99)
+    read = torch.tensor([0, -1, 99, 1])
+    out = run_stores(inp, pool, read.to('cuda', idx_dtype), ts.to('cuda', idx_dtype))
+    torch.cuda.synchronize()
+    changed = [s for s in range(P + 2) if not torch.equal(big[s], before[s])]
+    assert changed == [3], f"changed: {changed} (only big[3], the pool's slot 2, may)"
+    h0 = before[1:P + 1][read.clamp(0, P - 1)].double()
+    assert rel_rms(pool[2], states_after_tokens(inp, h0)[0][1]) < 3e-5
+    o64, _ = kda_recurrent(**{**inp, 'initial_state': h0})
+    live = torch.cat([torch.arange(0, 3), torch.arange(12, 31)])          # the tokens of sequences 0 and 3
+    assert rel_rms(out[0, live], o64[0, live]) < 4e-3 and (out[0, 3:12] == 0).all()
+    after_first = big.clone()
+    fuzz = torch.randint(-2 ** 62, 2 ** 62, (4, W)).to(idx_dtype)         # (int32: the low 32 bits)
+    fuzz[(fuzz >= 0) & (fuzz < P)] = -1
+    run_stores(inp, pool, read.to('cuda', idx_dtype), fuzz.to('cuda', idx_dtype))
+    torch.cuda.synchronize()
+    assert torch.equal(big, after_first), "a table of values outside the pool stored something"
+
+@needs_kernels
+def test_decode_token_stores_binding_checks():
+    "The binding refuses a table of the wrong dtype, shape, device or layout, and write_final=False without a table."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[2, 3], state=None, device='cuda', seed=43)
+    args = {n: x for n, x in inp.items() if n != 'initial_state'}
+    pool = torch.zeros(4, 2, 128, 128, device='cuda')
+    call = lambda **kw: decode_cuda(**args, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
+                                    state_indices=torch.tensor([0, 1], device='cuda'), **kw)
+    ok = torch.zeros(2, 4, dtype=torch.long, device='cuda')
+    for kw, words in ((dict(token_slots=ok.float()), 'token_slots must be int32 or int64'),
+                      (dict(token_slots=ok[0]), r'token_slots must be \[N, W\] with W >= 1'),
+                      (dict(token_slots=torch.zeros(3, 4, dtype=torch.long, device='cuda')), r'token_slots must be \[N, W\] with N = 2'),
+                      (dict(token_slots=ok.cpu()), 'token_slots must be on cuda'),
+                      (dict(token_slots=torch.zeros(4, 2, dtype=torch.long, device='cuda').t()), 'token_slots must be contiguous'),
+                      (dict(write_final=False), 'write_final=False .* is for calls with token_slots')):
+        with pytest.raises(RuntimeError, match=words): call(**kw)
+    with pytest.raises(RuntimeError, match='token_slots need final_state'):
+        decode_cuda(**args, out=torch.empty_like(inp['v']), token_slots=ok)
+
+
+def test_decode_token_stores_binding_without_gpu(tmp_path):
+    """The binding built with the host compiler against launchers that launch nothing (no nvcc, no GPU): what it checks
+    of the table before it looks at the tensors' devices (the shape against N and the device: the GPU test above)."""
+    from kda_nb.kernels import binding_with_stub_launchers
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_token_slots')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
+    pool = torch.zeros(3, 2, 128, 128)
+    call = lambda final_state=pool, path='decode', keep=False, **kw: ext.kda_forward(
+        q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+        None, final_state, None, None, path, 1, 1.0, 4, False, 0, keep, 0, 0, 0, **kw)
+    ok = torch.zeros(1, 4, dtype=torch.long)
+    for kw, words in ((dict(write_final=False), 'write_final=False .* is for calls with token_slots'),
+                      (dict(token_slots=ok, path='fused'), "the path must be 'decode', got 'fused'"),
+                      (dict(token_slots=ok, keep=True), 'not taken by a prepared decode step'),
+                      (dict(token_slots=ok, final_state=None), 'token_slots need final_state'),
+                      (dict(token_slots=ok.float()), 'token_slots must be int32 or int64, got Float'),
+                      (dict(token_slots=ok[0]), r'token_slots must be \[N, W\] with W >= 1, got \[4\]'),
+                      (dict(token_slots=ok[:, :0]), r'with W >= 1, got \[1, 0\]'),
+                      (dict(token_slots=torch.zeros(4, 2, dtype=torch.int32).t()), 'token_slots must be contiguous')):
+        with pytest.raises(RuntimeError, match=words): call(**kw)
+    for kw in ({}, dict(token_slots=ok), dict(token_slots=ok.int(), write_final=False)):    # accepted: on to the tensors
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(**kw)

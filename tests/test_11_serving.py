@@ -27,20 +27,23 @@ def _valid(form) -> bool:
 
 FORMS = [f for f in ALL_FORMS if _valid(f)]       # allow_neg_eigval needs beta as logits: the other 24
 
-def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, dtype=torch.float64, state=torch.float64):
-    "Speculative steps over R requests in one pool, both conventions, against the fp64 recurrence per request (inputs in `dtype`, pools in `state`)."
+def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, dtype=torch.float64, state=torch.float64,
+                 device='cpu', trace=None):
+    """Speculative steps over R requests in one pool, both conventions, against the fp64 recurrence per request (inputs
+    in `dtype`, pools in `state`, on `device`): the largest error. `trace`, a list: each step's outputs of both
+    conventions appended, then both pools."""
     fk = form_args(form)
     gen = torch.Generator().manual_seed(seed)
     HV = H if HV is None else HV
-    src = random_inputs(1, steps * (R + 1) * D, H, K, V, HV=HV, dtype=dtype, state=None, seed=seed, **fk)
+    src = random_inputs(1, steps * (R + 1) * D, H, K, V, HV=HV, dtype=dtype, state=None, seed=seed, device=device, **fk)
     par = dict(A_log=src['A_log'], dt_bias=src['dt_bias'], lower_bound=src['lower_bound'], **fk)
-    S_ref = [torch.randn(HV, V, K, dtype=torch.float64, generator=gen).to(state).double() for _ in range(R)]
+    S_ref = [torch.randn(HV, V, K, dtype=torch.float64, generator=gen).to(state).double().to(device) for _ in range(R)]
     idx = torch.randperm(R * D, generator=gen).view(R, D)             # fla: D slots per request, scattered
-    pool_f = torch.full((R * D + 2, HV, V, K), float('nan'), dtype=state)
+    pool_f = torch.full((R * D + 2, HV, V, K), float('nan'), dtype=state, device=device)
     slot_r = torch.randperm(R + 2, generator=gen)[:R]                  # replay: one slot per request
-    pool_r = torch.full((R + 2, HV, V, K), float('nan'), dtype=state)
+    pool_r = torch.full((R + 2, HV, V, K), float('nan'), dtype=state, device=device)
     for r in range(R): pool_f[idx[r, 0]] = pool_r[slot_r[r]] = S_ref[r]
-    rec = new_draft_records(R + 2, D, H, K, V, HV=HV, dtype=dtype)
+    rec = new_draft_records(R + 2, D, H, K, V, HV=HV, dtype=dtype, device=device)
     acc_f, acc_r = [1] * R, [0] * R                                     # verdicts not yet applied
     worst, cursor = 0.0, 0
     for step in range(steps):
@@ -52,7 +55,7 @@ def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, d
         tot = sum(d)
         x = {n: src[n][:, cursor:cursor + tot] for n in NAMES}
         cursor += tot
-        cu = torch.tensor([0] + d).cumsum(0)
+        cu = torch.tensor([0] + d).cumsum(0).to(device)
         idx_b = torch.stack([idx[r] if r >= 0 else torch.full((D,), -1) for r in rows])
         o_f = verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=pool_f, ssm_state_indices=idx_b,
                                       num_accepted_tokens=torch.tensor([acc_f[r] if r >= 0 else 1 for r in rows]),
@@ -61,6 +64,7 @@ def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, d
                             state_indices=torch.tensor([int(slot_r[r]) if r >= 0 else -1 for r in rows]),
                             num_accepted_tokens=torch.tensor([acc_r[r] if r >= 0 else 0 for r in rows]),
                             cu_seqlens=cu, **par)
+        if trace is not None: trace.append((o_f.clone(), o_r.clone()))
         for i, r in enumerate(rows):
             lo, hi = int(cu[i]), int(cu[i + 1])
             if r < 0:
@@ -70,7 +74,7 @@ def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, d
             L = hi - lo                                   # every prefix of the drafts at once: their states
             pre = {n: torch.cat([xi[n][:, :t + 1] for t in range(L)], 1) for n in NAMES}
             ref_o, states = kda_recurrent(*(pre[n] for n in NAMES), initial_state=S_ref[r][None].expand(L, -1, -1, -1),
-                                          cu_seqlens=torch.tensor([0] + [t + 1 for t in range(L)]).cumsum(0), **par)
+                                          cu_seqlens=torch.tensor([0] + [t + 1 for t in range(L)], device=device).cumsum(0), **par)
             ref_o = ref_o[:, -L:]
             worst = _worse(worst, rel_rms(o_f[:, lo:hi], ref_o), rel_rms(o_r[:, lo:hi], ref_o))
             for t, S in enumerate(states): worst = _worse(worst, rel_rms(pool_f[idx[r, t]], S))
@@ -80,6 +84,7 @@ def serving_loop(form=None, steps=5, R=5, D=4, H=2, K=8, V=8, HV=None, seed=0, d
     commit_drafts(pool_r, rec, slot_r, torch.tensor(acc_r), **{k_: par[k_] for k_ in ('A_log', 'dt_bias', 'lower_bound')}, **fk)
     for r in range(R):
         worst = _worse(worst, rel_rms(pool_f[idx[r, acc_f[r] - 1]], S_ref[r]), rel_rms(pool_r[slot_r[r]], S_ref[r]))
+    if trace is not None: trace.append((pool_f.clone(), pool_r.clone()))
     return worst
 
 
@@ -361,12 +366,39 @@ def test_verify_bytes_orders_the_designs():
             assert b['replay, one kernel'] - b['one token'] == 2 * d * (2 * 128 + 128 + 1) * 2
 
 
+from contextlib import contextmanager
+
 REASON = kernels_unavailable_reason()
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
+def switched(on: bool):
+    "A context: `ONE_LAUNCH_VERIFY` set to `on` inside it, back off after."
+    glob = verify_drafts.__globals__
+    @contextmanager
+    def ctx():
+        glob['ONE_LAUNCH_VERIFY'] = on
+        try: yield
+        finally: glob['ONE_LAUNCH_VERIFY'] = False
+    return ctx()
+
+def counting_k3(calls: list):
+    "A context: `decode_cuda` as the serving functions call it, counted into `calls`."
+    glob = verify_drafts.__globals__
+    real = glob['decode_cuda']
+    @contextmanager
+    def ctx():
+        glob['decode_cuda'] = lambda *a, **kw: (calls.append(1), real(*a, **kw))[1]
+        try: yield
+        finally: glob['decode_cuda'] = real
+    return ctx()
+
 @needs_kernels
-def test_verify_drafts_graph_replay():
+@pytest.mark.parametrize('one_launch', [False, True])
+def test_verify_drafts_graph_replay(one_launch):
     "verify_drafts captured once (check=False) replays new verdicts, slots and tokens written into its buffers, as eager calls compute them."
+    with switched(one_launch): _check_verify_drafts_graph()
+
+def _check_verify_drafts_graph():
     N, D, H, K, P = 3, 4, 4, 128, 6
     x = random_inputs(N, D, H, K, state=None, device='cuda', seed=1)
     par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=-5.0)
@@ -389,3 +421,143 @@ def test_verify_drafts_graph_replay():
         step(e_pool, e_rec, e_out)
         graph.replay()
         assert torch.equal(out, e_out) and torch.equal(pool, e_pool) and torch.equal(rec.count, e_rec.count), new_slots
+
+
+from kda_nb.layout import Form, form_options
+from kda_nb.serving import _one_launch_form
+
+def k3_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
+                   cu_seqlens=None, state_indices=None, *, token_slots=None, write_final=True, form=None):
+    """`decode_cuda`'s contract (04a: padding sequences, per-token stores, `write_final`) computed token by token on the
+    fp64 recurrence, reading the indices on the host: K3's stand-in on a CPU, for the tests of the one-launch glue."""
+    B, T = q.shape[:2]
+    flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
+    bounds = seq_bounds(B, T, cu_seqlens)
+    P = final_state.shape[0]
+    slots = state_indices.tolist() if state_indices is not None else list(range(len(bounds)))
+    table = token_slots.tolist() if token_slots is not None else [[] for _ in bounds]
+    h0 = [initial_state[s].clone() if 0 <= s < P else None for s in slots]     # every state read before any store
+    o = torch.zeros_like(flat(v))
+    for n, (a, b) in enumerate(bounds):
+        if h0[n] is None: continue                                              # padding: zero outputs, no store
+        h = h0[n][None]
+        for t in range(b - a):
+            o_t, h = kda_recurrent(*(flat(x)[:, a + t:a + t + 1] for x in (q, k, v, g, beta)), A_log, dt_bias, scale=scale,
+                                   lower_bound=lower_bound, initial_state=h, **form_options(form or Form()))
+            o[:, a + t] = o_t[:, 0]
+            if t < len(table[n]) and 0 <= table[n][t] < P: final_state[table[n][t]] = h[0].to(final_state.dtype)
+        if write_final: final_state[slots[n]] = h[0].to(final_state.dtype)
+    out.copy_(o.view(out.shape))
+    return out, final_state
+
+def k3_stand_in(k3=k3_on_the_host):
+    "A context: the one-launch paths taken for every call, with `k3` standing in for K3 (`decode_cuda`)."
+    glob = verify_drafts.__globals__
+    @contextmanager
+    def ctx():
+        saved = {n: glob[n] for n in ('_one_launch_form', 'decode_cuda')}
+        glob['_one_launch_form'] = lambda q, v, pool, backend, form: Form(**form)
+        glob['decode_cuda'] = k3
+        try: yield
+        finally: glob.update(saved)
+    return ctx()
+
+def test_one_launch_glue_on_the_host():
+    "The one-launch paths, K3 stood in for by the fp64 recurrence: every output and state of the serving loop exact."
+    calls = []
+    def k3(*a, **kw):
+        calls.append(kw['token_slots'].shape)
+        return k3_on_the_host(*a, **kw)
+    with k3_stand_in(k3):
+        assert serving_loop() < 1e-12
+        assert len(calls) == 10                                              # one launch per step and convention
+        assert serving_loop(form=Form(safe_gate=False), D=8, seed=3) < 1e-12
+        assert serving_loop(form=Form(use_gate_in_kernel=False, safe_gate=False), seed=4) < 1e-12
+        assert serving_loop(HV=4, seed=6) < 1e-12                              # grouped value heads
+    x, par = _step_args(N=3, T=3)                                              # a fixed batch: N rows of T drafts
+    H, K = x['q'].shape[2:]
+    start, found = torch.randn(6, H, K, K, dtype=torch.float64), []
+    for one in (True, False):                                                  # the same two steps, each way
+        pool, rec = start.clone(), new_draft_records(6, 4, H, K, K, dtype=torch.float64)
+        with k3_stand_in() if one else switched(False):
+            outs = [verify_drafts(*(x[n] for n in NAMES), pool=pool, records=rec, state_indices=torch.tensor([0, 2, 5]),
+                                  num_accepted_tokens=torch.tensor(acc), **par) for acc in ([0, 0, 0], [3, 1, 2])]
+        found.append((outs, pool, rec.count))
+    (o1, p1, c1), (o2, p2, c2) = found
+    assert all(rel_rms(a, b) < 1e-12 for a, b in zip(o1, o2)) and rel_rms(p1, p2) < 1e-12 and torch.equal(c1, c2)
+
+def test_switch_on_without_gpu_keeps_the_composed_path():
+    "ONE_LAUNCH_VERIFY on, on the CPU: the kernels take nothing here, so both conventions run composed, as with it off."
+    x = random_inputs(1, 2, 2, 8, state=None)
+    with switched(True):
+        assert _one_launch_form(x['q'], x['v'], torch.zeros(1, 2, 8, 8), 'auto', {}) is None
+        assert serving_loop(seed=2) < 1e-12
+    with switched(False): assert serving_loop(seed=2) < 1e-12
+
+def test_one_launch_glue_reads_nothing_on_the_host():
+    "The one-launch glue with check=False on the meta device (any host read raises), K3 stubbed out: it reads nothing."
+    with k3_stand_in(lambda *a, **kw: None):
+        H, K, N, D = 2, 8, 3, 4
+        e = lambda *s, dt=torch.bfloat16: torch.empty(*s, dtype=dt, device='meta')
+        args = [e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H)]
+        par = dict(A_log=e(H, dt=torch.float32), dt_bias=e(H, K, dt=torch.float32))
+        cu, slots, acc = e(N + 1, dt=torch.long), e(N, dt=torch.long), e(N, dt=torch.long)
+        pool, rec = e(6, H, K, K, dt=torch.float32), new_draft_records(6, D, H, K, K, device='meta')
+        assert verify_drafts(*args, pool=pool, state_indices=slots, num_accepted_tokens=acc, records=rec, cu_seqlens=cu,
+                             check=False, **par).shape == (1, 9, H, K)
+        assert verify_drafts_per_token(*args, initial_state=pool, ssm_state_indices=e(N, D, dt=torch.long),
+                                       num_accepted_tokens=acc, cu_seqlens=cu, check=False, **par).shape == (1, 9, H, K)
+
+
+@needs_kernels
+@pytest.mark.parametrize('form', [None, Form(safe_gate=False)])
+@pytest.mark.parametrize('state', [torch.float32, torch.bfloat16])
+def test_one_launch_against_fp64_and_composed(state, form):
+    """Both conventions in one K3 launch (one launch per step and convention, counted): the serving loop's outputs and
+    states within K3's rounding of the fp64 recurrence, and of the composed path on the same steps; the slots each
+    writes are the composed path's (the pools' NaN where neither wrote)."""
+    runs, tol = {}, (1.5e-2 if state == torch.bfloat16 else 6e-3)
+    for on in (False, True):
+        trace, calls = [], []
+        with switched(on), counting_k3(calls):
+            err = serving_loop(form=form, D=8, K=128, V=128, dtype=torch.bfloat16, state=state, device='cuda', seed=7,
+                               trace=trace)
+        assert err < tol, (on, err)
+        assert len(calls) == (10 if on else 0)
+        runs[on] = trace
+    for a, b in zip(runs[False], runs[True]):
+        for x, y in zip(a, b):
+            seen = torch.isfinite(x)
+            assert torch.equal(seen, torch.isfinite(y)) and rel_rms(y[seen], x[seen]) < tol
+
+@needs_kernels
+@pytest.mark.parametrize('one_launch', [False, True])
+def test_verify_drafts_per_token_graph_replay(one_launch):
+    """verify_drafts_per_token captured once (check=False) replays new accepted counts (0: padding), slots (-1 among
+    them) and lengths written into its buffers, as eager calls compute them."""
+    N, D, H, K, P = 3, 4, 4, 128, 16
+    x = random_inputs(1, 0, H, K, seqlens=[4, 1, 3], state=None, device='cuda', seed=2)
+    cu = x['cu_seqlens']
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=-5.0)
+    pool = torch.randn(P, H, K, K, device='cuda')
+    idx = torch.arange(N * D, device='cuda').view(N, D).contiguous()
+    acc = torch.ones(N, dtype=torch.long, device='cuda')
+    out = torch.empty_like(x['v'])
+    step = lambda pool, out: verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=pool, ssm_state_indices=idx,
+                                                     num_accepted_tokens=acc, cu_seqlens=cu, out=out, check=False, **par)
+    with switched(one_launch):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side): step(pool, out)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph): step(pool, out)
+        for new_idx, new_acc, lens in (([[12, 13, 14, 15], [4, 5, 6, 7], [8, 9, 10, 11]], [4, 1, 2], [2, 4, 1]),
+                                       ([[0, -1, 2, 3], [-1, -1, -1, -1], [15, 14, 13, 12]], [1, 1, 3], [4, 2, 2]),
+                                       ([[7, 6, 5, 4], [0, 1, 2, 3], [8, 9, -1, 11]], [0, 4, 2], [1, 3, 4])):
+            idx.copy_(torch.tensor(new_idx)); acc.copy_(torch.tensor(new_acc)); cu.copy_(torch.tensor([0] + lens).cumsum(0))
+            for n in NAMES: x[n].copy_(torch.randn_like(x[n].float()).to(x[n].dtype))
+            e_pool, e_out = pool.clone(), torch.empty_like(out)
+            step(e_pool, e_out)
+            graph.replay()
+            assert torch.equal(out, e_out) and torch.equal(pool, e_pool), (new_idx, new_acc)

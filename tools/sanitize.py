@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets, a prepared decode step fed unchecked values, and the backward's two passes
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, a prepared decode step fed unchecked values, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches.
 """
 import os
@@ -89,6 +89,19 @@ inp = random_inputs(3, 2, 2, 128, device='cuda', seed=6)          # fixed length
 decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
             initial_state=inp['initial_state'], final_state=torch.empty_like(inp['initial_state']))
 torch.cuda.synchronize()
+# K3's per-token stores (04a_decode): tables no check has seen (negative, past the pool, the integer type's extremes,
+# valid slots past a sequence's tokens and for padding sequences), into a bf16 pool in place, no final write
+for idx_dtype in (torch.int32, torch.int64):
+    inp = random_inputs(1, 0, 2, 128, seqlens=[3, 8, 1, 19], state=None, device='cuda', seed=12)
+    pool = torch.randn(4, 2, 128, 128, device='cuda').bfloat16()
+    info = torch.iinfo(idx_dtype)
+    bad = torch.tensor([-1, -2, 4, 5, info.max, info.min, info.max // 2 + 1, -(2 ** 30)])
+    ts = bad[torch.arange(4 * 64) % len(bad)].view(4, 64)
+    ts[0, 1], ts[0, 3:], ts[1:3] = 2, 3, 3
+    decode_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=torch.empty_like(inp['v']),
+                initial_state=pool, final_state=pool, state_indices=torch.tensor([0, -1, 99, 1], device='cuda', dtype=idx_dtype),
+                token_slots=ts.to('cuda', idx_dtype), write_final=False)
+    torch.cuda.synchronize()
 # a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
 from kda_nb.api import DecodeStep
 bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)
