@@ -156,12 +156,17 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // (the plan picks no more; a direct caller's are cut to them). 0, or with keep the id of a prepared decode step.
 // 'decode' only: token_slots [N, W] stores the state after token t < W of sequence n into pool slot token_slots[n, t]
 // of final_state, and write_final false leaves out the usual write of the state after a sequence's last token.
+// 'chunked' in one step only: records (uint8) takes K1's records in place of a workspace of the call's own, and with
+// reuse_records K1 does not run: K2 reads the records an earlier call over the same q, k, g, beta, cu_seqlens, form
+// and heads left there (kda_checks.h §records).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
-                    int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final) {
+                    int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
+                    c10::optional<torch::Tensor> records, bool reuse_records) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     check_form_codes(gate_form, beta_form, norm_form);
     check_token_slots(token_slots, write_final, path, keep, final_state);
+    check_records(records, reuse_records, path, steps);
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -185,12 +190,20 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
             p.steps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.steps, a.max_chunks)));
             const int64_t H = c.H;
             const int64_t rec_bytes = a.max_chunks * H * static_cast<int64_t>(kda::record_bytes());
-            const int64_t ws_bytes = rec_bytes + (p.steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
-            const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
-            a.workspace = ws.data_ptr();
-            err = kda::launch_chunked(a, p, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes),
-                                      c.stream);
-            TORCH_CHECK(err == cudaSuccess, "kda_forward: launching K1 and K2 failed: ", cudaGetErrorString(err));
+            if (records.has_value()) {                // the caller's records: K1 into them (unless reused), then K2
+                records_fit(*records, rec_bytes, q);
+                a.workspace = records->data_ptr();
+                err = reuse_records ? cudaSuccess : kda::launch_prepare(a, p.k1_persistent, p.sms, c.stream);
+                if (err == cudaSuccess) err = kda::launch_recurrence(a, p.k2_stages, c.stream);
+                TORCH_CHECK(err == cudaSuccess, "kda_forward: launching K2 on the given records failed: ", cudaGetErrorString(err));
+            } else {
+                const int64_t ws_bytes = rec_bytes + (p.steps > 1 ? 2 * H * 128 * 128 * 4 : 0);
+                const torch::Tensor ws = torch::empty({std::max<int64_t>(ws_bytes, 16)}, q.options().dtype(at::kByte));
+                a.workspace = ws.data_ptr();
+                err = kda::launch_chunked(a, p, reinterpret_cast<float*>(static_cast<uint8_t*>(a.workspace) + rec_bytes),
+                                          c.stream);
+                TORCH_CHECK(err == cudaSuccess, "kda_forward: launching K1 and K2 failed: ", cudaGetErrorString(err));
+            }
         }
     }
     finish(c, out, final_state);
@@ -465,7 +478,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
-          py::arg("token_slots") = py::none(), py::arg("write_final") = true);
+          py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
+          py::arg("reuse_records") = false);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

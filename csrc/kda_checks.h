@@ -239,6 +239,26 @@ void token_slots_fit(const torch::Tensor& t, int64_t N, const torch::Tensor& q) 
     TORCH_CHECK(t.device() == q.device(), "token_slots must be on ", q.device(), ", got ", t.device());
 }
 
+// §records: K1's records in a tensor of the caller's ('chunked' path, one step), so that calls over the same q, k, g,
+// beta, cu_seqlens, form and heads (what K1 reads; v and the states may differ) share one K1: reuse_records runs K2
+// alone on the records an earlier call left. Checked before `prepare` what needs no size, the size after it.
+void check_records(const c10::optional<torch::Tensor>& records, bool reuse, const std::string& path, int64_t steps) {
+    if (!records.has_value()) {
+        TORCH_CHECK(!reuse, "reuse_records=True needs records: the tensor an earlier call left K1's records in");
+        return;
+    }
+    const torch::Tensor& r = *records;
+    TORCH_CHECK(path == "chunked", "records (K1's records kept for a later call) are for the 'chunked' path, got '", path, "'");
+    TORCH_CHECK(steps == 1, "records are for a call of one step (no pipeline), got steps = ", num(steps).c_str());
+    TORCH_CHECK(r.scalar_type() == at::kByte, "records must be a uint8 tensor, got ", r.scalar_type());
+    TORCH_CHECK(r.is_contiguous(), "records must be contiguous");
+}
+void records_fit(const torch::Tensor& r, int64_t bytes, const torch::Tensor& q) {
+    TORCH_CHECK(r.device() == q.device(), "records must be on ", q.device(), ", got ", r.device());
+    TORCH_CHECK(r.numel() >= bytes, "records must hold at least ", num(bytes).c_str(), " bytes (K1's records of this call), got ",
+                num(r.numel()).c_str());
+}
+
 // The fields kda::FwdArgs and kda::DecodeArgs share, from a prepared call.
 template <typename Args>
 void fill_common(Args& a, const Call& c, double scale, double lower_bound) {

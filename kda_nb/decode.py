@@ -29,13 +29,6 @@ def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
     state after token t < W of sequence n into `final_state[token_slots[n, t]]` (a pool; a value outside it: no
     store); `write_final=False`: no state written after a sequence's last token (only with `token_slots`). `form`:
     the call's `kda_nb.layout.Form` (None: FlashKDA's), `lower_bound` None for a form with none."""
-    if token_slots is None and write_final:
-        launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-               state_indices, form=form)
-    else:                  # (the binding's keywords past the 14 of every call: the plan's, the form's, the stores')
-        gate, beta_form, norm = form.codes if form is not None else (0, 0, 0)
-        load_kernels().kda_forward(q, k, v, g, beta, float(scale), out, A_log, dt_bias,
-                                   0.0 if lower_bound is None else float(lower_bound), initial_state, final_state,
-                                   cu_seqlens, state_indices, **_K3.launch_args(), keep=False, gate_form=gate,
-                                   beta_form=beta_form, norm_form=norm, token_slots=token_slots, write_final=write_final)
+    launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
+           state_indices, form=form, token_slots=token_slots, write_final=write_final)
     return out, final_state
