@@ -51,6 +51,53 @@ def test_earlier_versions_say_whether_they_can_run():
     assert 'CUDA devices only' in kernels_version_backend('v4').why_not(cpu[0], 'cpu')
 
 
+import importlib.util
+import os
+from kda_nb.bench.cases import long_cases, make_inputs
+
+def test_fla_cp_refuses_cleanly_here():
+    "Without fla (or a GPU) fla_cp says why in one line; training steps and cases left out by the budget are refused too."
+    bk = default_backends(['fla_cp'])[0]
+    one = long_cases(Hs=(2,), Ts=(256,), D=16)[0]
+    why = bk.why_not(one, 'cpu')
+    assert isinstance(why, str) and why and '\n' not in why and 'Traceback' not in why
+    if importlib.util.find_spec('fla') is None: assert 'fla (pip package fla-core) is not installed' in why
+    train = build_cases(['train'], cpu=True, quick=True)[0]
+    assert 'inference_mode' in bk.why_not(train, 'cuda') and LABELS['fla_cp'] == 'fla chunk_kda, intra-card CP'
+    left = long_cases(Hs=(2,), Ts=(256, 1024), budget=1000)[2]
+    assert left.left_out and all(b.why_not(left, 'cpu') == left.left_out
+                                 for b in default_backends(['kda_nb', 'flash_kda', 'fla', 'fla_cp', 'reference']))
+    assert default_backends(['reference'])[0].why_not(one, 'cpu') is None       # a case inside the budget: its own reasons
+
+def test_fla_cp_switches_fla_s_backend_on_for_its_calls_only(monkeypatch):
+    "fla_cp: FLA_INTRACARD_CP=1, inference mode and cu_seqlens during the call, the variable as it was after; plain fla: 0."
+    seen = []
+    def fake(**kw):                                # fla_forward's signature, fla's results' shapes
+        seen.append((os.environ.get(INTRACARD_CP), torch.is_inference_mode_enabled(), kw['cu_seqlens'], kw['q'].shape[0]))
+        return kw['v'], kw['initial_state']
+    monkeypatch.setitem(fla_cp_backend.__globals__, 'fla_forward', fake)   # where the bound calls look it up
+    monkeypatch.setenv('FLA_FLASH_KDA', '0')       # (fla_own_kernels sets it where unset: not in this process's env)
+    monkeypatch.delenv(INTRACARD_CP, raising=False)
+    one, mix = long_cases(Hs=(2,), Ts=(256,), D=16)
+    sets = [make_inputs(one, seed=s) for s in (0, 1)]
+    cp = fla_cp_backend()
+    for call in [cp.bind(s, one) for s in sets]: call()
+    assert [x[:2] for x in seen] == [('1', True)] * 2 and INTRACARD_CP not in os.environ
+    assert seen[0][2] is seen[1][2] and seen[0][2].tolist() == [0, 256] and seen[0][3] == 1   # one tensor per case, B = 1
+    mixed = make_inputs(mix)
+    cp.bind(mixed, mix)()
+    assert seen[-1][2] is mixed['cu_seqlens'] and seen[-1][2].tolist()[:3] == [0, 128, 130]
+    monkeypatch.setenv(INTRACARD_CP, 'as before')
+    fla_backend().bind(sets[0], one)()             # the plain column: the backend off, whatever the environment says
+    assert seen[-1][0] == '0' and seen[-1][2] is None and os.environ[INTRACARD_CP] == 'as before'
+    cp.bind(sets[0], one)()
+    assert seen[-1][0] == '1' and os.environ[INTRACARD_CP] == 'as before'
+    def broken(**kw): raise RuntimeError('fla failed')
+    monkeypatch.setitem(fla_cp_backend.__globals__, 'fla_forward', broken)
+    with pytest.raises(RuntimeError, match='fla failed'): cp.bind(sets[0], one)()
+    assert os.environ[INTRACARD_CP] == 'as before'                 # restored on an error too
+
+
 from kda_nb.bench.cases import Case, make_inputs
 
 def _before_after_reason():
