@@ -283,7 +283,8 @@ def _method(records: list[Mapping], env: dict) -> str:
               "environment says." if any(r['impl'] == 'fla' for r in records) else '')
            + (" *fla chunk_kda, intra-card CP* is fla's `chunk_kda` with that backend on: `FLA_INTRACARD_CP=1` for each "
               "call, under `torch.inference_mode()`, with `cu_seqlens` (`[0, T]` for one sequence, the same tensor on every "
-              "call); fla splits each long sequence into sub-sequences whose states it computes side by side and merges."
+              "call); fla cuts each long sequence into sub-sequences, chains what each does to the state to find their initial "
+              "states, and runs their state passes side by side."
               if any(r['impl'] == 'fla_cp' for r in records) else '')
            + (" The long group is one sequence of T tokens, and one of T/2 beside 64 sharing the other T/2, at each H; "
               "a case over its memory budget (T·H) is left out, and the group's table says which."
