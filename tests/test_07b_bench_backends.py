@@ -70,10 +70,20 @@ def test_fla_cp_refuses_cleanly_here():
     assert default_backends(['reference'])[0].why_not(one, 'cpu') is None       # a case inside the budget: its own reasons
 
 def test_fla_cp_switches_fla_s_backend_on_for_its_calls_only(monkeypatch):
-    "fla_cp: FLA_INTRACARD_CP=1, inference mode and cu_seqlens during the call, the variable as it was after; plain fla: 0."
+    """fla_cp: FLA_INTRACARD_CP=1, inference mode and cu_seqlens during the call, the variable as it was after; plain fla:
+    0. A dispatch that caches whether the backend may be used (newer fla's `can_use`) is made to read the switch again."""
+    import functools, sys, types
+    class IntraCard:                               # as newer fla: the switch read once, at the first ask, then cached
+        @classmethod
+        @functools.cache
+        def can_use(cls): return os.environ.get(INTRACARD_CP, '0') != '0'
+    fla_module = types.ModuleType('intracard')
+    fla_module.IntraCardCPBackend = IntraCard
+    monkeypatch.setitem(sys.modules, 'fla.ops.common.backends.intracard', fla_module)
     seen = []
     def fake(**kw):                                # fla_forward's signature, fla's results' shapes
-        seen.append((os.environ.get(INTRACARD_CP), torch.is_inference_mode_enabled(), kw['cu_seqlens'], kw['q'].shape[0]))
+        seen.append((os.environ.get(INTRACARD_CP), torch.is_inference_mode_enabled(), kw['cu_seqlens'], kw['q'].shape[0],
+                     IntraCard.can_use()))
         return kw['v'], kw['initial_state']
     monkeypatch.setitem(fla_cp_backend.__globals__, 'fla_forward', fake)   # where the bound calls look it up
     monkeypatch.setenv('FLA_FLASH_KDA', '0')       # (fla_own_kernels sets it where unset: not in this process's env)
@@ -82,16 +92,17 @@ def test_fla_cp_switches_fla_s_backend_on_for_its_calls_only(monkeypatch):
     sets = [make_inputs(one, seed=s) for s in (0, 1)]
     cp = fla_cp_backend()
     for call in [cp.bind(s, one) for s in sets]: call()
-    assert [x[:2] for x in seen] == [('1', True)] * 2 and INTRACARD_CP not in os.environ
+    assert [(x[0], x[1], x[4]) for x in seen] == [('1', True, True)] * 2 and INTRACARD_CP not in os.environ
     assert seen[0][2] is seen[1][2] and seen[0][2].tolist() == [0, 256] and seen[0][3] == 1   # one tensor per case, B = 1
     mixed = make_inputs(mix)
     cp.bind(mixed, mix)()
     assert seen[-1][2] is mixed['cu_seqlens'] and seen[-1][2].tolist()[:3] == [0, 128, 130]
     monkeypatch.setenv(INTRACARD_CP, 'as before')
     fla_backend().bind(sets[0], one)()             # the plain column: the backend off, whatever the environment says
-    assert seen[-1][0] == '0' and seen[-1][2] is None and os.environ[INTRACARD_CP] == 'as before'
+    assert seen[-1][0] == '0' and seen[-1][4] is False and seen[-1][2] is None and os.environ[INTRACARD_CP] == 'as before'
     cp.bind(sets[0], one)()
-    assert seen[-1][0] == '1' and os.environ[INTRACARD_CP] == 'as before'
+    assert seen[-1][0] == '1' and seen[-1][4] is True and os.environ[INTRACARD_CP] == 'as before'
+    assert IntraCard.can_use() is True             # read again after the call: 'as before' is not '0'
     def broken(**kw): raise RuntimeError('fla failed')
     monkeypatch.setitem(fla_cp_backend.__globals__, 'fla_forward', broken)
     with pytest.raises(RuntimeError, match='fla failed'): cp.bind(sets[0], one)()

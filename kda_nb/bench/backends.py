@@ -9,6 +9,7 @@ import contextlib
 import importlib.util
 import inspect
 import os
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -26,8 +27,8 @@ from .cases import INPUTS, STATES, TRAIN, Case
 # %% auto #0
 __all__ = ['TRAIN_LEAVES', 'INTRACARD_CP', 'IMPLS', 'LABELS', 'Backend', 'case_plan', 'train_step', 'kernels_ready',
            'fwd_backend', 'step_backend', 'version_refusal', 'version_launcher', 'version_call',
-           'kernels_version_backend', 'env_set', 'fla_own_kernels', 'fla_backend', 'fla_intracard_reason',
-           'fla_cp_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
+           'kernels_version_backend', 'env_set', 'fla_intracard', 'fla_own_kernels', 'fla_backend',
+           'fla_intracard_reason', 'fla_cp_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
 
 # %% ../../nbs/07b_bench_backends.ipynb #cb552273
 @dataclass
@@ -211,7 +212,8 @@ def kernels_version_backend(version: str) -> Backend:
     return Backend(f'kda_nb_{version}', why_not, bind)
 
 # %% ../../nbs/07b_bench_backends.ipynb #f96d450c
-INTRACARD_CP = 'FLA_INTRACARD_CP'      # fla's switch for its intra-card CP backend, read on every call
+INTRACARD_CP = 'FLA_INTRACARD_CP'      # fla's switch for its intra-card CP backend
+_INTRACARD_MODULE = 'fla.ops.common.backends.intracard'     # where fla keeps that backend's class
 
 @contextlib.contextmanager
 def env_set(name: str, value: str):
@@ -222,6 +224,22 @@ def env_set(name: str, value: str):
     finally:
         if old is None: os.environ.pop(name, None)
         else: os.environ[name] = old
+
+def _fla_reads_switches_again():
+    "Where fla's dispatch caches whether a backend may be used (its switch read once, `can_use`), forget that: read again."
+    backend = getattr(sys.modules.get(_INTRACARD_MODULE), 'IntraCardCPBackend', None)
+    clear = getattr(getattr(backend, 'can_use', None), 'cache_clear', None)
+    if clear is not None: clear()
+
+@contextlib.contextmanager
+def fla_intracard(on: bool):
+    """fla's intra-card CP backend switched on (`FLA_INTRACARD_CP=1`) or off (`0`) inside the block, as before after it;
+    fla is made to read the switch again on entry and on exit."""
+    try:
+        with env_set(INTRACARD_CP, '1' if on else '0'):
+            _fla_reads_switches_again()
+            yield
+    finally: _fla_reads_switches_again()
 
 def fla_own_kernels() -> str:
     """Keep fla on its own kernels: fla 0.6 hands `chunk_kda` to FlashKDA when `flash_kda` is installed, unless
@@ -238,7 +256,7 @@ def fla_backend() -> Backend:
             return train_step(lambda **x: fla_forward(**x), inp, case, flat_dt_bias=True)
         args = dict(inp, initial_state=inp['initial_state'].float(), **case.options)
         def call():
-            with env_set(INTRACARD_CP, '0'): return fla_forward(**args)     # plain fla: its CP backend off
+            with fla_intracard(False): return fla_forward(**args)     # plain fla: its CP backend off
         return call
     return Backend('fla', why_not, bind, state=lambda case: 'fp32')
 
@@ -270,7 +288,7 @@ def fla_cp_backend() -> Backend:
             cu = one_seq[key]
         args = dict(inp, initial_state=inp['initial_state'].float(), cu_seqlens=cu, **case.options)
         def call():
-            with env_set(INTRACARD_CP, '1'), torch.inference_mode():
+            with fla_intracard(True), torch.inference_mode():
                 return fla_forward(**args)
         return call
     return Backend('fla_cp', why_not, bind, state=lambda case: 'fp32')
