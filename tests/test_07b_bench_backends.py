@@ -127,3 +127,28 @@ def test_pre_refactor_build_gives_the_same_bits():
         torch.cuda.synchronize()
         print(f"{case}: plan {case_plan(case, 'cuda').path}; out equal {torch.equal(o1, o2)}, state equal {torch.equal(s1, s2)}")
         assert torch.equal(o1, o2) and torch.equal(s1, s2), case
+
+
+from kda_nb.bench.check import rel_rms_big
+
+def _fla_cp_gpu_reason():
+    return fla_intracard_reason() or (None if torch.cuda.is_available() else 'needs a GPU')
+
+@pytest.mark.slow
+@pytest.mark.skipif(_fla_cp_gpu_reason() is not None, reason=f"fla's intra-card CP on a GPU: {_fla_cp_gpu_reason()}")
+def test_fla_cp_engages_on_the_gpu():
+    import fla.ops.common.intracard_cp as icp
+    before = os.environ.get(INTRACARD_CP)
+    case = long_cases(Hs=(4,), Ts=(65536,))[1]                 # long + short: 32768 tokens, then 64 of 512
+    inp = make_inputs(case, 'cuda')
+    cache = getattr(icp, '_intracard_cache', None)
+    if cache is not None: cache.clear()
+    with torch.inference_mode():
+        o1, s1 = fla_backend().bind(inp, case)()
+        n_plain = None if cache is None else len(cache)
+        o2, s2 = fla_cp_backend().bind(inp, case)()
+    torch.cuda.synchronize()
+    print(f"intra-card cache entries: after fla {n_plain}, after fla_cp {None if cache is None else len(cache)}; "
+          f"fla_cp against fla: out {rel_rms_big(o2, o1):.1e}, state {rel_rms_big(s2, s1):.1e}")
+    assert rel_rms_big(o2, o1) < 3e-2 and rel_rms_big(s2, s1) < 3e-2 and os.environ.get(INTRACARD_CP) == before
+    if cache is not None: assert n_plain == 0 and len(cache) >= 1, (n_plain, len(cache))
