@@ -4,6 +4,33 @@ import pytest
 from kda_nb.bench.cases import *
 
 
+import pytest
+
+def test_long_cases_layouts_and_budget():
+    cases = build_cases(['long'], cpu=False, quick=False)
+    assert len(cases) == 5 * 4 * 2 and LONG not in GROUPS and {c.group for c in cases} == {LONG}
+    assert [(c.H, c.T, c.name) for c in cases[:4]] == [(4, 8192, 'one sequence'), (4, 8192, 'long + short'),
+                                                       (4, 32768, 'one sequence'), (4, 32768, 'long + short')]
+    assert [(c.H, c.T) for c in cases if c.left_out] == [(32, 524288)] * 2 + [(96, 131072)] * 2 + [(96, 524288)] * 2
+    assert all(c.T * c.H <= 2**23 for c in cases if not c.left_out) and len({c.left_out for c in cases if c.left_out}) == 1
+    assert '8388608 token-heads (2^23)' in cases[-1].left_out
+    for c in cases:
+        assert c.T == sum(c.seqlens) and (c.state, c.K, c.V) == ('fp32', 128, 128)
+        if c.name == 'one sequence': assert (c.N, c.varlen, c.seqlens) == (1, False, [c.T])
+        else: assert c.varlen and c.N == 65 and c.seqlens[0] == c.T // 2 and set(c.seqlens[1:]) == {c.T // 128}
+    assert long_mix(8192)[:2] == [4096, 64] and sum(long_mix(524288)) == 524288 and long_mix(524288)[-1] == 4096
+    with pytest.raises(ValueError, match='multiple of 128'): long_mix(1000)
+    tight = long_cases(Hs=(2,), Ts=(256, 1024), budget=1000)              # 2·256 fits, 2·1024 does not
+    assert [c.left_out is None for c in tight] == [True, True, False, False] and '(2^' not in tight[2].left_out
+    given = build_cases(['long'], cpu=False, quick=False, Hs=(8,), long_Ts=(1024,), long_budget=4096)
+    assert [(c.H, c.T, c.left_out is None) for c in given] == [(8, 1024, False)] * 2
+    assert max(c.T for c in build_cases(['long'], cpu=False, quick=True)) == 131072
+    cpu = build_cases(['long'], cpu=True, quick=True)
+    assert [(c.H, c.T) for c in cpu] == [(2, 256)] * 2 + [(2, 1024)] * 2 and not any(c.left_out for c in cpu)
+    assert make_inputs(cpu[1])['cu_seqlens'].tolist()[:3] == [0, 128, 130] and make_inputs(cpu[0])['cu_seqlens'] is None
+    assert not any(c.group == LONG for c in build_cases(list(GROUPS), cpu=False, quick=False))   # never in a default run
+
+
 def test_variant_cases():
     base = anchor_cases(Hs=(96, 64), states=('bf16', 'fp32'))
     vs = variant_cases(base, ['softplus', 'gva32', 'd64', 'fp16'])

@@ -51,6 +51,64 @@ def test_earlier_versions_say_whether_they_can_run():
     assert 'CUDA devices only' in kernels_version_backend('v4').why_not(cpu[0], 'cpu')
 
 
+import importlib.util
+import os
+from kda_nb.bench.cases import long_cases, make_inputs
+
+def test_fla_cp_refuses_cleanly_here():
+    "Without fla (or a GPU) fla_cp says why in one line; training steps and cases left out by the budget are refused too."
+    bk = default_backends(['fla_cp'])[0]
+    one = long_cases(Hs=(2,), Ts=(256,), D=16)[0]
+    why = bk.why_not(one, 'cpu')
+    assert isinstance(why, str) and why and '\n' not in why and 'Traceback' not in why
+    if importlib.util.find_spec('fla') is None: assert 'fla (pip package fla-core) is not installed' in why
+    train = build_cases(['train'], cpu=True, quick=True)[0]
+    assert 'inference_mode' in bk.why_not(train, 'cuda') and LABELS['fla_cp'] == 'fla chunk_kda, intra-card CP'
+    left = long_cases(Hs=(2,), Ts=(256, 1024), budget=1000)[2]
+    assert left.left_out and all(b.why_not(left, 'cpu') == left.left_out
+                                 for b in default_backends(['kda_nb', 'flash_kda', 'fla', 'fla_cp', 'reference']))
+    assert default_backends(['reference'])[0].why_not(one, 'cpu') is None       # a case inside the budget: its own reasons
+
+def test_fla_cp_switches_fla_s_backend_on_for_its_calls_only(monkeypatch):
+    """fla_cp: FLA_INTRACARD_CP=1, inference mode and cu_seqlens during the call, the variable as it was after; plain fla:
+    0. A dispatch that caches whether the backend may be used (newer fla's `can_use`) is made to read the switch again."""
+    import functools, sys, types
+    class IntraCard:                               # as newer fla: the switch read once, at the first ask, then cached
+        @classmethod
+        @functools.cache
+        def can_use(cls): return os.environ.get(INTRACARD_CP, '0') != '0'
+    fla_module = types.ModuleType('intracard')
+    fla_module.IntraCardCPBackend = IntraCard
+    monkeypatch.setitem(sys.modules, 'fla.ops.common.backends.intracard', fla_module)
+    seen = []
+    def fake(**kw):                                # fla_forward's signature, fla's results' shapes
+        seen.append((os.environ.get(INTRACARD_CP), torch.is_inference_mode_enabled(), kw['cu_seqlens'], kw['q'].shape[0],
+                     IntraCard.can_use()))
+        return kw['v'], kw['initial_state']
+    monkeypatch.setitem(fla_cp_backend.__globals__, 'fla_forward', fake)   # where the bound calls look it up
+    monkeypatch.setenv('FLA_FLASH_KDA', '0')       # (fla_own_kernels sets it where unset: not in this process's env)
+    monkeypatch.delenv(INTRACARD_CP, raising=False)
+    one, mix = long_cases(Hs=(2,), Ts=(256,), D=16)
+    sets = [make_inputs(one, seed=s) for s in (0, 1)]
+    cp = fla_cp_backend()
+    for call in [cp.bind(s, one) for s in sets]: call()
+    assert [(x[0], x[1], x[4]) for x in seen] == [('1', True, True)] * 2 and INTRACARD_CP not in os.environ
+    assert seen[0][2] is seen[1][2] and seen[0][2].tolist() == [0, 256] and seen[0][3] == 1   # one tensor per case, B = 1
+    mixed = make_inputs(mix)
+    cp.bind(mixed, mix)()
+    assert seen[-1][2] is mixed['cu_seqlens'] and seen[-1][2].tolist()[:3] == [0, 128, 130]
+    monkeypatch.setenv(INTRACARD_CP, 'as before')
+    fla_backend().bind(sets[0], one)()             # the plain column: the backend off, whatever the environment says
+    assert seen[-1][0] == '0' and seen[-1][4] is False and seen[-1][2] is None and os.environ[INTRACARD_CP] == 'as before'
+    cp.bind(sets[0], one)()
+    assert seen[-1][0] == '1' and seen[-1][4] is True and os.environ[INTRACARD_CP] == 'as before'
+    assert IntraCard.can_use() is True             # read again after the call: 'as before' is not '0'
+    def broken(**kw): raise RuntimeError('fla failed')
+    monkeypatch.setitem(fla_cp_backend.__globals__, 'fla_forward', broken)
+    with pytest.raises(RuntimeError, match='fla failed'): cp.bind(sets[0], one)()
+    assert os.environ[INTRACARD_CP] == 'as before'                 # restored on an error too
+
+
 from kda_nb.bench.cases import Case, make_inputs
 
 def _before_after_reason():
@@ -69,3 +127,28 @@ def test_pre_refactor_build_gives_the_same_bits():
         torch.cuda.synchronize()
         print(f"{case}: plan {case_plan(case, 'cuda').path}; out equal {torch.equal(o1, o2)}, state equal {torch.equal(s1, s2)}")
         assert torch.equal(o1, o2) and torch.equal(s1, s2), case
+
+
+from kda_nb.bench.check import rel_rms_big
+
+def _fla_cp_gpu_reason():
+    return fla_intracard_reason() or (None if torch.cuda.is_available() else 'needs a GPU')
+
+@pytest.mark.slow
+@pytest.mark.skipif(_fla_cp_gpu_reason() is not None, reason=f"fla's intra-card CP on a GPU: {_fla_cp_gpu_reason()}")
+def test_fla_cp_engages_on_the_gpu():
+    import fla.ops.common.intracard_cp as icp
+    before = os.environ.get(INTRACARD_CP)
+    case = long_cases(Hs=(4,), Ts=(65536,))[1]                 # long + short: 32768 tokens, then 64 of 512
+    inp = make_inputs(case, 'cuda')
+    cache = getattr(icp, '_intracard_cache', None)
+    if cache is not None: cache.clear()
+    with torch.inference_mode():
+        o1, s1 = fla_backend().bind(inp, case)()
+        n_plain = None if cache is None else len(cache)
+        o2, s2 = fla_cp_backend().bind(inp, case)()
+    torch.cuda.synchronize()
+    print(f"intra-card cache entries: after fla {n_plain}, after fla_cp {None if cache is None else len(cache)}; "
+          f"fla_cp against fla: out {rel_rms_big(o2, o1):.1e}, state {rel_rms_big(s2, s1):.1e}")
+    assert rel_rms_big(o2, o1) < 3e-2 and rel_rms_big(s2, s1) < 3e-2 and os.environ.get(INTRACARD_CP) == before
+    if cache is not None: assert n_plain == 0 and len(cache) >= 1, (n_plain, len(cache))

@@ -49,3 +49,19 @@ def test_merge_keeps_what_the_new_run_did_not_measure():
     as_records = [Record.from_dict(r) for r in old]
     assert merge_records([Record.from_dict(r) for r in new], as_records) == merge_records(new, old)
     assert sort_records(as_records[::-1]) == old
+
+
+from kda_nb.bench.records import _impls
+
+def test_long_records_sort_by_heads_layout_and_length():
+    base = dict(group='long', N=1, state='fp32', impl='kda_nb')
+    recs = [dict(base, H=H, T=T, case=c, N=1 if c == 'one sequence' else 65)
+            for T in (131072, 8192) for c in ('long + short', 'one sequence') for H in (96, 4)]
+    recs += [dict(base, group='train', case='fixed', H=4, T=8192), dict(base, group='T', case='fixed', H=64, T=8192)]
+    got = [(r['group'], r['H'], r['case'], r['T']) for r in sort_records(recs)]
+    assert got[0] == ('T', 64, 'fixed', 8192) and got[-1] == ('train', 4, 'fixed', 8192)
+    assert got[1:5] == [('long', 4, 'one sequence', 8192), ('long', 4, 'one sequence', 131072),
+                        ('long', 4, 'long + short', 8192), ('long', 4, 'long + short', 131072)]
+    assert [g[1] for g in got[5:9]] == [96] * 4
+    assert _impls([dict(impl=i) for i in ('reference', 'fla_cp', 'fla', 'kda_nb', 'flash_kda')]) == \
+        ['kda_nb', 'flash_kda', 'fla', 'fla_cp', 'reference']

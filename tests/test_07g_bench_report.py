@@ -15,6 +15,36 @@ def test_train_table():
     assert train_table([mk('fla', 9.0, 3.5, 3e-3)] * 0) == ''
 
 
+def test_long_table_gives_kda_nb_s_speed_up_over_each_peer():
+    from kda_nb.bench.cases import long_cases
+    from kda_nb.bench.records import new_record
+    ms = dict(kda_nb=2.0, flash_kda=3.0, fla=8.0, fla_cp=5.0)
+    recs = []
+    for case in long_cases(Hs=(4, 96), Ts=(8192, 131072)):                 # H = 96 at 131072: over the budget
+        for impl, t in ms.items():
+            r = new_record(case, impl, 'fp32', 'skipped' if case.left_out else 'ok', case.left_out)
+            if not case.left_out: r.update(median_ms=t * case.T / 8192, gbps=r.bytes / (t * case.T / 8192) / 1e6)
+            recs.append(r)
+        recs.append(new_record(case, 'reference', 'fp32', 'skipped', case.left_out or 'slow'))   # skipped throughout
+    t = long_table(recs)
+    print(t)
+    assert ('| H | layout | T | kda_nb (ms) | FlashKDA (ms) | fla chunk_kda (ms) | fla chunk_kda, intra-card CP (ms) | '
+            'kda_nb over FlashKDA | kda_nb over fla chunk_kda | kda_nb over fla chunk_kda, intra-card CP | kda_nb TB/s |') in t
+    assert '| 4 | one sequence | 8192 | 2.000 | 3.000 | 8.000 | 5.000 | 1.50× | 4.00× | 2.50× |' in t
+    assert '| 4 | long + short | 131072 | 32.000 | 48.000 | 128.000 | 80.000 | 1.50× | 4.00× | 2.50× |' in t
+    assert '| 96 | one sequence | 8192 |' in t and '| 96 | one sequence | 131072 |' not in t     # left out: no row
+    assert 'Not run, left out of the long group: T·H over 8388608 token-heads (2^23)' in t and 'H = 96 at T = 131072.' in t
+    assert 'kda_nb reference' not in t and pivot_table(recs, 'long') == t and long_table(recs[:0]) == ''
+    body = [l for l in t.splitlines() if l.startswith('| 4 ') or l.startswith('| 96 ')]
+    assert [l.split(' | ')[:3] for l in body] == [['| 4', 'one sequence', '8192'], ['| 4', 'one sequence', '131072'],
+        ['| 4', 'long + short', '8192'], ['| 4', 'long + short', '131072'], ['| 96', 'one sequence', '8192'],
+        ['| 96', 'long + short', '8192']]
+    md = summary_md(recs)
+    assert md.index('## Long sequences') < md.index('## Skipped') and 'kda_nb over fla chunk_kda' in md
+    assert '- **every implementation**, skipped (2 cases): left out of the long group' in md     # one line, not five
+    assert '- **kda_nb reference**, skipped (6 cases): slow' in md
+
+
 from kda_nb.bench.cases import small_cases
 from kda_nb.bench.records import new_record, sort_records
 from kda_nb.bench.run import case_line

@@ -5,6 +5,41 @@ from kda_nb.bench.plots import *
 
 
 import pytest
+
+def test_long_plot_on_synthetic_records():
+    "One row per H, time and speed-up side by side, every implementation, points left out where the budget left cases out."
+    pytest.importorskip('matplotlib')
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from kda_nb.bench.cases import long_cases
+    from kda_nb.bench.records import new_record
+    ms = dict(kda_nb=1.0, flash_kda=1.5, fla=4.0, fla_cp=2.5)
+    recs = []
+    for case in long_cases(Hs=(4, 32, 96), Ts=(8192, 32768, 131072)):      # H = 96 at 131072: left out
+        for impl, t in ms.items():
+            r = new_record(case, impl, 'fp32', 'skipped' if case.left_out else 'ok', case.left_out)
+            if not case.left_out: r.update(median_ms=t * case.T / 8192 * (1.2 if case.N > 1 else 1))
+            recs.append(r)
+    fig = plot_long(recs)
+    assert fig.axes[0].get_ylabel().startswith('H = 4') and len(fig.axes) == 3 * 2
+    assert fig.get_size_inches()[0] <= 10.5 and fig.get_size_inches()[1] <= 0.6 + 2.5 * 3 + 1e-9
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert labels == ['kda_nb', 'FlashKDA', 'fla chunk_kda', 'fla chunk_kda, intra-card CP', 'one sequence', 'long + short']
+    time_lines, speed_lines = fig.axes[0].get_lines(), fig.axes[1].get_lines()
+    assert len(time_lines) == 4 * 2 and len(speed_lines) == 3 * 2 + 1                 # every impl, every peer; the 1x line
+    assert list(speed_lines[2].get_ydata()) == [4.0, 4.0, 4.0] and list(speed_lines[2].get_xdata()) == [8192, 32768, 131072]
+    assert len(fig.axes[4].get_lines()[0].get_xdata()) == 2                            # H = 96: two lengths, not three
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ['8K', '32K', '128K']
+    plt.close(fig)
+    alone = plot_long([r for r in recs if r['impl'] == 'fla'])                          # no kda_nb: time panels only
+    assert len(alone.axes) == 3 and alone.get_size_inches()[0] == 6
+    plt.close(alone)
+    assert plot_long([r for r in recs if r['impl'] == 'kda_nb' and r['H'] == 96 and r['T'] == 131072]) is None
+    assert plot_long([dict(r, group='T') for r in recs]) is None
+
+
+import pytest
 from kda_nb.bench.report import load_results
 
 def test_plots_of_the_committed_results():

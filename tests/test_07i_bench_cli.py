@@ -9,7 +9,7 @@ from kda_nb.bench.cli import _ints, _names
 
 def test_every_option_of_the_command():
     names = ('--device', '--quick', '--cases', '--impls', '--variants', '--H', '--anchor-T', '--states', '--min-T', '--max-T', '--T-step',
-             '--sweep-H', '--sweep-state', '--seq-total', '--max-seqs', '--small-N', '--small-T', '--small-H',
+             '--sweep-H', '--sweep-state', '--seq-total', '--max-seqs', '--small-N', '--small-T', '--small-H', '--long-T', '--long-budget',
              '--e2e-calls', '--e2e-warmup', '--e2e-budget', '--D', '--ref-max-tokens', '--calls', '--min-calls',
              '--warmup', '--budget', '--check-tokens', '--check-heads', '--tol', '--agree-tol', '--time-anyway',
              '--set-mem', '--seed', '--deadline', '--new-class-s', '--no-copy-probe', '--out', '--tag', '--commit',
@@ -110,3 +110,29 @@ def test_small_group_runs_on_cpu(tmp_path):
     assert '## Small calls: time per call end to end (µs)' in md and '**end to end** (wall clock' in md
     assert '| case | N | T | H | state floor (µs) | kda_nb reference (µs) |' in md and '| 4 x 1 token | 4 | 4 | 1 | — |' in md
     assert 'timed on the one-token cases only' in md and 'median of 3 calls' in md
+
+
+import os
+
+def test_long_group_runs_on_cpu(tmp_path):
+    "--cases long through the reference on a CPU: both layouts, the budget's cases left out and listed, the table, the plot."
+    pytest.importorskip('matplotlib')
+    recs = main(['--device', 'cpu', '--quick', '--cases', 'long', '--impls', 'kda_nb,fla,fla_cp,reference', '--H', '2',
+                 '--long-T', '256,1024', '--long-budget', '1000', '--D', '16', '--warmup', '0', '--calls', '2',
+                 '--out', str(tmp_path)])
+    by = {(r['impl'], r['case'], r['T']): r for r in recs}
+    assert len(recs) == 4 * 4 and {r['group'] for r in recs} == {'long'}
+    for layout in ('one sequence', 'long + short'):
+        r = by['reference', layout, 256]
+        assert r['status'] == 'ok' and r['err_out'] < 1e-2 and r['median_ms'] > 0, (layout, r['reason'])
+        assert by['fla_cp', layout, 256]['status'] == 'skipped' and 'fla' in by['fla_cp', layout, 256]['reason']
+        assert all(by[i, layout, 1024]['status'] == 'skipped' and 'left out of the long group' in by[i, layout, 1024]['reason']
+                   for i in ('kda_nb', 'fla', 'fla_cp', 'reference'))
+    assert (by['reference', 'one sequence', 256]['N'], by['reference', 'long + short', 256]['N']) == (1, 65)
+    doc = load_run(tmp_path / 'benchmarks' / 'results_cpu_quick.json')
+    assert doc['complete'] and doc['cases'] == 4 and (tmp_path / 'benchmarks' / 'cpu_quick_long.png').stat().st_size > 0
+    md = (tmp_path / 'BENCHMARK_CPU_QUICK.md').read_text()
+    assert '## Long sequences: time against T at each H' in md and '| 2 | long + short | 256 |' in md
+    assert 'Not run, left out of the long group: T·H over 1000 token-heads' in md and 'H = 2 at T = 1024.' in md
+    assert '- **every implementation**, skipped (2 cases): left out of the long group' in md and '![long]' in md
+    assert 'FLA_INTRACARD_CP=1' in md and 'FLA_INTRACARD_CP' not in os.environ

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from .versions import KERNEL_VERSIONS
-from .cases import GROUPS, L2_BYTES_H200, STATES, VARIANTS, build_cases
+from .cases import GROUPS, L2_BYTES_H200, LONG_BUDGET, LONG_HEADS, LONG_TS, STATES, VARIANTS, build_cases
 from .backends import IMPLS, LABELS, default_backends, fla_own_kernels
 from .timing import copy_bandwidth, trivial_e2e_us
 from .records import PENDING, Record, measured_cases, merge_records, sort_records
@@ -47,16 +47,20 @@ def _what_to_run(ap: argparse.ArgumentParser):
                          'in each of 1, 64, 256 sequences; one sequence of 16, 64, 256 tokens; H = 32, fp32 state), '
                          'timed end to end (perf_counter to after torch.cuda.synchronize) as well as with CUDA events; '
                          'train (only when named): training steps, forward + backward, with extra peak memory and '
-                         'gradient errors')
+                         f"gradient errors; long (only when named): long sequences, T = {', '.join(map(str, LONG_TS))} at "
+                         f"H = {', '.join(map(str, LONG_HEADS))} (--long-T, --H change them), each as one sequence and as "
+                         "one sequence of T/2 beside 64 sharing the other T/2, fp32 state; cases over --long-budget "
+                         "token-heads are left out (the report lists them); best with --impls kda_nb,flash_kda,fla,fla_cp")
     ap.add_argument('--impls', default=','.join(IMPLS),
                     help=f"implementations (default: {','.join(IMPLS)}); also fla_recurrent (fla's fused_recurrent_kda, "
-                         f"on the one-token small cases), kda_nb_step (a DecodeStep: K3 with the checks done once, "
+                         f"on the one-token small cases), fla_cp (fla's chunk_kda with its intra-card context parallelism, "
+                         f"FLA_INTRACARD_CP=1 for its calls; forward only), kda_nb_step (a DecodeStep: K3 with the checks done once, "
                          f"where fwd picks K3) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS)} "
                          "(earlier kernels)")
     ap.add_argument('--variants', default='',
                     help=f"other forms of KDA added to the anchor and train groups, at the first H and state: "
                          f"{', '.join(VARIANTS)} (default: none)")
-    ap.add_argument('--H', default=None, help='heads of the anchor cases (default 96,64; CPU: 2)')
+    ap.add_argument('--H', default=None, help='heads of the anchor, train and long cases (default 96,64; long: 4,8,16,32,96; CPU: 2)')
     ap.add_argument('--anchor-T', type=int, default=None, help='tokens of the anchor cases (default 8192; CPU: 256)')
     ap.add_argument('--states', default='bf16,fp32',
                     help='state dtypes of the anchor cases; anchors with the first run first, the others after the sweeps')
@@ -70,6 +74,12 @@ def _what_to_run(ap: argparse.ArgumentParser):
     ap.add_argument('--small-N', default=None, help='sequences of one token in the small group (default 1,64,256; CPU: 1,4,16)')
     ap.add_argument('--small-T', default=None, help='tokens of the one-sequence small cases (default 16,64,256; CPU: 16,64)')
     ap.add_argument('--small-H', type=int, default=None, help='heads in the small group (default 32; CPU: 2)')
+    ap.add_argument('--long-T', default=None,
+                    help=f"lengths of the long group (default {','.join(map(str, LONG_TS))}, quick without the last; "
+                         "CPU: 256,1024; multiples of 128)")
+    ap.add_argument('--long-budget', type=int, default=LONG_BUDGET,
+                    help=f"most token-heads (T·H) of a long case: those over it are left out (default {LONG_BUDGET}, "
+                         "2^23: the inputs, the output and fla's working memory within an 80 GB GPU)")
 
 # %% ../../nbs/07i_bench_cli.ipynb #e6ffd5b2
 def _how_to_time(ap: argparse.ArgumentParser):
@@ -143,7 +153,8 @@ def _plan(a: argparse.Namespace, cpu: bool, tag: str):
                         sweep_state=a.sweep_state, seq_total=a.seq_total, max_seqs=a.max_seqs, D=a.D,
                         small_H=a.small_H, small_Ns=_ints(a.small_N) if a.small_N else None,
                         small_Ts=_ints(a.small_T) if a.small_T else None,
-                        variants=_names(a.variants) if a.variants else ())
+                        variants=_names(a.variants) if a.variants else (),
+                        long_Ts=_ints(a.long_T) if a.long_T else None, long_budget=a.long_budget)
     ref_max = a.ref_max_tokens if a.ref_max_tokens is not None else (None if cpu else 8192)
     impls = _names(a.impls)
     backends = default_backends(impls, ref_max)
@@ -159,7 +170,7 @@ def _plan(a: argparse.Namespace, cpu: bool, tag: str):
 # %% ../../nbs/07i_bench_cli.ipynb #a4b2a101
 def _start(a: argparse.Namespace, dev, cases: list, impls: list, backends: list, ref_max, run: Run, argv):
     "The environment, which backends run (kda_nb's kernels are built here), fla's import, the copy rate; `(env, fla_live)`."
-    if {'fla', 'fla_recurrent'} & set(impls): fla_own_kernels()     # (before `environment` records it)
+    if {'fla', 'fla_cp', 'fla_recurrent'} & set(impls): fla_own_kernels()     # (before `environment` records it)
     command = 'python -m kda_nb.bench' + ''.join(f' {x}' for x in (sys.argv[1:] if argv is None else argv))
     t = time.monotonic()
     env = environment(dev, command, a.commit)
@@ -169,12 +180,13 @@ def _start(a: argparse.Namespace, dev, cases: list, impls: list, backends: list,
           f"({run.elapsed():.1f} s in)", flush=True)
     t = time.monotonic()
     fla_live = False
+    probe = next((c for c in cases if not c.left_out), cases[0] if cases else None)     # a case some backend runs
     for bk in backends:                   # (asking kda_nb builds its kernels now, before any timing)
         if bk.name == 'reference':
             why = 'runs' + (f' on problems of at most {ref_max} tokens (a Python loop over chunks)' if ref_max else '')
         else:
-            why = bk.why_not(cases[0], dev) if cases else None
-            fla_live |= bk.name == 'fla' and why is None
+            why = bk.why_not(probe, dev) if probe else None
+            fla_live |= bk.name in ('fla', 'fla_cp') and why is None
             why = 'runs' if why is None else 'not available: ' + why
         print(f"  {LABELS.get(bk.name, bk.name):>23}: {why}", flush=True)
     run.add('kernel load', time.monotonic() - t)

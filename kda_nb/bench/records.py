@@ -9,7 +9,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from .cases import GROUPS, STATES, Case, forward_bytes
+from .cases import GROUPS, LONG, LONG_LAYOUTS, STATES, TRAIN, Case, forward_bytes
 from .backends import IMPLS
 
 # %% auto #0
@@ -141,21 +141,25 @@ def add_speedups(records: list[Mapping]) -> list[Mapping]:
     return records
 
 # %% ../../nbs/07e_bench_records.ipynb #6e6d5bb4
-_ORDER = ('kda_nb', 'kda_nb_step') + tuple(i for i in IMPLS if i not in ('kda_nb', 'reference')) + ('fla_recurrent', 'reference')   # columns, left to right
+_ORDER = ('kda_nb', 'kda_nb_step') + tuple(i for i in IMPLS if i not in ('kda_nb', 'reference')) + ('fla_cp', 'fla_recurrent', 'reference')   # columns, left to right
 
 def _impls(records) -> list[str]:
     seen = {r['impl'] for r in records}
     return [i for i in _ORDER if i in seen] + sorted(seen - set(_ORDER))
 
 def sort_records(records: list[Mapping]) -> list[Mapping]:
-    "The report's order (not the run's): anchors by H (largest first), layout and state; T by T; N by N; small: one-token by N, then by T."
+    """The report's order (not the run's): anchors by H (largest first), layout and state; T by T; N by N; small: one-token
+    by N, then by T; long by H, layout (one sequence first) and T; then the training steps."""
     names = lambda c: 0 if c == 'fixed' else 1 if c.startswith('varlen six') else 2
     states = lambda s: list(STATES).index(s) if s in STATES else len(STATES)
     impl = lambda i: _ORDER.index(i) if i in _ORDER else len(_ORDER)
+    layouts = lambda c: LONG_LAYOUTS.index(c) if c in LONG_LAYOUTS else len(LONG_LAYOUTS)
     def key(r):
-        g = GROUPS.index(r['group']) if r['group'] in GROUPS else len(GROUPS)
+        groups = GROUPS + (LONG, TRAIN)
+        g = groups.index(r['group']) if r['group'] in groups else len(groups)
         if r['group'] == 'anchor': k = (-r['H'], names(r['case']), r['case'], states(r['state']))
         elif r['group'] == 'small': k = (r['T'] != r['N'], r['N'], r['T'], r['H'], states(r['state']))
+        elif r['group'] == LONG: k = (r['H'], layouts(r['case']), r['T'], states(r['state']), r['N'])
         else: k = (r['T'] if r['group'] == 'T' else r['N'], r['H'], states(r['state']), r['T'], r['N'])
         return (g, k, impl(r['impl']))
     return sorted(records, key=key)
