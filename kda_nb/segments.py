@@ -12,14 +12,15 @@ import torch
 from torch import Tensor
 
 from .api import kda
-from .layout import CHUNK, n_chunks, seq_bounds
+from .kernels import launch, workspace_bytes
+from .layout import CHUNK, FORM_OPTIONS, Form, check_form, max_chunks, n_chunks, seq_bounds
 from .backward_kernels import passes_beside
-from .plan import SPLIT_FIRST_PASSES, whole_calls
+from .plan import SPLIT_FIRST_PASSES, SPLIT_SHARE_K1, forced, plan, whole_calls
 
 # %% auto #0
 __all__ = ['FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
-           'segment_grid', 'entry_states', 'first_passes', 'kda_in_passes', 'SegmentCost', 'segment_cost',
-           'segment_plan']
+           'segment_grid', 'entry_states', 'first_passes', 'passes_sharing_k1', 'kda_in_passes', 'SegmentCost',
+           'segment_cost', 'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -183,12 +184,37 @@ def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
         return M, X
     return run(fq, fk, zero_values, fg, fb, eye, cu), run(fq, fk, fv, fg, fb, None, cu)
 
+def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form):
+    """The three passes on the kernels with one K1 among them, `(out, S)` (`S`: each segment's final state), or None
+    where the kernels would not run the segments' calls on the chunked path without a route. K1 and K2 run once for
+    the states from zero, leaving K1's records in a tensor of their own; the transitions' K2 and the outputs' K2 read
+    them again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share."""
+    L, H, K = fq.shape[1], fq.shape[2], fq.shape[3]
+    HV, V, P = fv.shape[2], fv.shape[3], cu.numel() - 1
+    states = (('initial_state', sdt), ('final_state', sdt))
+    with forced('chunked'):
+        how = plan(fq.device, fq.dtype, 1, L, H, K, V, P, varlen=True, max_len=None, state_dtypes=states, HV=HV, form=form)
+    if how.path != 'chunked' or how.routes or V != K: return None
+    A_log, dt_bias = (None if x is None else x.float() for x in (A_log, dt_bias))
+    records = torch.empty(workspace_bytes(max_chunks(1, L, P, True), HV), dtype=torch.uint8, device=fq.device)
+    def run(values, s0, reuse):
+        out, fs = torch.empty_like(values), values.new_empty(P, HV, V, K, dtype=sdt)
+        launch(how, fq, fk, values, fg, fb, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, None, form=form,
+               records=records, reuse_records=reuse)
+        return out, fs
+    _, X = run(fv, None, False)                          # K1 and K2: the states from zero, and the records
+    _, M = run(torch.zeros_like(fv), torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous(), True)
+    return run(fv, entry_states(initial, X, M, grid), True)
+
 def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, initial_state: Tensor | None = None,
-                  cu_seqlens: Tensor | None = None, state_dtype=None, first: str | None = None, **kw) -> tuple[Tensor, Tensor]:
+                  cu_seqlens: Tensor | None = None, state_dtype=None, first: str | None = None,
+                  share_k1: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
-    `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. Returns `(out, final_state)` as `kda`
-    does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
+    `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's
+    `SPLIT_SHARE_K1`), a call that records no gradient on a GPU runs the three passes with one K1 among them
+    (`passes_sharing_k1`) where the kernels take it. Returns `(out, final_state)` as `kda` does; `kw`: `kda`'s other
+    keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     cu, grid, last = segment_grid(B, T, segments, cu_seqlens, q.device)
@@ -196,15 +222,26 @@ def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, 
     sdt = torch.float64 if q.dtype == torch.float64 else torch.float32
     flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
     fq, fk, fv, fg, fb = (flat(x) for x in (q, k, v, g, beta))
+    final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
+    initial = lambda: initial_state.to(sdt) if initial_state is not None else fv.new_zeros(N, HV, V, K, dtype=sdt)
+    share = SPLIT_SHARE_K1 if share_k1 is None else share_k1
+    tracked = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad
+                                              for x in (q, k, v, g, beta, A_log, dt_bias, initial_state))
+    if share and not tracked and kw.get('backend', 'auto') != 'reference':      # (the plan says whether the kernels run)
+        form = Form(**{n: kw[n] for n in FORM_OPTIONS if n in kw})
+        scale = kw.get('scale') or K ** -0.5
+        bound = check_form(form, A_log, dt_bias, kw.get('lower_bound'))
+        made = passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(), float(scale), bound, sdt, form)
+        if made is not None:
+            out, S = made
+            return out.view(B, T, HV, V), S[last].to(final_dtype)
     run = lambda q_, k_, v_, g_, b_, s0, offsets: kda(q_, k_, v_, g_, b_, A_log, dt_bias, initial_state=s0,
                                                       cu_seqlens=offsets, state_dtype=sdt, check_seqlens=False, **kw)[1]
     with whole_calls():                                  # the passes' own calls run whole
         eye = torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous()
         M, X = first_passes(run, fq, fk, fv, fg, fb, cu, eye, SPLIT_FIRST_PASSES if first is None else first)
-        initial = initial_state.to(sdt) if initial_state is not None else X.new_zeros(N, HV, V, K)
-        out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=entry_states(initial, X, M, grid),
+        out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=entry_states(initial(), X, M, grid),
                      cu_seqlens=cu, state_dtype=sdt, check_seqlens=False, **kw)
-    final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
     return out.view(B, T, HV, V), S[last].to(final_dtype)
 
 import kda_nb.api as _api

@@ -137,6 +137,16 @@ def test_passes_on_adversarial_varlen_on_the_gpu():
         o, S = kda_in_passes(*args, segments=4096, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
                              first=first)
         assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3, first
+    with torch.no_grad():                                     # one K1 among the three passes (K2 alone in two of them)
+        o, S = kda_in_passes(*args, segments=4096, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                             share_k1=True)
+    assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3
+    from kda_nb.kernels import load_kernels
+    q, k, v, g, beta, A_log, dt_bias = args
+    with pytest.raises(RuntimeError, match='records must hold at least'):
+        load_kernels().kda_forward(q, k, v, g, beta, 0.1, torch.empty_like(v), A_log, dt_bias, -5.0, None, None,
+                                   xs['cu_seqlens'], None, 'chunked', 1, 1.0, 4, True, 132, False, 0, 0, 0,
+                                   records=torch.empty(16, dtype=torch.uint8, device='cuda'))
 
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
 def test_passes_on_a_pool_on_the_gpu():
@@ -277,3 +287,35 @@ def test_gradient_through_the_passes(monkeypatch, form):
         assert rel_rms(mine[n], ref[n]) < (1e-6 if n in ('A_log', 'dt_bias') else 1e-10) and ref[n].abs().max() > 0, n
     with pytest.raises(ValueError, match='passes must be 0 or a positive multiple'):
         with forced_backward(passes=20): pass
+
+@pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
+def test_passes_sharing_k1_glue(monkeypatch, form):
+    """`share_k1`: the first call makes K1's records, the other two reuse the same tensor on the same q, k, g and beta
+    (the kernels stood in for by the fp64 chunked form, the plan patched to say 'chunked' on CPU): the recurrence's
+    results, three launches, no `kda` call."""
+    import dataclasses
+    import kda_nb.segments as seg
+    from kda_nb.chunked import kda_chunked
+    from kda_nb.layout import form_options
+    launches = []
+    def k1_k2_on_the_host(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, slots, *, form,
+                          records, reuse_records):
+        launches.append((records, reuse_records, q, k, g, beta))
+        o, S = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
+                           cu_seqlens=cu, dtype=torch.float64, **form_options(form))
+        out.copy_(o); fs.copy_(S)
+    real_plan = seg.plan
+    monkeypatch.setattr(seg, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
+    monkeypatch.setattr(seg, 'launch', k1_k2_on_the_host)
+    monkeypatch.setattr(seg, 'kda', lambda *a, **kw: pytest.fail('kda called: the shared path was not taken'))
+    xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=13,
+                       gate='g~U(-8,8)', **form)
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    o, S = seg.kda_in_passes(*args, segments=32, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                             share_k1=True, **form)
+    assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
+    assert [r for _, r, *_ in launches] == [False, True, True]
+    first = launches[0]
+    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[2:], first[2:])) for l in launches)
+    assert first[0].dtype == torch.uint8 and first[0].numel() > 0

@@ -109,9 +109,10 @@ def passes_probe(out: str) -> int:
                 o, s = kda_in_passes(*args, segments=seg, initial_state=s0)
                 e_o, e_s = rel_rms(o.float(), o_w.float()), rel_rms(s, s_w)
                 manners = {}                    # the whole of kda_in_passes with its first two passes in each manner
-                for first in FIRST_PASSES:
-                    manners[first] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, first=first))
-                    o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, first=first)
+                for first in FIRST_PASSES + ('shared_k1',):      # and the three passes with one K1 among them
+                    kw = dict(share_k1=True) if first == 'shared_k1' else dict(first=first, share_k1=False)
+                    manners[first] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
+                    o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
                     assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, first
                 print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | passes {t_m:.3f} {t_x:.3f} "
                       f"{t_out - t_chain:.3f}, chain {t_chain:.3f} | vs whole: out {e_o:.1e}, state {e_s:.1e} | "
