@@ -160,7 +160,7 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
-                          'gate_form', 'beta_form', 'norm_form']
+                          'gate_form', 'beta_form', 'norm_form', 'token_slots', 'write_final', 'records', 'reuse_records']
     assert list(Plan('decode', '').launch_args()) == names[14:20]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
@@ -175,6 +175,14 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
                        (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
                        (dict(keep=True), 'keep'), (dict(gate_form=3), 'form')]:
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
+    records = torch.zeros(64, dtype=torch.uint8)            # K1's records kept: refused where no call could take them
+    for bad, words in [(dict(path='fused', records=records), "for the 'chunked' path"),
+                       (dict(steps=2, records=records), 'one step'), (dict(records=records.int()), 'uint8'),
+                       (dict(records=torch.zeros(8, 8, dtype=torch.uint8).T), 'contiguous'),
+                       (dict(reuse_records=True), 'reuse_records=True needs records')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # records that fit the rules: on to the tensors
+        ext.kda_forward(*args, **good, records=records, reuse_records=True)
     assert ext.kda_decode_free(-5) is False
 
 
