@@ -5,7 +5,7 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records | --new]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records | --new | --long]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
 #
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
@@ -19,6 +19,11 @@
 # two passes: tools/segments_probe.py --passes) and a long sequence's training step whole and through the passes
 # (--train); each kernel of a training step in the softplus and given gates beside the safe one (python -m kda_nb.bench
 # train-stages --variants). Its JSON and logs come back in $OUT/gpu_check.tar.
+#
+# --long makes the long-sequence group's record (python -m kda_nb.bench --cases long: one sequence and a long-plus-short
+# mix, T from 8K to 512K at H = 4 to 96, with FlashKDA where flash_kda imports and fla with and without its intra-card
+# context parallelism where fla does), into $OUT/records.tar as --records does; a run cut by DEADLINE goes on with
+# RESUME=1 on the same warm machine (the benchmark's --resume).
 #
 # --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests, then
 # `python -m kda_nb.ncu capture --modes fixed varlen decode train` (with `--with-flash-kda` where flash_kda imports:
@@ -73,7 +78,7 @@ python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
 from kda_nb.bench.versions import load_version
-for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], ['--new']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], ['--new'], ['--long']) else (None, sys.argv[1]):
     t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 # the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
@@ -110,6 +115,21 @@ if [ "$BENCH" = --new ]; then
   bounded python3 tools/segments_probe.py --train --out "$LOG/passes_train_probe.json" 2>&1 | tee "$LOG/passes_train_probe.txt" || status=1
   echo "== each kernel of a training step, KDA's other gates beside the safe one"
   bounded python3 -m kda_nb.bench train-stages --H 64 --variants softplus,given --out "$LOG" 2>&1 | tee "$LOG/train_stages_forms.txt" || status=1
+  exit $status
+fi
+if [ "$BENCH" = --long ]; then
+  REC=/tmp/records_long; [ -n "${RESUME:-}" ] || rm -rf "$REC"; mkdir -p "$REC/benchmarks"
+  FK=$(python3 -c "import flash_kda" 2>/dev/null && echo ,flash_kda)
+  FL=$(python3 -c "import fla" 2>/dev/null && echo ,fla,fla_cp)
+  if [ -n "$FL" ] && [ -n "${FLA_CONFIGS:-}" ]; then
+    python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
+    export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
+  fi
+  echo "== record long_h200 (at most $(( $(left) - 15 )) s)"
+  bounded python3 -m kda_nb.bench --cases long --impls "kda_nb$FK$FL" --deadline "$(( $(left) - 15 ))" \
+    --out "$REC" --tag long_h200 ${RESUME:+--resume} "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/long.txt" || status=1
+  [ -f "$REC/BENCHMARK_LONG_H200.md" ] && mv "$REC/BENCHMARK_LONG_H200.md" "$REC/benchmarks/"
+  tar -C "$REC" -cf "$OUTDIR/records.tar" benchmarks && tar -tf "$OUTDIR/records.tar"
   exit $status
 fi
 if [ "$BENCH" = --records ]; then
