@@ -90,8 +90,8 @@ def test_old_list_files_still_load(tmp_path):
     assert load_records(p) == [dict(group='T', impl='fla')] and load_records(tmp_path / 'absent.json') is None
 
 def test_the_committed_results_load_as_records():
-    recs = load_records()                     # this checkout's benchmarks/results_h200.json
-    if recs is None: pytest.skip('benchmarks/results_h200.json is not in this checkout')
+    recs = load_records()                     # this checkout's current anchor record (DEFAULT_RESULTS)
+    if recs is None: pytest.skip(f'benchmarks/{DEFAULT_RESULTS} is not in this checkout')
     assert all(isinstance(r, Record) for r in recs) and recs == load_results() and recs[0].gpu == 'NVIDIA H200'
 
 

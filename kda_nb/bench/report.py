@@ -19,9 +19,9 @@ from .records import ENV_KEYS, PENDING, Record, _impls, case_label, sort_records
 from .run import Run
 
 # %% auto #0
-__all__ = ['GROUP_TITLES', 'train_table', 'long_table', 'pivot_table', 'state_floor_us', 'small_table', 'details_table',
-           'runs_row', 'markdown_report', 'summary_md', 'run_summary', 'phase_line', 'write_results', 'load_run',
-           'load_results', 'load_records']
+__all__ = ['GROUP_TITLES', 'DEFAULT_RESULTS', 'train_table', 'long_table', 'pivot_table', 'state_floor_us', 'small_table',
+           'details_table', 'runs_row', 'markdown_report', 'summary_md', 'run_summary', 'phase_line', 'write_results',
+           'load_run', 'load_results', 'load_records']
 
 # %% ../../nbs/07g_bench_report.ipynb #fe43c394
 def _f(x, fmt: str = '.3f', none: str = '—') -> str: return none if x is None else format(x, fmt)
@@ -412,13 +412,15 @@ def _write_plots(recs: list[dict], out_dir: Path, tag: str, paths: dict) -> str:
     return md
 
 # %% ../../nbs/07g_bench_report.ipynb #a9fc995d
+DEFAULT_RESULTS = 'results_anchor_T_h200.json'   # the anchor group's current record (benchmarks/README.md)
+
 def _default_results() -> Path | None:
     here = Path(__file__).resolve().parents[2] if '__file__' in globals() else Path.cwd()
-    return next((d / 'benchmarks' / 'results_h200.json' for d in (here, Path.cwd(), *Path.cwd().parents[:2])
-                 if (d / 'benchmarks' / 'results_h200.json').exists()), None)
+    return next((d / 'benchmarks' / DEFAULT_RESULTS for d in (here, Path.cwd(), *Path.cwd().parents[:2])
+                 if (d / 'benchmarks' / DEFAULT_RESULTS).exists()), None)
 
 def load_run(path=None) -> dict | None:
-    """A benchmark JSON whole (default: this checkout's `benchmarks/results_h200.json`); None if absent.
+    """A benchmark JSON whole (default: this checkout's `benchmarks/` + `DEFAULT_RESULTS`); None if absent.
     A file of the first format (a bare list of records) comes back as `{'complete': None, 'records': [...]}`."""
     path = _default_results() if path is None else Path(path)
     if path is None or not path.exists(): return None
@@ -426,11 +428,11 @@ def load_run(path=None) -> dict | None:
     return dict(complete=None, records=data) if isinstance(data, list) else data
 
 def load_results(path=None) -> list[dict] | None:
-    "The records of a benchmark JSON (default: this checkout's `benchmarks/results_h200.json`); None if absent."
+    "The records of a benchmark JSON (default: this checkout's `benchmarks/` + `DEFAULT_RESULTS`); None if absent."
     data = load_run(path)
     return None if data is None else data['records']
 
 def load_records(path=None) -> list[Record] | None:
-    "The records of a benchmark JSON as `Record`s (default: this checkout's `benchmarks/results_h200.json`); None if absent."
+    "The records of a benchmark JSON as `Record`s (default: this checkout's `benchmarks/` + `DEFAULT_RESULTS`); None if absent."
     recs = load_results(path)
     return None if recs is None else [Record.from_dict(r) for r in recs]
