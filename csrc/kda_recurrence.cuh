@@ -229,7 +229,7 @@ __device__ __forceinline__ int64_t ckpt_chunks(const FwdArgs& p, int n, int64_t 
     const int64_t o = __ldg(p.ckpt_offsets + e);
     slot = __ldg(p.ckpt_slots + e);
     if (slot < 0 || slot >= p.n_slots || o < 0 || o > len || (o % CHUNK != 0 && o != len)) return -1;
-    return (o + CHUNK - 1) / CHUNK;
+    return chunk_count(o);
 }
 // the fewest chunks done, at least `lo`, after which sequence n stores a checkpoint (INT64_MAX: none)
 __device__ __forceinline__ int64_t ckpt_next(const FwdArgs& p, int n, int64_t len, int64_t lo) {
