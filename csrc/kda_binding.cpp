@@ -3,11 +3,14 @@
 // launches on torch's current stream of the inputs' device. It chooses nothing: every launch choice arrives from
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
 //   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
-//               token_slots=None, write_final=True)  the forward on the plan's
+//               token_slots=None, write_final=True, records=None, reuse_records=False, ckpt_offsets=None,
+//               ckpt_slots=None)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
-//       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h)
+//       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h);
+//       with ckpt_offsets and ckpt_slots ('chunked' only), K2 stores the states at chosen 16-aligned offsets of each
+//       sequence into chosen pool slots (kda_checks.h §checkpoints)
 //   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
@@ -159,14 +162,18 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // 'chunked' in one step only: records (uint8) takes K1's records in place of a workspace of the call's own, and with
 // reuse_records K1 does not run: K2 reads the records an earlier call over the same q, k, g, beta, cu_seqlens, form
 // and heads left there (kda_checks.h §records).
+// 'chunked' only: ckpt_offsets and ckpt_slots [N, C] int64, K2's checkpoints: the state after ckpt_offsets[n, c] tokens
+// of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of final_state (kda_checks.h §checkpoints).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
-                    c10::optional<torch::Tensor> records, bool reuse_records) {
+                    c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
+                    c10::optional<torch::Tensor> ckpt_slots) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     check_form_codes(gate_form, beta_form, norm_form);
     check_token_slots(token_slots, write_final, path, keep, final_state);
     check_records(records, reuse_records, path, steps);
+    check_checkpoints(ckpt_offsets, ckpt_slots, path, final_state);
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
@@ -186,6 +193,12 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
             err = kda::launch_fused(a, c.stream);
             TORCH_CHECK(err == cudaSuccess, "kda_forward: launching the fused kernel failed: ", cudaGetErrorString(err));
         } else {
+            if (ckpt_offsets.has_value()) {           // K2's checkpoints (kda_checks.h §checkpoints)
+                checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
+                a.ckpt_offsets = ckpt_offsets->data_ptr<int64_t>();
+                a.ckpt_slots = ckpt_slots->data_ptr<int64_t>();
+                a.ckpt_count = ckpt_offsets->size(1);
+            }
             kda::FwdPlan p = p0;
             p.steps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.steps, a.max_chunks)));
             const int64_t H = c.H;
@@ -479,7 +492,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
-          py::arg("reuse_records") = false);
+          py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none());
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

@@ -259,6 +259,36 @@ void records_fit(const torch::Tensor& r, int64_t bytes, const torch::Tensor& q) 
                 num(r.numel()).c_str());
 }
 
+// §checkpoints: K2's table (kda::FwdArgs::ckpt_offsets, ckpt_slots; 'chunked' path): ckpt_offsets and ckpt_slots, both
+// [N, C] int64, contiguous, on q's device; after the chunk that ends at token offset ckpt_offsets[n, c] of sequence n
+// (a multiple of 16, or the sequence's length; 0: its entering state) the state goes into slot ckpt_slots[n, c] of
+// final_state, the pool. Any other offset, or a slot outside the pool, means no store (checked in the kernel, so no
+// value of the table can send a write outside the pool). What needs no CUDA tensor is checked first
+// (`check_checkpoints`, before `prepare`), the shape against the call's N and the device after it (`checkpoints_fit`).
+void check_checkpoints(const c10::optional<torch::Tensor>& offsets, const c10::optional<torch::Tensor>& slots,
+                       const std::string& path, const c10::optional<torch::Tensor>& final_state) {
+    if (!offsets.has_value() && !slots.has_value()) return;
+    TORCH_CHECK(offsets.has_value() && slots.has_value(), "ckpt_offsets and ckpt_slots go together: pass both or neither");
+    TORCH_CHECK(path == "chunked", "checkpoints (ckpt_offsets, ckpt_slots) are written by K2: the path must be 'chunked', got '",
+                path, "'");
+    TORCH_CHECK(final_state.has_value(), "checkpoints need final_state: the pool the checkpoints' states go into");
+    for (const auto* t : {&*offsets, &*slots}) {
+        const char* name = t == &*offsets ? "ckpt_offsets" : "ckpt_slots";
+        TORCH_CHECK(t->scalar_type() == at::kLong, name, " must be int64, got ", t->scalar_type());
+        TORCH_CHECK(t->dim() == 2, name, " must be [N, C], got ", shape_of(*t).c_str());
+        TORCH_CHECK(t->is_contiguous(), name, " must be contiguous: the kernel reads the table as it is");
+    }
+    TORCH_CHECK(offsets->sizes() == slots->sizes(), "ckpt_offsets and ckpt_slots must have one shape [N, C], got ",
+                shape_of(*offsets).c_str(), " and ", shape_of(*slots).c_str());
+}
+void checkpoints_fit(const torch::Tensor& offsets, const torch::Tensor& slots, int64_t N, const torch::Tensor& q) {
+    TORCH_CHECK(offsets.size(0) == N, "ckpt_offsets and ckpt_slots must be [N, C] with N = ", num(N).c_str(),
+                " sequences, got ", shape_of(offsets).c_str());
+    for (const auto* t : {&offsets, &slots})
+        TORCH_CHECK(t->device() == q.device(), t == &offsets ? "ckpt_offsets" : "ckpt_slots", " must be on ", q.device(),
+                    ", got ", t->device());
+}
+
 // The fields kda::FwdArgs and kda::DecodeArgs share, from a prepared call.
 template <typename Args>
 void fill_common(Args& a, const Call& c, double scale, double lower_bound) {

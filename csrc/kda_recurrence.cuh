@@ -11,6 +11,17 @@
 // The chunk's record (already in this layout) and values arrive in shared memory through a pipeline of
 // NSTAGE stages, so loads for later chunks overlap the arithmetic of this one. The stages of a chunk are
 // __forceinline__ functions, so each kernel compiles to one body.
+//
+// Checkpoints (K2's instance with CKPT, FwdArgs::ckpt_offsets / ckpt_slots): after the chunk that ends at a listed
+// token offset of its sequence (a multiple of 16, or the sequence's length; 0: the state entering it), the state is
+// stored into the listed pool slot of state_out, by the code that writes the state out (store_state). Between chunks
+// the registers hold the true state (a warp's rescaling is undone inside update_state), and each warp stores its own
+// 16 rows, as it does the state out. Each entry is checked before its store (an offset that names no chunk's end, a
+// slot outside [0, n_slots): no store), and the table is read only inside its [N, C] extent, so no value of it,
+// however wrong, sends a write outside the pool. The chunk counts are the sequence's own (global chunk indices minus
+// its first), so a pipeline step stores exactly the checkpoints that fall in its chunks, and the step that begins a
+// sequence stores those at offset 0. A padding sequence (no state) stores none. Without a table the instance without
+// CKPT runs: the kernel as it is without the feature.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -192,14 +203,63 @@ __device__ __forceinline__ void update_state(float (&S)[16][4], const uint32_t (
     }
 }
 
+// §store: the warp's 16 rows of S into pool element `state_off` (the first of the slot's head) of state_out, in
+// its kind (fp32, or rounded to bf16): the state out, and the checkpoints
+__device__ __forceinline__ void store_state(const FwdArgs& p, int64_t state_off, int vrow, int lane,
+                                            const float (&S)[16][4]) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int j = 0; j < 16; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
+            if (p.state_out_kind == STATE_FP32)
+                *reinterpret_cast<float2*>(static_cast<float*>(p.state_out) + off) =
+                    make_float2(S[j][2 * half], S[j][2 * half + 1]);
+            else
+                *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.state_out) + off) =
+                    __floats2bfloat162_rn(S[j][2 * half], S[j][2 * half + 1]);
+        }
+}
+
+// §ckpt_table: the chunks of sequence n (of `len` tokens) done when entry c of its table is stored, ceil(offset /
+// 16), or -1 where the entry stores nothing (an offset that ends no chunk of the sequence, a slot outside the pool)
+__device__ __forceinline__ int64_t ckpt_chunks(const FwdArgs& p, int n, int64_t c, int64_t len, int64_t& slot) {
+    const int64_t e = static_cast<int64_t>(n) * p.ckpt_count + c;
+    const int64_t o = __ldg(p.ckpt_offsets + e);
+    slot = __ldg(p.ckpt_slots + e);
+    if (slot < 0 || slot >= p.n_slots || o < 0 || o > len || (o % CHUNK != 0 && o != len)) return -1;
+    return chunk_count(o);
+}
+// the fewest chunks done, at least `lo`, after which sequence n stores a checkpoint (INT64_MAX: none)
+__device__ __forceinline__ int64_t ckpt_next(const FwdArgs& p, int n, int64_t len, int64_t lo) {
+    int64_t next = INT64_MAX, slot;
+    if (p.state_out_kind == STATE_NONE) return next;
+#pragma unroll 1
+    for (int64_t c = 0; c < p.ckpt_count; ++c) {
+        const int64_t k = ckpt_chunks(p, n, c, len, slot);
+        if (k >= lo && k < next) next = k;
+    }
+    return next;
+}
+// every checkpoint of sequence n stored after `done` chunks, from the warp's rows of S
+__device__ __forceinline__ void ckpt_store(const FwdArgs& p, int n, int64_t len, int64_t done, int h, int vrow,
+                                           int lane, const float (&S)[16][4]) {
+    int64_t slot;
+#pragma unroll 1
+    for (int64_t c = 0; c < p.ckpt_count; ++c)
+        if (ckpt_chunks(p, n, c, len, slot) == done) store_state(p, (slot * p.H + h) * D * D, vrow, lane, S);
+}
+
 // The block's whole work. PREP = 0: K2, the record from K1's workspace (Prepare: NoPrepare); PREP > 0: the
-// fused kernel, PREP more warps make it (Prepare::warp).
+// fused kernel, PREP more warps make it (Prepare::warp). CKPT (K2 only): the checkpoints of FwdArgs::ckpt_offsets.
 struct NoPrepare {};
 
-template <int WARPS, int NSTAGE, int PREP, class Prepare>
+template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT = false>
 __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem, uint64_t* full, uint64_t* empty) {
     using Ly = K2Layout<WARPS>;
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
+    static_assert(!(CKPT && PREP > 0), "checkpoints are K2's");
     constexpr int VSPLIT = D / Ly::VB;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
@@ -253,6 +313,19 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     float S[16][4];
     load_state(p, from_caller, state_off, h, vrow, lane, S);
     const int64_t carry_off = static_cast<int64_t>(h) * D * D;
+
+    // §checkpoints: `next`, the fewest chunks of the sequence done after which a checkpoint is due, from the chunks
+    // done before this launch's first (done0; the step that begins the sequence also stores those at offset 0)
+    [[maybe_unused]] int64_t done0 = 0, len = 0, next = INT64_MAX;
+    if constexpr (CKPT) {
+        done0 = chunk0 - first;
+        len = p.seq_len > 0 ? p.seq_len : p.cu_seqlens[n + 1] - p.cu_seqlens[n];
+        next = ckpt_next(p, n, len, from_caller ? 0 : done0 + 1);
+        if (next == 0) {
+            ckpt_store(p, n, len, 0, h, vrow, lane, S);
+            next = ckpt_next(p, n, len, 1);
+        }
+    }
 
     // §pipeline: thread 0 asks the bulk copy engine for chunk c's record, one copy, which completes
     // full[stage]; it first waits on empty[stage] until every warp is done with the chunk that stage held
@@ -344,6 +417,12 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         update_state(S, Ua, kr, scaled, sc0, sc1, lane);
         __syncwarp();                        // every lane is done reading the stage
         if (lane == 0) mbar_arrive(&empty[c % NSTAGE]);
+        if constexpr (CKPT) {                // the state after the sequence's chunk done0 + c (true: rescaling undone)
+            if (done0 + c + 1 == next) {
+                ckpt_store(p, n, len, next, h, vrow, lane, S);
+                next = ckpt_next(p, n, len, next + 1);
+            }
+        }
     }
     cp_async_wait<0>();
 
@@ -357,18 +436,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
                     make_float2(S[j][2 * half], S[j][2 * half + 1]);
     } else if (p.state_out_kind != STATE_NONE) {
         state_off = state_offset();
-#pragma unroll
-        for (int j = 0; j < 16; ++j)
-#pragma unroll
-            for (int half = 0; half < 2; ++half) {
-                const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
-                if (p.state_out_kind == STATE_FP32)
-                    *reinterpret_cast<float2*>(static_cast<float*>(p.state_out) + off) =
-                        make_float2(S[j][2 * half], S[j][2 * half + 1]);
-                else
-                    *reinterpret_cast<__nv_bfloat162*>(static_cast<__nv_bfloat16*>(p.state_out) + off) =
-                        __floats2bfloat162_rn(S[j][2 * half], S[j][2 * half + 1]);
-            }
+        store_state(p, state_off, vrow, lane, S);
     }
 }
 

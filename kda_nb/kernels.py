@@ -230,7 +230,7 @@ def build_extension(src: Path, verbose: bool = False, name_prefix: str = 'kda_nb
 # %% ../nbs/04_kernels.ipynb #454842c9
 def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
            state_indices, *, keep: bool = False, form: Form | None = None, token_slots=None, write_final: bool = True,
-           records=None, reuse_records: bool = False):
+           records=None, reuse_records: bool = False, ckpt_offsets=None, ckpt_slots=None):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
@@ -239,14 +239,18 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     K3 only: `token_slots` [N, W] also stores the state after token t < W of sequence n into `final_state[token_slots[n,
     t]]`, and `write_final=False` leaves out the state after the last token. 'chunked' in one step only: `records`, a
     uint8 tensor of at least `workspace_bytes` takes K1's records, and with `reuse_records` K2 alone runs on the
-    records an earlier call over the same q, k, g, beta, cu_seqlens and form left there."""
+    records an earlier call over the same q, k, g, beta, cu_seqlens and form left there. 'chunked' only: `ckpt_offsets`
+    and `ckpt_slots` [N, C] int64 (K2's checkpoints, *Checkpoints in K2*) store the state after `ckpt_offsets[n, c]`
+    tokens of sequence n (a multiple of 16, or its length; 0: its initial state) into `final_state[ckpt_slots[n, c]]`;
+    any other offset, or a slot outside the pool, stores nothing."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _ext or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
             initial_state, final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
             plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)))
-    if token_slots is None and write_final and records is None and not reuse_records:
+    if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
+            and ckpt_slots is None:
         made = ext.kda_forward(*args)                 # (positionally: a small decode step's host time counts)
     else:
-        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records)
+        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

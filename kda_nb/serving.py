@@ -12,12 +12,13 @@ from torch import Tensor
 
 from .api import fwd
 from .decode import decode_cuda
-from .layout import Form, check_form, check_slots, safe_cu_seqlens, seq_bounds, seqlens_of
-from .plan import plan
+from .kernels import launch
+from .layout import CHUNK, Form, check_form, check_slots, safe_cu_seqlens, seq_bounds, seqlens_of
+from .plan import path_plan, plan, plan_for, sm_count
 
 # %% auto #0
-__all__ = ['ONE_LAUNCH_VERIFY', 'verify_bytes', 'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts',
-           'verify_drafts', 'prefill_checkpoints']
+__all__ = ['ONE_LAUNCH_VERIFY', 'ONE_LAUNCH_CHECKPOINTS', 'verify_bytes', 'verify_drafts_per_token', 'DraftRecords',
+           'new_draft_records', 'commit_drafts', 'verify_drafts', 'prefill_checkpoints']
 
 # %% ../nbs/11_serving.ipynb #f48a361f
 def verify_bytes(d: int, K: int = 128, V: int = 128, state_bytes: int = 4, input_bytes: int = 2,
@@ -363,7 +364,9 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
     `pool[checkpoint_slots[n, c]]` (slot -1: none). Sequence n starts from `pool[state_indices[n]]` where
     `has_initial_state[n]` (default: all), else from zero, and its final state is written back there; -1 marks a
     padding sequence. Without `state_indices`, every sequence starts from zero. Returns `(out, final_state [N, HV,
-    V, K])`. One `fwd` per stretch between checkpoints, the states chained in fp32 between them."""
+    V, K])`. One `fwd` per stretch between checkpoints, the states chained in fp32 between them; with
+    `ONE_LAUNCH_CHECKPOINTS` on, one launch of K1 + K2 that writes the checkpoints itself, where the kernels take the
+    call and every checkpoint's offset is a multiple of 16 or its sequence's length (`_checkpoint_plan`)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     M, dev, P = B * T, q.device, pool.shape[0]
@@ -380,6 +383,13 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
     offs, cks = checkpoint_offsets.tolist(), checkpoint_slots.tolist()
     _check_checkpoints(lens, offs, cks, slots, P)
     live = [slots is None or s >= 0 for s in (slots or [0] * N)]
+    if slots is not None and all(o % CHUNK == 0 or o == lens[n] for n in range(N) if live[n]
+                                 for o, s in zip(offs[n], cks[n]) if s >= 0):
+        how = _checkpoint_plan(q, v, pool, cu_seqlens, lens, backend, form)
+        if how is not None:
+            return _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool,
+                                       checkpoint_offsets, checkpoint_slots, state_indices, cu_seqlens, slots, live, init,
+                                       *how)
     h = torch.zeros(N, HV, V, K, dtype=_scratch_dtype(pool), device=dev)
     reads = [n for n in range(N) if live[n] and slots is not None and init[n]]
     if reads: h[reads] = pool[[slots[n] for n in reads]].to(h.dtype)
@@ -409,3 +419,41 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
         done = [n for n in range(N) if live[n]]
         if done: pool[[slots[n] for n in done]] = h[done].to(pool.dtype)
     return out.view(B, T, HV, V), h.to(pool.dtype)
+
+# %% ../nbs/11_serving.ipynb #c4ec9b02
+ONE_LAUNCH_CHECKPOINTS = False   # checkpoints stored by K2 in the prefill's own launch: off until the H200 has timed it (its GPU tests are ready)
+
+def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | None, lens: list, backend: str,
+                     form: dict) -> tuple | None:
+    """`(plan, Form)` where a prefill with checkpoints runs in one launch of K1 + K2 ('chunked', the only kernels
+    that store checkpoints): `ONE_LAUNCH_CHECKPOINTS` on, and the kernels take the call as it is (the plan picks no
+    reference and no route; K = V = 128, as many query heads as value heads). None: the composed path."""
+    if not ONE_LAUNCH_CHECKPOINTS or backend == 'reference' or not q.is_cuda: return None
+    B, T, H, K = q.shape
+    if K != 128 or v.shape[-1] != 128 or v.shape[2] != H: return None
+    fm = Form(**form)
+    how = plan_for(q, v, pool, pool, cu_seqlens, seqlens=lens, backend=backend, form=fm)
+    if how.path == 'reference' or how.routes: return None
+    if how.path != 'chunked' or how.segments:
+        how = path_plan('chunked', f"checkpoints are stored by K2 (the rules' choice: {how.reason})", B, T, H, len(lens),
+                        cu_seqlens is not None, sm_count(q.device), how.steps if how.path == 'chunked' else 1)
+    return how, fm
+
+def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, offsets, ck_slots, state_indices,
+                        cu_seqlens, slots: list, live: list, init: list, how, form: Form) -> tuple[Tensor, Tensor]:
+    """The prefill on `pool` in place in one launch of K1 + K2 (`how`), K2 storing the checkpoints of the table
+    (`ckpt_offsets`, `ckpt_slots`); a live sequence without an initial state starts from its slot zeroed. Returns
+    `(out, final_state)` as the composed path does (zeros for padding sequences)."""
+    dev, N = q.device, len(slots)
+    fresh = [slots[n] for n in range(N) if live[n] and not init[n]]
+    if fresh: pool[fresh] = 0
+    A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
+    out = v.new_empty(v.shape)
+    cu = None if cu_seqlens is None else cu_seqlens.to(dev, torch.long)
+    launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool, pool, cu,
+           state_indices.to(dev, torch.long), form=form, ckpt_offsets=offsets.to(dev, torch.long).contiguous(),
+           ckpt_slots=ck_slots.to(dev, torch.long).contiguous())
+    fs = pool.new_zeros(N, *pool.shape[1:])
+    done = [n for n in range(N) if live[n]]
+    if done: fs[done] = pool[[slots[n] for n in done]]
+    return out, fs

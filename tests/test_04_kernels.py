@@ -25,6 +25,8 @@ def test_kernels_compile_without_spills():
     # (kda_switch.h's dispatch_fwd_form); K3 each of them with and without per-token stores (STORES, dispatch_bool)
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         assert sum(r['kernel'] == k for r in usage) == 4 * (2 if k == DECODE_KERNEL else 1), f"{k}: one instantiation per gate form, one for FlashKDA's"
+    # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool)
+    assert sum(r['kernel'] == KERNEL_NAMES[1] for r in usage) == 2 * 2, "K2: two stage counts, with and without checkpoints"
     for r in usage:
         print(r)
         allowed = ALLOWED_SPILLS.get((r['kernel'], r['registers']), 0)

@@ -160,7 +160,8 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
-                          'gate_form', 'beta_form', 'norm_form', 'token_slots', 'write_final', 'records', 'reuse_records']
+                          'gate_form', 'beta_form', 'norm_form', 'token_slots', 'write_final', 'records', 'reuse_records',
+                          'ckpt_offsets', 'ckpt_slots']
     assert list(Plan('decode', '').launch_args()) == names[14:20]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
@@ -183,6 +184,24 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # records that fit the rules: on to the tensors
         ext.kda_forward(*args, **good, records=records, reuse_records=True)
+    pool = torch.zeros(3, 2, 128, 128)                      # K2's checkpoints: refused where no call could take them
+    with_pool = args[:11] + (pool,) + args[12:]
+    offs, ckslots = torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long)
+    for a, bad, words in [(with_pool, dict(path='fused', ckpt_offsets=offs, ckpt_slots=ckslots), "must be 'chunked'"),
+                          (with_pool, dict(path='decode', ckpt_offsets=offs, ckpt_slots=ckslots), "must be 'chunked'"),
+                          (with_pool, dict(ckpt_offsets=offs), 'pass both or neither'),
+                          (with_pool, dict(ckpt_slots=ckslots), 'pass both or neither'),
+                          (args, dict(ckpt_offsets=offs, ckpt_slots=ckslots), 'need final_state'),
+                          (with_pool, dict(ckpt_offsets=offs.int(), ckpt_slots=ckslots), 'ckpt_offsets must be int64'),
+                          (with_pool, dict(ckpt_offsets=offs, ckpt_slots=ckslots.int()), 'ckpt_slots must be int64'),
+                          (with_pool, dict(ckpt_offsets=offs[0], ckpt_slots=ckslots[0]), r'must be \[N, C\]'),
+                          (with_pool, dict(ckpt_offsets=torch.zeros(1, 4, dtype=torch.long)[:, ::2], ckpt_slots=ckslots), 'contiguous'),
+                          (with_pool, dict(ckpt_offsets=offs, ckpt_slots=torch.zeros(1, 3, dtype=torch.long)), 'one shape')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*a, **(good | bad))
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # a table that fits the rules: on to the tensors
+        ext.kda_forward(*with_pool, **good, ckpt_offsets=offs, ckpt_slots=ckslots)
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # launch passes them on by name
+        K.launch(kernel_path(1, 64, 2, 1, False, None, 132), *with_pool, ckpt_offsets=offs, ckpt_slots=ckslots)
     assert ext.kda_decode_free(-5) is False
 
 

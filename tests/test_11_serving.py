@@ -561,3 +561,219 @@ def test_verify_drafts_per_token_graph_replay(one_launch):
             step(e_pool, e_out)
             graph.replay()
             assert torch.equal(out, e_out) and torch.equal(pool, e_pool), (new_idx, new_acc)
+
+
+from kda_nb.plan import Plan, forced
+from kda_nb.serving import _checkpoint_plan
+
+def k2_on_the_host(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+                   cu_seqlens, state_indices, *, form=None, ckpt_offsets=None, ckpt_slots=None):
+    """`launch`'s contract on the 'chunked' path with K2's checkpoints (04_kernels, *Checkpoints in K2*: padding
+    sequences, the rule for each entry of the table) computed stretch by stretch on the fp64 recurrence, reading the
+    indices on the host: K1 + K2's stand-in on a CPU, for the tests of the one-launch glue."""
+    assert plan.path == 'chunked'
+    B, T = q.shape[:2]
+    flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
+    bounds = seq_bounds(B, T, cu_seqlens)
+    P = final_state.shape[0]
+    slots = state_indices.tolist() if state_indices is not None else list(range(len(bounds)))
+    offs, cks = ckpt_offsets.tolist(), ckpt_slots.tolist()
+    h0 = [initial_state[s].clone() if 0 <= s < P else None for s in slots]     # every state read before any store
+    o = torch.zeros_like(flat(v))
+    for n, (a, b) in enumerate(bounds):
+        if h0[n] is None: continue                                              # padding: zero outputs, no store
+        L = b - a
+        stores = [(t, s) for t, s in zip(offs[n], cks[n]) if 0 <= s < P and 0 <= t <= L and (t % 16 == 0 or t == L)]
+        h, done = h0[n][None], 0
+        for cut in sorted({0, L, *(t for t, _ in stores)}):
+            if cut > done:
+                o[:, a + done:a + cut], h = kda_recurrent(*(flat(x)[:, a + done:a + cut] for x in (q, k, v, g, beta)),
+                                                          A_log, dt_bias, scale=scale, lower_bound=lower_bound,
+                                                          initial_state=h, **form_options(form or Form()))
+                done = cut
+            for t, s in stores:
+                if t == cut: final_state[s] = h[0].to(final_state.dtype)
+        final_state[slots[n]] = h[0].to(final_state.dtype)
+    out.copy_(o.view(out.shape))
+
+def k2_stand_in(k2=k2_on_the_host):
+    "A context: the one-launch prefill taken wherever its offsets allow, with `k2` standing in for `launch` (K1 + K2)."
+    glob = prefill_checkpoints.__globals__
+    @contextmanager
+    def ctx():
+        saved = {n: glob[n] for n in ('_checkpoint_plan', 'launch')}
+        glob['_checkpoint_plan'] = lambda q, v, pool, cu, lens, backend, form: (Plan('chunked', 'stand-in'), Form(**form))
+        glob['launch'] = k2
+        try: yield
+        finally: glob.update(saved)
+    return ctx()
+
+def ckpt_switched(on: bool):
+    "A context: `ONE_LAUNCH_CHECKPOINTS` set to `on` inside it, back off after."
+    glob = prefill_checkpoints.__globals__
+    @contextmanager
+    def ctx():
+        glob['ONE_LAUNCH_CHECKPOINTS'] = on
+        try: yield
+        finally: glob['ONE_LAUNCH_CHECKPOINTS'] = False
+    return ctx()
+
+def aligned_case(seqlens=(50, 7, 32, 0, 19, 16, 1), fixed=False, K=8, dtype=torch.float64, state=torch.float64,
+                 device='cpu', seed=11):
+    """A prefill whose checkpoints all sit where K2 stores them (0, a multiple of 16, the sequence's length): three a
+    sequence, one absent (slot -1) at an unaligned offset, sequence 2 padding, every other sequence from zero; a
+    fixed batch of 3 x 48 tokens with `fixed`. `(args, kw)` for `prefill_checkpoints`, the pool in `kw`."""
+    gen = torch.Generator().manual_seed(seed)
+    H = 2
+    x = (random_inputs(3, 48, H, K, K, dtype=dtype, state=None, seed=seed, device=device) if fixed else
+         random_inputs(seqlens=list(seqlens), H=H, K=K, V=K, dtype=dtype, state=None, seed=seed, device=device))
+    lens = [48] * 3 if fixed else list(seqlens)
+    N = len(lens)
+    P = 4 * N + 2
+    perm = torch.randperm(P, generator=gen).tolist()
+    slots = torch.tensor(perm[:N]); slots[2] = -1
+    ck = torch.tensor(perm[N:4 * N]).view(N, 3)
+    offs = torch.tensor([[0, 16 * int(torch.randint(0, L // 16 + 1, (1,), generator=gen)), L] for L in lens])
+    ck[0, 0], offs[0, 0] = -1, 5
+    pool = torch.randn(P, H, K, K, generator=gen, dtype=torch.float64).to(device=device, dtype=state)
+    kw = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=x['lower_bound'], cu_seqlens=x.get('cu_seqlens'),
+              pool=pool, checkpoint_offsets=offs, checkpoint_slots=ck, state_indices=slots.to(device),
+              has_initial_state=torch.tensor([n % 2 == 0 for n in range(N)]))
+    return [x[n] for n in NAMES], kw
+
+def test_checkpoints_one_launch_glue_on_the_host():
+    """K1 + K2 stood in for by the fp64 recurrence: where every checkpoint sits where K2 stores them, one launch with the
+    call's tables, its slots and the pool in place (fresh sequences' slots zeroed), and every output, final state and
+    pool slot as the composed path leaves them; an unaligned checkpoint, or no state_indices: the composed path."""
+    for fixed in (False, True):
+        args, kw = aligned_case(fixed=fixed)
+        start, calls = kw['pool'].clone(), []
+        def k2(*a, **k_):
+            calls.append((a, k_))
+            return k2_on_the_host(*a, **k_)
+        with k2_stand_in(k2): o1, f1 = prefill_checkpoints(*args, **kw)
+        p1 = kw['pool'].clone()
+        kw['pool'].copy_(start)
+        o2, f2 = prefill_checkpoints(*args, **kw)                             # the composed path (switch off)
+        assert len(calls) == 1
+        a, k_ = calls[0]
+        assert a[11] is kw['pool'] and a[12] is kw['pool'] and torch.equal(a[14], kw['state_indices'])
+        assert torch.equal(k_['ckpt_offsets'], kw['checkpoint_offsets']) and torch.equal(k_['ckpt_slots'], kw['checkpoint_slots'])
+        assert k_['ckpt_offsets'].dtype == k_['ckpt_slots'].dtype == torch.long
+        assert (a[13] is None) == fixed
+        assert not torch.equal(p1, start)
+        assert rel_rms(o1, o2) < 1e-12 and rel_rms(f1, f2) < 1e-12 and rel_rms(p1, kw['pool']) < 1e-12
+        for bad in ('unaligned', 'no slots'):                                  # the composed path: no launch
+            calls.clear()
+            kw2 = dict(kw, pool=start.clone())
+            if bad == 'unaligned':
+                kw2['checkpoint_offsets'] = kw['checkpoint_offsets'].clone()
+                kw2['checkpoint_offsets'][1, 1] = 3
+            else: kw2.update(state_indices=None, has_initial_state=None)
+            with k2_stand_in(k2): prefill_checkpoints(*args, **kw2)
+            assert calls == [], bad
+
+def test_checkpoints_switch_on_without_gpu_keeps_the_composed_path():
+    "ONE_LAUNCH_CHECKPOINTS on, on the CPU: the kernels take nothing here, so the prefill runs composed, as with it off."
+    args, kw = aligned_case(K=128, seed=2)
+    with ckpt_switched(True):
+        assert _checkpoint_plan(args[0], args[2], kw['pool'], kw['cu_seqlens'], [50, 7, 32, 0, 19, 16, 1], 'auto', {}) is None
+        assert check_prefill() < 1e-12 and check_prefill(fixed=True) < 1e-12
+    with ckpt_switched(False): assert check_prefill() < 1e-12
+
+
+import contextlib
+def counting_launch(calls: list):
+    "A context: `launch` as `prefill_checkpoints` calls it, counted into `calls`."
+    glob = prefill_checkpoints.__globals__
+    real = glob['launch']
+    @contextmanager
+    def ctx():
+        glob['launch'] = lambda *a, **kw: (calls.append(1), real(*a, **kw))[1]
+        try: yield
+        finally: glob['launch'] = real
+    return ctx()
+
+def _close(x: torch.Tensor, ref: torch.Tensor) -> float:
+    "rel_rms, or 0 where both are exactly zero (a fresh sequence's state at offset 0)."
+    if not ref.any():
+        assert not x.any()
+        return 0.0
+    return rel_rms(x.double(), ref)
+
+def prefill_errors(args, kw, before, o, fs) -> float:
+    """The largest error of a prefill with checkpoints (its `out`, `final_state` and `kw['pool']` after it) against the
+    fp64 recurrence from `before`, the pool before the call: outputs, final states, every checkpoint named; padding
+    sequences' outputs and final states zero; every slot nobody wrote with its bits kept."""
+    pool = kw['pool']
+    slots, has = kw['state_indices'].tolist(), kw['has_initial_state'].tolist()
+    offs, cks = kw['checkpoint_offsets'].tolist(), kw['checkpoint_slots'].tolist()
+    par = dict(A_log=kw['A_log'], dt_bias=kw['dt_bias'], lower_bound=kw['lower_bound'])
+    bounds = seq_bounds(*args[0].shape[:2], kw['cu_seqlens'])
+    flat = lambda x: x.reshape(1, -1, *x.shape[2:])
+    worst, written = 0.0, set()
+    for n, (lo, hi) in enumerate(bounds):
+        if slots[n] < 0:
+            assert (flat(o)[:, lo:hi] == 0).all() and (fs[n] == 0).all()
+            continue
+        h0 = before[slots[n]].double()[None] if has[n] else torch.zeros_like(before[0], dtype=torch.float64)[None]
+        def after(t):
+            return (None, h0) if t == 0 else kda_recurrent(*(flat(x)[:, lo:lo + t] for x in args), initial_state=h0, **par)
+        ref_o, ref_S = after(hi - lo)
+        if hi > lo: worst = _worse(worst, rel_rms(flat(o)[:, lo:hi].double(), ref_o))
+        worst = _worse(worst, _close(fs[n], ref_S[0]), _close(pool[slots[n]], ref_S[0]))
+        written.add(slots[n])
+        for t, s in zip(offs[n], cks[n]):
+            if s < 0: continue
+            worst = _worse(worst, _close(pool[s], after(t)[1][0]))
+            written.add(s)
+    for s in range(pool.shape[0]):
+        if s not in written: assert torch.equal(pool[s], before[s]), f"slot {s} moved"
+    return worst
+
+@needs_kernels
+@pytest.mark.parametrize('steps', [None, 3])
+@pytest.mark.parametrize('state', [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize('fixed', [False, True])
+def test_checkpoints_one_launch_against_fp64(fixed, state, steps):
+    """The prefill with its checkpoints stored by K2 in one launch (counted): varlen with empty and one-token sequences
+    and a padding one, or fixed; checkpoints at 0, 16, multiples of 16 and the length, one absent at an unaligned
+    offset; fp32 and bf16 pools; the plan's own path, or K1 + K2 forced into three pipeline steps: outputs, final states
+    and every checkpoint within the kernels' rounding of the fp64 recurrence, the other slots untouched."""
+    args, kw = aligned_case(seqlens=(50, 7, 32, 0, 19, 16, 1, 100), fixed=fixed, K=128, dtype=torch.bfloat16, state=state,
+                            device='cuda', seed=21)
+    before, calls = kw['pool'].clone(), []
+    with ckpt_switched(True), counting_launch(calls), (forced('chunked', steps=steps) if steps else contextlib.nullcontext()):
+        o, fs = prefill_checkpoints(*args, **kw)
+    assert len(calls) == 1
+    tol = 1.5e-2 if state == torch.bfloat16 else 6e-3
+    assert prefill_errors(args, kw, before, o, fs) < tol
+    kw2 = dict(kw, pool=before.clone())                                      # the composed path on the same call
+    o2, fs2 = prefill_checkpoints(*args, **kw2)
+    assert rel_rms(o.double(), o2.double()) < tol and rel_rms(kw['pool'].double(), kw2['pool'].double()) < tol
+
+@needs_kernels
+@pytest.mark.parametrize('steps', [1, 3])
+def test_checkpoint_table_cannot_write_outside_the_pool(steps):
+    """K2 given a table of wrong values (offsets negative, past a sequence, unaligned, huge; slots -1, the pool's size,
+    huge either way) among two valid entries, on a pool that is a view between two guard slots: the guards and every
+    slot no valid entry names keep their bits, the valid checkpoints hold their states."""
+    from kda_nb.kernels import launch
+    from kda_nb.plan import path_plan, sm_count
+    x = random_inputs(seqlens=[40, 17, 0], H=2, K=128, state=None, device='cuda', seed=3)
+    P, big = 6, 2 ** 62
+    whole = torch.randn(P + 2, 2, 128, 128, device='cuda')
+    pool, before = whole[1:P + 1], whole.clone()
+    offs = torch.tensor([[-16, 48, 7, big, 16, 0], [17, 32, -1, 16, 5, 0], [0, 16, 1, -5, 0, -big]], device='cuda')
+    ck = torch.tensor([[0, 1, 5, 5, -1, P], [big, -big, 5, 0, 5, -1], [P, 5, 5, 5, 4, 5]], device='cuda')
+    idx = torch.tensor([2, 3, 1], device='cuda')
+    plan = path_plan('chunked', 'test', 1, 57, 2, 3, True, sm_count('cuda'), steps)
+    out = torch.empty_like(x['v'])
+    launch(plan, x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
+           pool, pool, x['cu_seqlens'], idx, ckpt_offsets=offs, ckpt_slots=ck)
+    torch.cuda.synchronize()
+    for s in (0, P + 1, 1 + 5): assert torch.equal(whole[s], before[s]), f"slot {s - 1} of the pool moved"
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=x['lower_bound'])
+    _, S16 = kda_recurrent(*(x[n][:, 40:56] for n in NAMES), initial_state=before[1 + 3][None].double(), **par)
+    assert rel_rms(pool[0].double(), S16[0]) < 6e-3                              # sequence 1 after 16 tokens
+    assert torch.equal(pool[4], before[1 + 1])                                   # sequence 2 (no tokens) entering

@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, a prepared decode step fed unchecked values, and the backward's two passes
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches.
 """
 import os
@@ -136,6 +136,30 @@ for form, kw in ((Form(safe_gate=False), dict(gate='g=8', A_log=math.log(16), sa
                    inp['dt_bias'], None, s, s, torch.tensor(cu, device='cuda'), None, form=form)
             torch.cuda.synchronize()
             assert torch.isfinite(out).all()
+# K2's checkpoints (04_kernels, *Checkpoints in K2*): tables no check has seen (offsets negative, past a sequence,
+# unaligned, the int64 extremes; slots -1, the pool's size, the extremes), valid entries among them (offset 0, 16 and
+# a sequence's length, for empty and one-token sequences and a padding one), into fp32 and bf16 pools in place, in
+# one step and in a pipeline of three, on offsets no check saw
+big = 2 ** 62
+for pool_dtype, steps, cu in ((torch.float32, 1, [0, 40, 41, 41, 75]), (torch.bfloat16, 3, [0, 40, 41, 41, 75]),
+                              (torch.float32, 3, [-5, 40, 2 ** 40, 41, 75])):
+    inp = random_inputs(1, 75, 2, 128, state=None, device='cuda', seed=13)
+    pool = torch.randn(6, 2, 128, 128, device='cuda').to(pool_dtype)
+    offs = torch.tensor([[0, 16, 40, -16, 7, big, -big, 32],
+                         [1, 0, 16, -1, 2, big, 17, 0],
+                         [0, 0, 16, 1, -big, 0, 0, 0],
+                         [34, 32, 16, 0, 33, 48, 3, big]], device='cuda')
+    slots = torch.tensor([[4, 5, -1, 4, 4, 4, 5, 6],
+                          [5, -1, 4, big, -big, 6, 4, 5],
+                          [4, 5, -1, 5, 4, 6, 7, -1],
+                          [5, 4, 5, -2, 4, 4, 4, 4]], device='cuda')
+    plan = path_plan('chunked', 'sanitize', 1, 75, 2, 4, True, sm_count(inp['q'].device), steps)
+    out = torch.empty_like(inp['v'])
+    launch(plan, inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], inp['scale'], out, inp['A_log'], inp['dt_bias'],
+           inp['lower_bound'], pool, pool, torch.tensor(cu, device='cuda'), torch.tensor([0, 1, -1, 3], device='cuda'),
+           ckpt_offsets=offs, ckpt_slots=slots)
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all() and torch.isfinite(pool.float()).all()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
 '''
 
