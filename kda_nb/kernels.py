@@ -229,8 +229,9 @@ def build_extension(src: Path, verbose: bool = False, name_prefix: str = 'kda_nb
 
 # %% ../nbs/04_kernels.ipynb #454842c9
 def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-           state_indices, *, keep: bool = False, form: Form | None = None, token_slots=None, write_final: bool = True,
-           records=None, reuse_records: bool = False, ckpt_offsets=None, ckpt_slots=None):
+           state_indices, *, keep: bool = False, form: Form | None = None, token_slots: torch.Tensor | None = None,
+           write_final: bool = True, records: torch.Tensor | None = None, reuse_records: bool = False,
+           ckpt_offsets: torch.Tensor | None = None, ckpt_slots: torch.Tensor | None = None):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors

@@ -42,7 +42,8 @@ class SegmentPieces:
 
 def _flat(x: Tensor) -> Tensor: return x.reshape(1, -1, *x.shape[2:])
 
-def stacked_call(q, k, v, g, beta, A_log, dt_bias, table, initial_state=None, *, state_dtype=None, **kw) -> SegmentPieces:
+def stacked_call(q, k, v, g, beta, A_log, dt_bias, table, initial_state: Tensor | None = None, *,
+                 state_dtype: torch.dtype | None = None, **kw) -> SegmentPieces:
     "Phase 1: one `kda` call over the segments of `table` (tokens of the flattened axis), each from the stacked state."
     H, K, V = q.shape[2], q.shape[-1], v.shape[-1]
     fq, fk, fv, fg, fb = (_flat(x) for x in (q, k, v, g, beta))
@@ -84,7 +85,7 @@ def entry_chain(X: Tensor, M: Tensor, table) -> tuple[Tensor, dict[int, Tensor]]
 
 # %% ../nbs/10a_segments.ipynb #ffc718fa
 def kda_segmented(q, k, v, g, beta, A_log, dt_bias, *, seg_tokens: int, initial_state: Tensor | None = None,
-                  cu_seqlens: Tensor | None = None, state_dtype=None, **kw) -> tuple[Tensor, Tensor]:
+                  cu_seqlens: Tensor | None = None, state_dtype: torch.dtype | None = None, **kw) -> tuple[Tensor, Tensor]:
     "`kda` computed in segments of `seg_tokens` tokens (three phases: stacked call, chain, fix-up): `(out, final_state)`."
     B, T, H, K = q.shape
     V = v.shape[-1]
@@ -206,8 +207,9 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     _, M = run(torch.zeros_like(fv), torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous(), True)
     return run(fv, entry_states(initial, X, M, grid), True)
 
-def kda_in_passes(q, k, v, g, beta, A_log=None, dt_bias=None, *, segments: int, initial_state: Tensor | None = None,
-                  cu_seqlens: Tensor | None = None, state_dtype=None, first: str | None = None,
+def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *, segments: int,
+                  initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
+                  state_dtype: torch.dtype | None = None, first: str | None = None,
                   share_k1: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
