@@ -13,7 +13,7 @@ from torch import Tensor
 from .api import fwd
 from .decode import decode_cuda
 from .kernels import launch
-from .layout import CHUNK, Form, check_form, check_slots, safe_cu_seqlens, seq_bounds, seqlens_of
+from .layout import CHUNK, Form, check_form, check_slots, put_rows, safe_cu_seqlens, seq_bounds, seqlens_of
 from .plan import path_plan, plan, plan_for, sm_count
 
 # %% auto #0
@@ -40,18 +40,6 @@ def _capturing(x: Tensor) -> bool:
 def _scratch_dtype(pool: Tensor) -> torch.dtype:
     "The running states' dtype: fp32 (fp64 for an fp64 pool), so that a chain of calls rounds to the pool's dtype only where it stores."
     return torch.float64 if pool.dtype == torch.float64 else torch.float32
-
-def _put_rows(dest: Tensor, index: Tensor, src: Tensor, keep: Tensor) -> None:
-    """`dest[index[i]] = src[i]` for every `i` with `keep[i]`, on the device and without waiting for it, whatever
-    `index` holds where `keep` is False. Dropped entries are sent to the first kept entry's row with its value (with
-    nothing kept, to row 0 with that row's own value), so a row written twice gets the same bytes both times."""
-    b = (-1,) + (1,) * (src.dim() - 1)
-    first = keep.to(torch.int32).argmax().view(1)         # (index_select throughout: a 0-dim index would read it on the host)
-    any_kept = keep.any()
-    row0 = torch.where(any_kept, index.index_select(0, first), 0)
-    val0 = torch.where(any_kept, src.index_select(0, first).to(dest.dtype), dest.index_select(0, row0))
-    rows = torch.where(keep, index, row0)
-    dest.index_copy_(0, rows, torch.where(keep.view(b), src.to(dest.dtype), val0))
 
 def _draft_layout(q: Tensor, N: int, cu_seqlens: Tensor | None):
     "`(starts, lens)` of each sequence's drafts on the flat token axis (device tensors; varlen offsets made safe as the kernels make them)."
@@ -175,7 +163,7 @@ def verify_drafts_per_token(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Te
             state_indices=torch.where(live, seq, -1), check_seqlens=False, backend=backend, **form)
         outs[t] = o_t[:, 0]
         dst = idx[:, t]
-        _put_rows(pool, dst, h, live & (dst >= 0) & (dst < P))
+        put_rows(pool, dst, h, live & (dst >= 0) & (dst < P))
     n, t, held = _token_coords(starts, lens, B * T)
     o = outs[t.clamp(0, D - 1), n] * (held & live_seq[n])[:, None, None]
     if out is None: return o.view(B, T, HV, V)
@@ -239,7 +227,7 @@ def _replay(pool: Tensor, records: DraftRecords, slots: Tensor, acc: Tensor, liv
     scratch = vr.new_empty(vr.shape)                           # (the replayed tokens' outputs: not needed)
     fwd(kr, kr, vr, gr, br, scale, scratch, A_log, dt_bias, lower_bound, pool, pool, cu, state_indices=ids,
         check_seqlens=False, backend=backend, **form)
-    _put_rows(records.count, sc, torch.zeros_like(sc), live)   # replayed: nothing left to accept
+    put_rows(records.count, sc, torch.zeros_like(sc), live)   # replayed: nothing left to accept
 
 def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, records, slots, acc, live, starts,
                        lens, out, form: Form) -> Tensor:
@@ -282,8 +270,8 @@ def _record(records: DraftRecords, k, v, g, beta, slots, starts, lens, live) -> 
     keep = held & live[n]
     dst = slots.clamp(0, P - 1)[n] * D + t.clamp(0, D - 1)
     for name, x in (('k', k), ('v', v), ('g', g), ('beta', beta)):
-        _put_rows(getattr(records, name), dst, x.reshape(B * T, *x.shape[2:]), keep)
-    _put_rows(records.count, slots.clamp(0, P - 1), lens, live)
+        put_rows(getattr(records, name), dst, x.reshape(B * T, *x.shape[2:]), keep)
+    put_rows(records.count, slots.clamp(0, P - 1), lens, live)
 
 def commit_drafts(pool: Tensor, records: DraftRecords, state_indices: Tensor, num_accepted_tokens: Tensor, *,
                   A_log: Tensor | None = None, dt_bias: Tensor | None = None, scale: float | None = None,

@@ -16,7 +16,7 @@ from torch import Tensor
 
 from . import serving
 from .api import DecodeStep
-from .layout import rel_rms, safe_cu_seqlens
+from .layout import put_rows, rel_rms, safe_cu_seqlens
 from .serving import commit_drafts, new_draft_records, prefill_checkpoints, verify_drafts
 
 # %% auto #0
@@ -520,7 +520,7 @@ def pooled(forward: Callable) -> Callable:
         out.copy_(torch.where(live[seq].view(B, T, 1, 1), o.to(out.dtype), 0))
         if final_state is not None:
             if idx is None: final_state.copy_(s)
-            else: serving._put_rows(final_state, idx.clamp(0, P - 1), s, live)
+            else: put_rows(final_state, idx.clamp(0, P - 1), s, live)
         return 'pooled'
     return call
 

@@ -129,16 +129,16 @@ def check_prefill(seqlens=(50, 7, 32, 0, 19), fixed=False, form=None, seed=7):
     return worst
 
 
-from kda_nb.serving import _put_rows
+from kda_nb.layout import put_rows
 
 def test_put_rows_writes_only_the_kept_rows():
     dest = torch.arange(12.).view(6, 2)
     before = dest.clone()
     src = -torch.arange(1., 9.).view(4, 2)
-    _put_rows(dest, torch.tensor([4, -1, 99, 1]), src, torch.tensor([True, False, False, True]))
+    put_rows(dest, torch.tensor([4, -1, 99, 1]), src, torch.tensor([True, False, False, True]))
     expect = before.clone(); expect[4], expect[1] = src[0], src[3]
     assert torch.equal(dest, expect)
-    _put_rows(dest, torch.tensor([-1, 7]), src[:2], torch.tensor([False, False]))      # nothing kept
+    put_rows(dest, torch.tensor([-1, 7]), src[:2], torch.tensor([False, False]))      # nothing kept
     assert torch.equal(dest, expect)
 
 
