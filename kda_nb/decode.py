@@ -32,3 +32,6 @@ def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
     launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
            state_indices, form=form, token_slots=token_slots, write_final=write_final)
     return out, final_state
+
+_K3 = Plan('decode', "decode_cuda: K3 asked for")
+
