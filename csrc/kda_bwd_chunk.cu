@@ -31,6 +31,8 @@
 // Sc * dSo) run on the tensor cores in 3xTF32 (about fp32's accuracy; two products where the states are bf16, whose
 // values are tf32 already): warp w owns channels 32w .. 32w + 31
 // and reads its columns of Sc and dSo from global memory straight into mma fragments.
+#include <type_traits>
+
 #include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_layout.cuh"
@@ -708,7 +710,11 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
             kdiv[i][c] = __fdividef(x.k[i], em[i]);
         }
     }
-    // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below
+    // da_i = sum_{t >= i} before_t + sum_{t < i} after_t + ddecay decay: the prefix now, the suffix below. The loop is
+    // compiled once for each path (EXACT a compile-time constant), so that the fast path's unrolled products carry none
+    // of the exact path's exponentials, predicated off but issued all the same
+    auto token_grads = [&](auto exact_path) {
+    constexpr bool EXACT = decltype(exact_path)::value;
     float prefix = s.ddecay[c] * decay;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
@@ -718,7 +724,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
         float rowM = 0.f, rowA = 0.f, col = 0.f;
 #pragma unroll
         for (int j = 0; j < CHUNK; ++j) {
-            if (exact) {
+            if constexpr (EXACT) {
                 if (j < i) {
                     const float kj = x.k[j] * __expf(x.G[i] - x.G[j]);
                     rowM = fmaf(s.dM[i][j], kj, rowM);
@@ -733,7 +739,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
                 if (j > i) col = fmaf(fmaf(s.dM[j][i], x.q[j], s.dA[j][i] * x.k[j]), em[j], col);
             }
         }
-        if (!exact) { rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]); }
+        if constexpr (!EXACT) { rowM *= em[i]; rowA *= em[i]; col = __fdividef(col, em[i]); }
         const float dMd = s.dM[i][i];
         s.f.qd[i][c] = xq + rowM + dMd * x.k[i];                        // dq (of q_hat)
         s.f.kd[i][c] = xk + xr + rowA + col + dMd * x.q[i];             // dk (of k_hat)
@@ -741,6 +747,9 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
         da[i] = prefix;
         prefix = fmaf(xr, x.k[i], prefix);                               // after_i = xr k
     }
+    };
+    if (exact) token_grads(std::true_type{});
+    else token_grads(std::false_type{});
     {
         float acc = 0.f;
 #pragma unroll
