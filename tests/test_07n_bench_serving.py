@@ -101,7 +101,7 @@ def test_switch_restores():
         with switch('SPLIT_ENABLED'): pass
 
 def test_a_wrong_call_is_never_timed():
-    "On a CPU, events only: the right contenders are timed in one set of rounds; one that is off, one that raises and one checked against it are not."
+    "On a CPU, events only: the right contenders are timed in one set of rounds; one that is off, one that raises and those checked against them are not."
     start = dict(a=torch.zeros(4, 3), n=torch.zeros(2, dtype=torch.long))
     def add(x):
         def run(b): b['a'].add_(x); b['n'].add_(1)
@@ -113,6 +113,7 @@ def test_a_wrong_call_is_never_timed():
           Contender('off', add(1.1), ('a', 'n'), 'events', 'reference: add'),
           Contender('raises', boom, ('a',), 'events', 'reference: add'),
           Contender('after it', add(1.0), ('a',), 'events', 'raises (events)'),
+          Contender('matches off', add(1.1), ('a', 'n'), 'events', 'off (events)'),
           Contender('absent', None, ('a',), 'events', 'reference: add', why_not='not installed')]
     seen = []
     def fake(calls, rounds, reps):
@@ -125,7 +126,9 @@ def test_a_wrong_call_is_never_timed():
     assert rows['near']['status'] == 'timed' and 0 < rows['near']['check_error'] < TOL
     assert rows['off']['status'] == 'wrong' and rows['off']['us'] is None and 'from reference: add' in rows['off']['reason']
     assert rows['raises']['status'] == 'error' and rows['raises']['reason'] == 'RuntimeError: no kernel here'
-    assert rows['after it']['status'] == 'error' and 'raises (events) did not run' in rows['after it']['reason']
+    assert rows['after it']['reason'] == 'not checked: raises (events) raised RuntimeError: no kernel here'
+    assert rows['matches off']['status'] == 'error' and rows['matches off']['us'] is None       # the same as a wrong call
+    assert rows['matches off']['reason'].startswith('not checked: off (events) is 1.0e-01 from reference: add')
     assert rows['absent']['status'] == 'not run' and rows['absent']['reason'] == 'not installed'
     assert 'reference: add' not in rows and torch.equal(start['a'], torch.zeros(4, 3))     # the start is never written
     with pytest.raises(ValueError, match='checked against'): measure_group({}, start, [Contender('x', add(1.0), ('a',), 'events')], fake)

@@ -148,22 +148,25 @@ def measure_group(meta: dict, start: dict, contenders: list, interleave: Callabl
                    status=None, reason=None, check_error=None, us=None, us_range=None)
         if c.why_not is not None:
             row.update(status='not run', reason=c.why_not)
-        elif c.against is not None and c.against not in results:
-            row.update(status='error', reason=f"not checked: {c.against} did not run ({failed.get(c.against, 'not in the group')})")
+        elif c.against is not None and c.against not in results:     # (only a run that passed its own check counts)
+            row.update(status='error', reason=f"not checked: {c.against} {failed.get(c.against, 'is not in the group')}")
         else:
             bufs = {k: start[k].clone() for k in c.keys}
             try:
                 c.run(bufs)
                 sync()
             except Exception as e:
-                failed[c.label] = _why(e)
-                row.update(status='error', reason=failed[c.label])
+                failed[c.label] = f"raised {_why(e)}"
+                row.update(status='error', reason=_why(e))
             else:
-                results[c.label] = bufs
-                if c.against is not None:
-                    err = row['check_error'] = distance(bufs, results[c.against], c.rows)
-                    if err <= TOL: passed.append(c)
-                    else: row.update(status='wrong', reason=f"{err:.1e} from {c.against} (at most {TOL:g})")
+                err = None if c.against is None else distance(bufs, results[c.against], c.rows)
+                row['check_error'] = err
+                if err is None or err <= TOL:
+                    results[c.label] = bufs
+                    if c.against is not None: passed.append(c)
+                else:
+                    failed[c.label] = f"is {err:.1e} from {c.against}"
+                    row.update(status='wrong', reason=f"{err:.1e} from {c.against} (at most {TOL:g})")
         if c.timing is not None: rows[c.label] = row
     bufs = {k: x.clone() for k, x in start.items()}             # the buffers every timed call runs on
     calls, graphs = {}, []
