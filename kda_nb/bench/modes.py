@@ -436,7 +436,10 @@ def compare_main(argv=None) -> int:
 
 
 # %% ../../nbs/07l_bench_modes.ipynb #f6af9088
-MODES = {'stages': stages_main, 'train-stages': train_stages_main, 'timeline': timeline_main, 'compare': compare_main}
+from .serving import serving_main   # (handed this page's `interleaved`: it imports nothing of this page)
+
+MODES = {'stages': stages_main, 'train-stages': train_stages_main, 'timeline': timeline_main, 'compare': compare_main,
+         'serving': functools.partial(serving_main, interleave=interleaved)}
 
 def run_mode(argv) -> int:
     "Run the mode `argv[0]` with the rest of `argv`; its exit status."
