@@ -10,7 +10,7 @@
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
 # the anchor, sweeps and small-call groups (kda_nb, with FlashKDA where flash_kda imports and fla's recurrent kernel
-# where fla does), the decode paths (tools/decode_paths.py) and the train group (kda_nb and fla, fla warmed first), each
+# where fla does), the decode paths (python -m kda_nb.bench decode-paths) and the train group (kda_nb and fla, fla warmed first), each
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
@@ -159,7 +159,7 @@ if [ "$BENCH" = --records ]; then
   group sweeps_h200 150 --cases T,N --impls "kda_nb$FK"
   group small_h200 60 --cases small --impls "kda_nb,kda_nb_step$FK$FR"
   echo "== record decode_paths_h200"
-  bounded python3 tools/decode_paths.py h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
+  bounded python3 -m kda_nb.bench decode-paths h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
     || status=1
   if [ -n "$FR" ]; then
     if [ -n "${FLA_CONFIGS:-}" ]; then
