@@ -19,7 +19,8 @@ ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
-    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS}
+    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
+                                           SCAN_KERNEL}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
     # K1, the fused kernel and K3 once per gate form (safe, softplus, given) and once for FlashKDA's form
     # (kda_switch.h's dispatch_fwd_form); K3 each of them with and without per-token stores (STORES, dispatch_bool)
@@ -27,6 +28,7 @@ def test_kernels_compile_without_spills():
         assert sum(r['kernel'] == k for r in usage) == 4 * (2 if k == DECODE_KERNEL else 1), f"{k}: one instantiation per gate form, one for FlashKDA's"
     # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool)
     assert sum(r['kernel'] == KERNEL_NAMES[1] for r in usage) == 2 * 2, "K2: two stage counts, with and without checkpoints"
+    assert sum(r['kernel'] == SCAN_KERNEL for r in usage) == 3, "the entry scan: 8, 16 and 32 state rows a block"
     for r in usage:
         print(r)
         allowed = ALLOWED_SPILLS.get((r['kernel'], r['registers']), 0)
@@ -94,7 +96,8 @@ def test_binding_one_entry_point_per_path():
     src = {f: (csrc_dir() / f).read_text() for f in CSRC_FILES}
     assert binding_entry_points(src['kda_binding.cpp']) == ['kda_forward', 'kda_decode_run', 'kda_decode_free', 'kda_layout',
                                                             'kda_record_bytes', 'kda_bwd_factor_floats', 'kda_bwd_prepare',
-                                                            'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint']
+                                                            'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint',
+                                                            'kda_entry_scan']
     code = {f: '\n'.join(l.split('//')[0] for l in s.splitlines()) for f, s in src.items()}   # without comments
     assert not [f for f, c in code.items() if re.search(r'getenv|std::atomic|kda_set_', c)]
     assert [f for f, c in code.items() if 'cudaDevAttrMultiProcessorCount' in c] == []   # the SM count: kda_nb.plan's
