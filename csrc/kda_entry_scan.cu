@@ -16,12 +16,13 @@
 // column thread c) owning rows 4g .. 4g + 3 and columns 2c, 2c + 1 of E (K <= 128: every element has one owner):
 //   - M_p is in shared memory already (fp32, K x K, row stride KP = K rounded up to 4): it was copied with cp.async
 //     during the step before, into the other of two buffers (2 x 64 KB at K = 128);
-//   - each thread loads its X_p elements from global memory into its accumulators, then adds E_p[v, i] M_p[i, j]
-//     over i in order (plain fp32 FMAs): E_p's rows from shared memory as float4 (the same address across a warp:
-//     a broadcast), M_p's row i as float2 (a warp's 32 column threads read 256 contiguous bytes);
-//   - after a barrier the accumulators become the block's E_{p+1} in shared memory, and are written to E at the
+//   - each thread sums E_p[v, i] M_p[i, j] over i in order (plain fp32 FMAs): E_p's rows from shared memory as float4
+//     (the same address across a warp: a broadcast), M_p's row i as float2 (a warp's 32 column threads read 256
+//     contiguous bytes); its X_p elements, loaded from global memory before the sum, are added after it, so that
+//     their latency hides behind it;
+//   - after a barrier the sums plus X_p become the block's E_{p+1} in shared memory, and are written to E at the
 //     next segment's row. The copy of M_{p+1} is only issued where segment p + 2 exists (M of a sequence's last
-//     segment is never needed).
+//     segment is never needed); the grid's values are read a step before they are needed.
 // Nothing is read back to the host, so the launch can be captured in a CUDA graph. fp32 throughout: the result is
 // the chain's fp32 product, in the order of the recurrence (no reassociation across segments, unlike a scan).
 #include "kda_common.cuh"
@@ -83,9 +84,11 @@ __global__ void __launch_bounds__(threads<ROWS>()) kda_entry_scan(ScanArgs a) {
     const bool pair = (K & 1) == 0;                              // K even: a thread's two columns as one float2
     const int64_t kk = static_cast<int64_t>(K) * K, vk = static_cast<int64_t>(V) * K;
 
+    // the rows of segments p, p + 1 and p + 2 (-1: the sequence has ended), each read a step before it is needed
     int64_t r = segment_row(a, 0, n);
     if (r < 0) return;                                           // (the whole block alike: no barrier yet)
     int64_t rn = segment_row(a, 1, n);
+    int64_t rnn = rn >= 0 ? segment_row(a, 2, n) : -1;
 
     // an element (v, j) of a [.., HV, V, K] tensor at first-axis row `row`, in range or zero
     auto load2 = [&](const float* t, int64_t row, int v, float& x0, float& x1) {
@@ -121,14 +124,17 @@ __global__ void __launch_bounds__(threads<ROWS>()) kda_entry_scan(ScanArgs a) {
 #pragma unroll
         for (int q = 0; q < ROWS_PER_THREAD; ++q) store2(r, v0 + q, cur[q][0], cur[q][1]);
         if (rn < 0) break;
-        const int64_t rnn = segment_row(a, p + 2, n);
+        const int64_t r3 = rnn >= 0 ? segment_row(a, p + 3, n) : -1;
         if (rnn >= 0) {                                          // M_{p+1} on its way while this step runs
             copy_map<NT>(Mbuf(p + 1), a.M + (rn * HV + h) * kk, K, KP);
             cp_async_commit();
         }
-        float acc[ROWS_PER_THREAD][2];
+        float x[ROWS_PER_THREAD][2], acc[ROWS_PER_THREAD][2];     // X_p's loads land while the products run
 #pragma unroll
-        for (int q = 0; q < ROWS_PER_THREAD; ++q) load2(a.X, r, v0 + q, acc[q][0], acc[q][1]);
+        for (int q = 0; q < ROWS_PER_THREAD; ++q) {
+            load2(a.X, r, v0 + q, x[q][0], x[q][1]);
+            acc[q][0] = acc[q][1] = 0.f;
+        }
         if (rnn >= 0) cp_async_wait<1>(); else cp_async_wait<0>();
         __syncthreads();                                         // M_p landed for every thread; E_p in Es
         if (c0 < K) {
@@ -156,10 +162,10 @@ __global__ void __launch_bounds__(threads<ROWS>()) kda_entry_scan(ScanArgs a) {
         __syncthreads();                                         // every thread done with E_p and this buffer of M
 #pragma unroll
         for (int q = 0; q < ROWS_PER_THREAD; ++q) {
-            cur[q][0] = acc[q][0]; cur[q][1] = acc[q][1];
+            cur[q][0] = acc[q][0] + x[q][0]; cur[q][1] = acc[q][1] + x[q][1];      // E_p M_p + X_p
             if (c0 < KP) *reinterpret_cast<float2*>(Es + (g * ROWS_PER_THREAD + q) * KP + c0) = make_float2(cur[q][0], cur[q][1]);
         }
-        r = rn; rn = rnn;
+        r = rn; rn = rnn; rnn = r3;
     }
 }
 
