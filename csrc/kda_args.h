@@ -12,23 +12,27 @@
 namespace kda {
 
 enum StateKind : int { STATE_NONE = 0, STATE_BF16 = 1, STATE_FP32 = 2 };
+// The element type of the forward's inputs q, k, v, g, beta and of its output: a template parameter of the forward's
+// kernels (kda_switch.h: dispatch_fwd), read by the launchers from FwdArgs::input_kind and DecodeArgs::input_kind
+enum InputKind : int { INPUT_BF16 = 0, INPUT_F16 = 1 };
 
 // The call's token tensors and gates, which every kernel of a call reads. A kernel that reads no v (the backward's
 // token-parallel kernels) gets null there. The sizes (H, scale, the gate's floor) are declared by each kind after
 // its own fields: the forward's kernels keep the parameter layout (and so the machine code) they were tuned with.
 struct Params {
-    const void* q;            // [total_tokens, H, 128] bf16 (B*T tokens, or the varlen concatenation)
+    const void* q;            // [total_tokens, H, 128] bf16 (B*T tokens, or the varlen concatenation); the forward's
+                              // kernels also take fp16 (FwdArgs, DecodeArgs: input_kind), k, v, g, beta as q
     const void* k;            // same
     const void* v;            // same
     const void* g;            // same: raw gate
-    const void* beta;         // [total_tokens, H] bf16 logits
+    const void* beta;         // [total_tokens, H] logits, q's dtype
     const float* A_log;       // [H]
     const float* dt_bias;     // [H, 128]
 };
 
 // The forward: its outputs and the states' formats, every path alike
 struct Args : Params {
-    void* out;                // [total_tokens, H, 128] bf16
+    void* out;                // [total_tokens, H, 128], the inputs' dtype
     const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
     void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
     int state_in_kind;
@@ -78,6 +82,9 @@ struct FwdArgs : Args {
     const int64_t* ckpt_offsets = nullptr;  // [N, C] int64
     const int64_t* ckpt_slots = nullptr;    // [N, C] int64
     int64_t ckpt_count = 0;                 // C
+    // The inputs' element type (InputKind; last, as the checkpoints): a template parameter of the kernels, which read
+    // no field for it; the launchers pick the instance by it.
+    int input_kind = INPUT_BF16;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the
@@ -106,6 +113,7 @@ struct DecodeArgs : Args {
     int token_slots_int32 = 0;
     int write_final = 1;
     int64_t token_slots_width = 0;      // W
+    int input_kind = INPUT_BF16;        // as FwdArgs (last: read by the launcher only)
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

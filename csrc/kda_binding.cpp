@@ -156,7 +156,8 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 }  // namespace
 
 // The forward on the plan's path, obeying its choices (kda_nb.plan.Plan: path, steps, growth, k2_stages,
-// k1_persistent, sms), on torch's current stream of q's device; writes out and final_state. 'chunked': the
+// k1_persistent, sms), on torch's current stream of q's device; writes out and final_state. q, k, v, g, beta and out:
+// one dtype, bfloat16 or float16 (the kernels' instances of that element type; kda_checks.h §input). 'chunked': the
 // workspace holds K1's records, then (a pipeline) the two carry states; the steps are at most the batch's chunks
 // (the plan picks no more; a direct caller's are cut to them). 0, or with keep the id of a prepared decode step.
 // 'decode' only: token_slots [N, W] stores the state after token t < W of sequence n into pool slot token_slots[n, t]
@@ -176,6 +177,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     check_token_slots(token_slots, write_final, path, keep, final_state);
     check_records(records, reuse_records, path, steps);
     check_checkpoints(ckpt_offsets, ckpt_slots, path, final_state);
+    input_kind_of(q, k, v, g, beta, out);             // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,

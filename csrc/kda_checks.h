@@ -74,9 +74,24 @@ void check_form_codes(int64_t gate_form, int64_t beta_form, int64_t norm_form) {
     TORCH_CHECK(norm_form >= 0 && norm_form <= 1, "norm_form must be 0 (L2 inside) or 1 (normalised outside), got ", num(norm_form).c_str());
 }
 
+// §input: the forward's inputs q, k, v, g, beta and its output share one dtype, bfloat16 or float16 (the kernels' element
+// type, kda_args.h: InputKind); a tensor of another dtype is refused by name.
+int input_kind_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
+                  const torch::Tensor& beta, const torch::Tensor& out) {
+    const at::ScalarType dt = q.scalar_type();
+    TORCH_CHECK(dt == at::kBFloat16 || dt == at::kHalf, "q must be bfloat16 or float16 (the forward's kernels take "
+                "either), got ", dt);
+    const torch::Tensor* others[] = {&k, &v, &g, &beta, &out};
+    const char* names[] = {"k", "v", "g", "beta", "out"};
+    for (int i = 0; i < 5; ++i)
+        TORCH_CHECK(others[i]->scalar_type() == dt, names[i], " must have q's dtype ", dt, " (q, k, v, g, beta and out "
+                    "share one dtype, bfloat16 or float16), got ", others[i]->scalar_type());
+    return dt == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;
+}
+
 // The checked, kernel-ready form of a call's tensors, shared by every path (kda_forward's three, and a prepared
-// decode step). q, k: [B, T, Hq, 128] bf16; v, g: [B, T, H, 128] bf16 with H = 2^s Hq (grouped value heads; Call::H
-// counts the value heads); beta [B, T, H] bf16; out like v; A_log [H], dt_bias [H, 128] fp32 (None for the given
+// decode step). q, k: [B, T, Hq, 128] bf16 or fp16; v, g: [B, T, H, 128] with H = 2^s Hq (grouped value heads; Call::H
+// counts the value heads); beta [B, T, H]; out like v; q, k, v, g, beta and out of one dtype (`input_kind_of`); A_log [H], dt_bias [H, 128] fp32 (None for the given
 // gate, gate_form 2); states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
 // (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
 // Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
@@ -88,6 +103,7 @@ struct Call {
     bool varlen = false, pooled = false;
     int in_kind = kda::STATE_NONE, out_kind = kda::STATE_NONE;
     int gate_form = 0, beta_form = 0, norm_form = 0;   // the form's codes (prepare checks them)
+    int input_kind = kda::INPUT_BF16;                    // the dtype of q, k, v, g, beta and out (kda_args.h: InputKind)
     int64_t group = 1;                                   // value heads per q and k head (GVA)
     cudaStream_t stream = nullptr;
 };
@@ -140,15 +156,16 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     c.N = c.varlen ? cu_seqlens->numel() - 1 : c.B;
     TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
     TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
+    c.input_kind = input_kind_of(q, k, v, g, beta, out);
     const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
     const char* names[] = {"q", "k", "v", "g", "out"};
     for (int i = 0; i < 5; ++i) {
         const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v, g and out: HV
-        check_tensor(*same_shape[i], names[i], at::kBFloat16, q);
+        check_tensor(*same_shape[i], names[i], q.scalar_type(), q);
         TORCH_CHECK(same_shape[i]->sizes() == like.sizes(), names[i], " must have the shape of ", i < 2 ? "q " : "v ",
                     shape_of(like).c_str(), ", got ", shape_of(*same_shape[i]).c_str());
     }
-    check_tensor(beta, "beta", at::kBFloat16, q);
+    check_tensor(beta, "beta", q.scalar_type(), q);
     TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
                 "beta must be [B, T, HV] (v's heads), got ", shape_of(beta).c_str());
     for (const auto* t : {&A_log, &dt_bias}) {
@@ -297,6 +314,7 @@ void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.A_log = given ? nullptr : c.Ac.data_ptr<float>(); a.dt_bias = given ? nullptr : c.dc.data_ptr<float>();
     a.out = c.o.data_ptr();
     a.gate_form = c.gate_form; a.beta_form = c.beta_form; a.norm_form = c.norm_form;
+    a.input_kind = c.input_kind;
     a.group_shift = 0;
     while ((int64_t{1} << a.group_shift) < c.group) ++a.group_shift;
     a.state_in = c.s_in.has_value() ? c.s_in->data_ptr() : nullptr;

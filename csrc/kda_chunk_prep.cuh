@@ -8,7 +8,8 @@
 // them read, so the record never leaves the SM.
 //
 // Lane (g, t) = (lane / 4, lane % 4) holds rows g and g + 8 of the chunk, and 32 of the 128 channels:
-// 32 p + 8 t + e for p = 0..3, e = 0..7, i.e. 16 contiguous bytes of bf16 per (row, p). That is
+// 32 p + 8 t + e for p = 0..3, e = 0..7, i.e. 16 contiguous bytes of the inputs (bf16 or fp16: the template parameter
+// IN, kda_common.cuh §input) per (row, p). That is
 // exactly what the tf32 mma fragments need for L = kd ki^T and Mqk = qd ki^T, if the k-step
 // kk = 4 p + e / 2 reads channel 32 p + 8 t + 2 (kk % 4) as its column t and the next channel as its
 // column t + 4: the sum over channels only needs every channel once, in any order. So the keys and
@@ -27,7 +28,7 @@ constexpr int GS = D + 4;    // fp32 row stride of the G scratch: conflict-free 
 constexpr int LS = CHUNK + 8;    // row stride of the 16x16 scratch: conflict-free 8-byte writes
 
 struct K1Warp {              // one warp's scratch, 16.25 KB
-    __nv_bfloat16 qk[2][CHUNK][D];   // q and k as loaded; 16-byte piece P of row r sits at P ^ 4 (r & 1)
+    uint16_t qk[2][CHUNK][D];        // q and k as loaded (the inputs' elements); 16-byte piece P of row r sits at P ^ 4 (r & 1)
     union {
         float G[CHUNK][GS];          // the cumulative gate G, rows x channels
         struct {
@@ -52,12 +53,13 @@ __device__ __forceinline__ void sts4(float* p, float a, float b, float c, float 
 }
 
 // What a warp fetches ahead for its next item: where it is, its gate rows (lane l: channels 4 l .. 4 l + 3
-// of each of the 16 rows), its two betas (rows g, g + 8) and its head's gate parameters. The q and k
-// rows go to the scratch by cp.async.
+// of each of the 16 rows), its two betas (rows g, g + 8) and its head's gate parameters, as the inputs' elements. The
+// q and k rows go to the scratch by cp.async.
+template <int IN>
 struct Fetched {
     Item it;
     uint2 graw[CHUNK];
-    __nv_bfloat16 beta[2];   // the logits
+    typename In<IN>::T beta[2];   // the logits
     float4 bias;             // dt_bias of the lane's 4 channels
     float A_log;
 };
@@ -68,15 +70,16 @@ struct Fetched {
 // A warp asks for the next item's gate rows as soon as it has used the current ones, and for its q and
 // k rows as soon as the current ones are used (prep_item), so the loads overlap the current item's
 // arithmetic.
-template <GateForm GF>
-__device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lane) {   // loads only: nothing waits
+template <GateForm GF, int IN>
+__device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched<IN>& f, int lane) {   // loads only: nothing waits
+    using T = typename In<IN>::T;
     const int g = lane >> 2, H = p.H;
     const int64_t HD = static_cast<int64_t>(H) * D;
     const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
-    const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
+    const T* gp = static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
 #pragma unroll
     for (int r = 0; r < CHUNK; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
-    const __nv_bfloat16* beta_g = static_cast<const __nv_bfloat16*>(p.beta);
+    const T* beta_g = static_cast<const T*>(p.beta);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
     if constexpr (GF != GateForm::Given) {         // the given gate has no A_log, no dt_bias
@@ -87,8 +90,9 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched& f, int lan
         f.A_log = 0.f;
     }
 }
-template <bool FORMS>
+template <bool FORMS, int IN>
 __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
+    using T = typename In<IN>::T;
     const int g = lane >> 2, t = lane & 3;
     const int shift = group_shift_of<FORMS>(p);
     const int64_t HD = static_cast<int64_t>(p.H >> shift) * D;    // q and k: H / 2^group_shift heads (GVA)
@@ -101,8 +105,8 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
 #pragma unroll
         for (int q4 = 0; q4 < 4; ++q4) {
             const int piece = (4 * q4 + t) ^ (4 * (r & 1));
-            cp_async16(&sm.qk[0][r][8 * piece], static_cast<const __nv_bfloat16*>(p.q) + off + 32 * q4 + 8 * t, in ? 16 : 0);
-            cp_async16(&sm.qk[1][r][8 * piece], static_cast<const __nv_bfloat16*>(p.k) + off + 32 * q4 + 8 * t, in ? 16 : 0);
+            cp_async16(&sm.qk[0][r][8 * piece], static_cast<const T*>(p.q) + off + 32 * q4 + 8 * t, in ? 16 : 0);
+            cp_async16(&sm.qk[1][r][8 * piece], static_cast<const T*>(p.k) + off + 32 * q4 + 8 * t, in ? 16 : 0);
         }
     }
     cp_async_commit();
@@ -116,8 +120,8 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
 // where every |G| of the chunk is <= SPLIT_FLOOR, on every channel (a vote of the warp), else false (the exact
 // path, decayed_keys_exact).
 constexpr float SPLIT_FLOOR = 116.f;     // 16 * 5 * log2(e) = 115.4: the safe gate's own worst chunk
-template <GateForm GF>
-__device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched& f, K1Warp& sm, uint8_t* rec, int len,
+template <GateForm GF, int IN>
+__device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched<IN>& f, K1Warp& sm, uint8_t* rec, int len,
                                            int lane) {
     const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(f.A_log);
     const float lb2 = GF == GateForm::SafeSigmoid ? p.lower_bound * LOG2E : gate_scale<GF>(A, p.lower_bound) * LOG2E;
@@ -127,7 +131,7 @@ __device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched& f, K
 #pragma unroll
     for (int r = 0; r < CHUNK; ++r) {              // straight-line code: the 16 rows' sigmoids overlap
         const float w = r < len ? lb2 : 0.f;    // rows past the end hold the last row again: weight 0
-        const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+        const float2 a = In<IN>::unpack(f.graw[r].x), b = In<IN>::unpack(f.graw[r].y);
         run.x += log_decay<GF>(gate_arg<GF>(a.x, A, bias.x), w);
         run.y += log_decay<GF>(gate_arg<GF>(a.y, A, bias.y), w);
         run.z += log_decay<GF>(gate_arg<GF>(b.x, A, bias.z), w);
@@ -145,7 +149,7 @@ __device__ __forceinline__ bool gate_decay(const FwdArgs& p, const Fetched& f, K
         if (!split) {                              // the exact path: each row's own log-decay in place of G (the lane's
 #pragma unroll                                     // own channels: no other lane reads them before prep_item syncs)
             for (int r = 0; r < CHUNK; ++r) {
-                const float2 a = unpack_bf16(f.graw[r].x), b = unpack_bf16(f.graw[r].y);
+                const float2 a = In<IN>::unpack(f.graw[r].x), b = In<IN>::unpack(f.graw[r].y);
                 const bool in = r < len;           // rows past the end: 0
                 sts4(&sm.G[r][4 * lane], in ? log_decay<GF>(gate_arg<GF>(a.x, A, bias.x), lb2) : 0.f,
                      in ? log_decay<GF>(gate_arg<GF>(a.y, A, bias.y), lb2) : 0.f,
@@ -164,6 +168,7 @@ __device__ __forceinline__ uint4 raw_qk(const K1Warp& sm, int which, int hf, int
 }
 
 // §norms: 1 / sqrt(|q|^2 + 1e-6) of rows g and g + 8: the lane's 32 channels, then the 4 lanes of the row
+template <int IN>
 __device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, int norm_form, float (&rq)[2], float (&rk)[2]) {
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
@@ -173,7 +178,7 @@ __device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, int norm_f
             const uint4 qa = raw_qk(sm, 0, hf, q4, lane), ka = raw_qk(sm, 1, hf, q4, lane);
 #pragma unroll
             for (int w = 0; w < 4; ++w) {
-                const float2 a = unpack_bf16(word(qa, w)), b = unpack_bf16(word(ka, w));
+                const float2 a = In<IN>::unpack(word(qa, w)), b = In<IN>::unpack(word(ka, w));
                 sq = fmaf(a.x, a.x, fmaf(a.y, a.y, sq));
                 sk = fmaf(b.x, b.x, fmaf(b.y, b.y, sk));
             }
@@ -194,6 +199,8 @@ __device__ __forceinline__ void row_norms(const K1Warp& sm, int lane, int norm_f
 // Mqk = qd ki^T on the tensor cores, to fp32 accuracy with the 3xTF32 split. A fragment (kd or qd):
 // a[0] = (row g, col t), a[1] = (g + 8, t), a[2] = (g, t + 4), a[3] = (g + 8, t + 4). B fragment of
 // n-tile nt (ki rows 8 nt .. 8 nt + 7): b0 = (k = t, n = g), b1 = (t + 4, g): the lane's own row g + 8 nt.
+// kd and qd are stored bf16 whatever the inputs' type (kda_common.cuh §input: 2^G reaches below fp16's range).
+template <int IN>
 __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)[2], const float (&rk)[2], uint8_t* rec,
                                              int lane, float (&Lacc)[2][4], float (&Macc)[2][4]) {
     const int g = lane >> 2, t = lane & 3;
@@ -209,7 +216,7 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
             const float el[2] = {fast_exp2(Gl.x), fast_exp2(Gl.y)};   // the chunk's decay: 2^G_last >= 2^-116
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
-                const float2 kk = unpack_bf16(word(ka[hf], w)), qq = unpack_bf16(word(qa[hf], w));
+                const float2 kk = In<IN>::unpack(word(ka[hf], w)), qq = In<IN>::unpack(word(qa[hf], w));
                 const float2 Gv = *reinterpret_cast<const float2*>(&sm.G[g + 8 * hf][32 * q4 + 8 * t + 2 * w]);
                 float kr[2];
 #pragma unroll
@@ -261,13 +268,15 @@ __device__ __forceinline__ void decayed_keys(const K1Warp& sm, const float (&rq)
 // and the lane's 8 entries of L and Mqk in the C-fragment layout of decayed_keys's mma (rows i = g, g + 8; columns
 // j = 8 nt + 2 t + e), sum_c x_ic k_jc 2^(T_ijc) with T_ij = sum of a_r over j < r <= i, for j <= i, on the CUDA cores
 // (the entries above the diagonal stay 0: prep_item masks them). The norms of the columns' rows come by shuffles.
-__device__ __forceinline__ float2 bf16x2_of(const K1Warp& sm, int which, int r, int c) {   // channels c, c + 1 (c even)
-    return unpack_bf16(*reinterpret_cast<const uint32_t*>(&sm.qk[which][r][8 * ((c >> 3) ^ (4 * (r & 1))) + (c & 7)]));
+template <int IN>
+__device__ __forceinline__ float2 input2_of(const K1Warp& sm, int which, int r, int c) {   // channels c, c + 1 (c even)
+    return In<IN>::unpack(*reinterpret_cast<const uint32_t*>(&sm.qk[which][r][8 * ((c >> 3) ^ (4 * (r & 1))) + (c & 7)]));
 }
 __device__ __forceinline__ float2 logs_of(const K1Warp& sm, int r, int c) {   // a_r of channels c, c + 1
     return *reinterpret_cast<const float2*>(&sm.G[r][c]);
 }
 __device__ __forceinline__ float2 add2(float2 x, float2 y) { return make_float2(x.x + y.x, x.y + y.y); }
+template <int IN>
 __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float (&rq)[2], const float (&rk)[2],
                                                    uint8_t* rec, int lane, float (&Lacc)[2][4], float (&Macc)[2][4]) {
     const int g = lane >> 2, t = lane & 3;
@@ -291,7 +300,7 @@ __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float
             }
 #pragma unroll
             for (int hf = 0; hf < 2; ++hf) {
-                const float2 kk = bf16x2_of(sm, 1, g + 8 * hf, c), qq = bf16x2_of(sm, 0, g + 8 * hf, c);
+                const float2 kk = input2_of<IN>(sm, 1, g + 8 * hf, c), qq = input2_of<IN>(sm, 0, g + 8 * hf, c);
                 const float e0 = fast_exp2(pre[hf].x), e1 = fast_exp2(pre[hf].y);
                 const float kh0 = kk.x * rk[hf], kh1 = kk.y * rk[hf];
                 okd[hf][w] = pack_bf16(kh0 * e0, kh1 * e1);
@@ -338,11 +347,11 @@ __device__ __forceinline__ void decayed_keys_exact(const K1Warp& sm, const float
             T[0] = add2(lo, logs_of(sm, 2 * t + 1, c));             // j = 2t
             T[3] = hi;                                               // j = 9 + 2t
             T[2] = add2(hi, logs_of(sm, 9 + 2 * t, c));             // j = 8 + 2t
-            const float2 ki = bf16x2_of(sm, 1, i, c), qi = bf16x2_of(sm, 0, i, c);
+            const float2 ki = input2_of<IN>(sm, 1, i, c), qi = input2_of<IN>(sm, 0, i, c);
 #pragma unroll
             for (int x = 0; x < 4; ++x) {
                 if (jj[x] > i) continue;                             // above the diagonal
-                const float2 kj = bf16x2_of(sm, 1, jj[x], c);
+                const float2 kj = input2_of<IN>(sm, 1, jj[x], c);
                 const float e0 = jj[x] == i ? 1.f : fast_exp2(T[x].x), e1 = jj[x] == i ? 1.f : fast_exp2(T[x].y);
                 const float k0 = kj.x * e0, k1 = kj.y * e1;
                 l[x] = fmaf(ki.x, k0, fmaf(ki.y, k1, l[x]));
@@ -391,30 +400,30 @@ __device__ __forceinline__ void inverse_column(const K1Warp& sm, int lane, float
 // The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
 // or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
 // here, into f and the scratch, as soon as the current ones are used.
-template <GateForm GF, bool FORMS, class Next>
-__device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
+template <GateForm GF, bool FORMS, int IN, class Next>
+__device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched<IN>& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const int len = f.it.len;
     float beta[2];
 #pragma unroll
-    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_value(beta_form_of<FORMS>(p), __bfloat162float(f.beta[hf])) : 0.f;
+    for (int hf = 0; hf < 2; ++hf) beta[hf] = g + 8 * hf < len ? beta_value(beta_form_of<FORMS>(p), In<IN>::to_float(f.beta[hf])) : 0.f;
 
-    const bool split = gate_decay<GF>(p, f, sm, rec, len, lane);
+    const bool split = gate_decay<GF, IN>(p, f, sm, rec, len, lane);
     Item nx;
     const bool more = next(nx);
-    if (more) { f.it = nx; prep_fetch<GF>(p, f, lane); }     // the next item's gate rows, while this one computes
+    if (more) { f.it = nx; prep_fetch<GF, IN>(p, f, lane); }     // the next item's gate rows, while this one computes
     cp_async_wait<0>();                                 // this item's q and k rows
     __syncwarp();
 
     float rq[2], rk[2];
-    row_norms(sm, lane, norm_form_of<FORMS>(p), rq, rk);
+    row_norms<IN>(sm, lane, norm_form_of<FORMS>(p), rq, rk);
 
     float Lacc[2][4] = {}, Macc[2][4] = {};
-    if constexpr (GF == GateForm::SafeSigmoid) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);
-    else if (split) decayed_keys(sm, rq, rk, rec, lane, Lacc, Macc);     // warp-uniform
-    else decayed_keys_exact(sm, rq, rk, rec, lane, Lacc, Macc);
+    if constexpr (GF == GateForm::SafeSigmoid) decayed_keys<IN>(sm, rq, rk, rec, lane, Lacc, Macc);
+    else if (split) decayed_keys<IN>(sm, rq, rk, rec, lane, Lacc, Macc);     // warp-uniform
+    else decayed_keys_exact<IN>(sm, rq, rk, rec, lane, Lacc, Macc);
     __syncwarp();                                     // every lane is done with q and k: fetch the next item's
-    if (more) prep_fetch_qk<FORMS>(p, f.it, sm, lane);
+    if (more) prep_fetch_qk<FORMS, IN>(p, f.it, sm, lane);
 
     // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the scratch's
     // copy of the record's small matrices.

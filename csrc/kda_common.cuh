@@ -62,6 +62,39 @@ __device__ __forceinline__ float2 unpack_bf16(uint32_t u) { return make_float2(b
 __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
     return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
 }
+// §input: the inputs' element type (kda_args.h: InputKind), a template parameter of the forward's kernels. Only the
+// reads of q, k, v, g, beta and the store of the output depend on it: every value read is widened to fp32 (both
+// types are exact in fp32) before any arithmetic, and no tensor-core operand is an input element itself. The
+// operands are the kernels' own intermediates, whose formats are chosen by their ranges, not by the inputs' type:
+// the decayed keys and queries kd, qd (k_hat 2^G and q_hat 2^G, down to 2^-116 with the safe gate's floor, below
+// fp16's smallest subnormal, 2^-24) and the state (fp32, of no bound: it may pass fp16's 65504) stay bf16 for
+// S kd^T and S qd^T; kr, INV diag(beta), Mqk, X and U stay fp16, bounded or rescaled as they are for bf16 inputs
+// (kda_common.cuh §record, kda_recurrence.cuh §range). So K1's record is the same for both types, and so is every
+// mma instruction. The output is rounded to the inputs' type: fp16 keeps three more mantissa bits than bf16 but
+// overflows past 65504, as any fp16 tensor of the caller's would.
+// In<IN>: T, the element; unpack (two elements of a 32-bit word, the low one first), pair (the same by the type's
+// own conversion: the residual's), to_float, and pack (two floats rounded into one word).
+template <int IN> struct In;
+template <> struct In<INPUT_BF16> {
+    using T = __nv_bfloat16;
+    static __device__ __forceinline__ float2 unpack(uint32_t w) { return unpack_bf16(w); }
+    static __device__ __forceinline__ float2 pair(uint32_t w) {
+        return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&w));
+    }
+    static __device__ __forceinline__ float to_float(T x) { return __bfloat162float(x); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_bf16(lo, hi); }
+};
+template <> struct In<INPUT_F16> {
+    using T = __half;
+    static __device__ __forceinline__ float2 unpack(uint32_t w) { return __half22float2(*reinterpret_cast<const __half2*>(&w)); }
+    static __device__ __forceinline__ float2 pair(uint32_t w) { return unpack(w); }
+    static __device__ __forceinline__ float to_float(T x) { return __half2float(x); }
+    static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
+};
+// element i of an input array in global memory, widened to fp32
+template <int IN> __device__ __forceinline__ float input_at(const void* base, int64_t i) {
+    return In<IN>::to_float(static_cast<const typename In<IN>::T*>(base)[i]);
+}
 __device__ __forceinline__ float4 lds4(const float* p) { return *reinterpret_cast<const float4*>(p); }   // 16-byte aligned
 __device__ __forceinline__ float fast_exp2(float x) {   // ex2.approx: 2^x, flushes tiny results to 0
     float y;

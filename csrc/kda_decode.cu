@@ -25,6 +25,9 @@
 // checked against the pool before its store (outside [0, n_slots): no store), and the table is read only inside
 // its [N, W] extent, so no value of it, however wrong, sends a write outside the pool. Without a table the
 // instance without STORES runs: the kernel as it is without the feature.
+//
+// The inputs' element type (IN, kda_common.cuh §input: bf16 or fp16) is a template parameter: it reaches the reads
+// of q, k, v, g, beta (widened to fp32 at once) and the outputs' store only; the token step is all fp32 either way.
 #include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -86,8 +89,9 @@ __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_
 }
 
 // Zero rows [a, b) of this block's columns of `out` (head h): padding sequences and tokens no sequence covers.
+template <int IN>
 __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase, int64_t a, int64_t b) {
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    typename In<IN>::T* out = static_cast<typename In<IN>::T*>(p.out);
     for (int64_t i = threadIdx.x; i < (b - a) * (DEC_BLOCK_ROWS / 8); i += DEC_THREADS) {
         const int64_t tok = a + i / (DEC_BLOCK_ROWS / 8);
         *reinterpret_cast<uint4*>(out + (tok * p.H + h) * D + vbase + 8 * (i % (DEC_BLOCK_ROWS / 8))) = make_uint4(0, 0, 0, 0);
@@ -97,7 +101,7 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
-template <GateForm GF, bool FORMS>
+template <GateForm GF, bool FORMS, int IN>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
@@ -105,15 +109,16 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     const int shift = group_shift_of<FORMS>(p);
     const int hq = p.H >> shift;                                    // q and k: H / 2^group_shift heads (GVA)
     const int64_t eq = (tb * hq + (h >> shift)) * D + c;
-    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q) + eq;
-    const __nv_bfloat16* kp = static_cast<const __nv_bfloat16*>(p.k) + eq;
-    const __nv_bfloat16* gp = static_cast<const __nv_bfloat16*>(p.g) + e0;
+    using T = typename In<IN>::T;
+    const T* qp = static_cast<const T*>(p.q) + eq;
+    const T* kp = static_cast<const T*>(p.k) + eq;
+    const T* gp = static_cast<const T*>(p.g) + e0;
     const int stride = p.H * D, qstride = hq * D;
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
         if (i >= nt) break;
-        const float q = __bfloat162float(qp[i * qstride]), k = __bfloat162float(kp[i * qstride]),
-                    g = __bfloat162float(gp[i * stride]);
+        const float q = In<IN>::to_float(qp[i * qstride]), k = In<IN>::to_float(kp[i * qstride]),
+                    g = In<IN>::to_float(gp[i * stride]);
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
         // the token's decay of channel c, in [0, 1] for every gate form (0 below fp32's range)
@@ -130,8 +135,8 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         if (lane == 0) { sm.sums[i][warp][0] = sq; sm.sums[i][warp][1] = sk; }
     }
     if (c < DEC_BLOCK_ROWS)
-        for (int i = 0; i < nt; ++i) sm.v[i][c] = bf16_at(p.v, ((tb + i) * p.H + h) * D + vbase + c);
-    if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), bf16_at(p.beta, (tb + c) * p.H + h));
+        for (int i = 0; i < nt; ++i) sm.v[i][c] = input_at<IN>(p.v, ((tb + i) * p.H + h) * D + vbase + c);
+    if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
@@ -180,8 +185,9 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES>
+template <GateForm GF, bool FORMS, bool STORES, int IN>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+    using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane & (DEC_LANES - 1), r = lane / DEC_LANES;
@@ -195,15 +201,15 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         issue_state(p, sm, cur);
     }
     __syncthreads();
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    T* out = static_cast<T*>(p.out);
     {
         const int n = cur.n, h = cur.h, vbase = cur.vp * DEC_BLOCK_ROWS;
         int64_t t0, t1;
         decode_bounds(p, n, t0, t1, sm.red);
-        if (n == 0) zero_rows(p, h, vbase, 0, t0);                  // before the first sequence
-        if (n == p.n_seq - 1) zero_rows(p, h, vbase, t1, p.total);  // after the last
-        if (!cur.has_slot) {                                        // padding: no copy was issued for it
-            zero_rows(p, h, vbase, t0, t1);
+        if (n == 0) zero_rows<IN>(p, h, vbase, 0, t0);                  // before the first sequence
+        if (n == p.n_seq - 1) zero_rows<IN>(p, h, vbase, t1, p.total);  // after the last
+        if (!cur.has_slot) {                                            // padding: no copy was issued for it
+            zero_rows<IN>(p, h, vbase, t0, t1);
             return;
         }
 
@@ -260,7 +266,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if (sl == 0 || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens<GF, FORMS>(p, sm, h, vbase, tb, nt, A, dtb);
+                stage_tokens<GF, FORMS, IN>(p, sm, h, vbase, tb, nt, A, dtb);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -307,7 +313,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 o[ii] = p.scale * rd[ii];
             }
             // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
-            // lane 0 writes the warp's 8 contiguous rows as one 16-byte store
+            // lane 0 writes the warp's 8 contiguous rows as one 16-byte store, rounded to the inputs' type
             if (j == 0) {
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
@@ -315,9 +321,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             __syncwarp();
             if (lane == 0) {
                 const float* w = sm.o + 4 * DEC_ROWS * warp;
-                __nv_bfloat16* dst = out + ((tb + i) * p.H + h) * D + vbase + vrow + 4 * DEC_ROWS * warp;
-                *reinterpret_cast<uint4*>(dst) = make_uint4(pack_bf16(w[0], w[1]), pack_bf16(w[2], w[3]),
-                                                            pack_bf16(w[4], w[5]), pack_bf16(w[6], w[7]));
+                T* dst = out + ((tb + i) * p.H + h) * D + vbase + vrow + 4 * DEC_ROWS * warp;
+                *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
+                                                            In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
             }
             __syncwarp();
             // §stores: the state after this token (position t of the sequence) into the slot the table names for
@@ -345,10 +351,12 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
-    // the call's form picks the instantiation (kda_switch.h), and a table of per-token stores the one with STORES
+    // the call's form and the inputs' type pick the instantiation (kda_switch.h: dispatch_fwd), and a table of
+    // per-token stores the one with STORES
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
-        return dispatch_fwd_form(a.gate_form, a.beta_form, a.norm_form, a.group_shift, [&](auto gf, auto forms) {
-            kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(stores)::value>
+        return dispatch_fwd(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, [&](auto gf, auto forms, auto in) {
+            kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(stores)::value,
+                       decltype(in)::value>
                 <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
             return cudaGetLastError();
         });

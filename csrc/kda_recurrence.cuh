@@ -10,7 +10,9 @@
 //   S  <- S diag(decay) + U^T kr             (fp16 x fp16 -> fp32)
 // The chunk's record (already in this layout) and values arrive in shared memory through a pipeline of
 // NSTAGE stages, so loads for later chunks overlap the arithmetic of this one. The stages of a chunk are
-// __forceinline__ functions, so each kernel compiles to one body.
+// __forceinline__ functions, so each kernel compiles to one body. The inputs' element type (IN, kda_common.cuh
+// §input) reaches only the values' reads (widened to fp32 in the residual) and the outputs' store: the four
+// products' operand formats above are the same for bf16 and fp16 inputs.
 //
 // Checkpoints (K2's instance with CKPT, FwdArgs::ckpt_offsets / ckpt_slots): after the chunk that ends at a listed
 // token offset of its sequence (a multiple of 16, or the sequence's length; 0: the state entering it), the state is
@@ -93,7 +95,8 @@ __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, i
     }
 }
 
-// §products: the state as bf16 A fragments, then W = S kd^T and P = S qd^T (16 rows x 16 tokens).
+// §products: the state as bf16 A fragments (for either input type: kda_common.cuh §input), then W = S kd^T and
+// P = S qd^T (16 rows x 16 tokens).
 // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
 __device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfloat16* kd, const __nv_bfloat16* qd,
                                                const float* decay, int lane, float (&W)[2][2][4], float (&P)[2][4]) {
@@ -123,8 +126,8 @@ __device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfl
 // §residual: X^T = V^T - W^T for this warp's rows; element (nt, e) is row g + 8(e/2), token 8nt + 2t + e%2.
 // The value tile is [token][row]; ldmatrix.trans hands each lane its (row, two tokens) pairs: matrix m
 // holds tokens 8 (m / 2) .. + 7 and rows 8 (m % 2) .. + 7 of the warp's 16.
-template <int WARPS>
-__device__ __forceinline__ void residual(const __nv_bfloat16* vt, const float (&W)[2][2][4], int warp, int lane,
+template <int WARPS, int IN>
+__device__ __forceinline__ void residual(const typename In<IN>::T* vt, const float (&W)[2][2][4], int warp, int lane,
                                          float (&X)[2][4]) {
     uint32_t vv[4];
     const int m = lane >> 3;
@@ -133,7 +136,7 @@ __device__ __forceinline__ void residual(const __nv_bfloat16* vt, const float (&
     for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
-            const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vv[2 * nt + hr]));
+            const float2 x = In<IN>::pair(vv[2 * nt + hr]);
             X[nt][2 * hr] = x.x - (W[0][nt][2 * hr] + W[1][nt][2 * hr]);
             X[nt][2 * hr + 1] = x.y - (W[0][nt][2 * hr + 1] + W[1][nt][2 * hr + 1]);
         }
@@ -157,11 +160,11 @@ __device__ __forceinline__ void u_product(const float (&X)[2][4], const __half* 
 }
 
 // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
-// writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row]
-template <int WARPS>
-__device__ __forceinline__ void write_outputs(__nv_bfloat16* out, float scale, int H, int h, int64_t tok0, int ntok,
+// writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row], rounded to the inputs' type
+template <int WARPS, int IN>
+__device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float scale, int H, int h, int64_t tok0, int ntok,
                                               float (&P)[2][4], const uint32_t (&Ua)[4], const __half* mqk, float sc0,
-                                              float sc1, __nv_bfloat16* otile, int c, int vrow, int lane) {
+                                              float sc1, typename In<IN>::T* otile, int c, int vrow, int lane) {
     using Ly = K2Layout<WARPS>;
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;
     uint32_t b[4];
@@ -171,8 +174,8 @@ __device__ __forceinline__ void write_outputs(__nv_bfloat16* out, float scale, i
     const float o0 = scale / sc0, o1 = scale / sc1;
     const int m = lane >> 3;
     stmatrix_x4_trans(otile + (8 * (m >> 1) + (lane & 7)) * Ly::OROW + 8 * (m & 1),
-                      pack_bf16(P[0][0] * o0, P[0][1] * o0), pack_bf16(P[0][2] * o1, P[0][3] * o1),
-                      pack_bf16(P[1][0] * o0, P[1][1] * o0), pack_bf16(P[1][2] * o1, P[1][3] * o1));
+                      In<IN>::pack(P[0][0] * o0, P[0][1] * o0), In<IN>::pack(P[0][2] * o1, P[0][3] * o1),
+                      In<IN>::pack(P[1][0] * o0, P[1][1] * o0), In<IN>::pack(P[1][2] * o1, P[1][3] * o1));
     __syncwarp();
     const int tok = lane >> 1, part = lane & 1;
     const int64_t gtok = tok0 + (c * CHUNK + tok);
@@ -253,11 +256,13 @@ __device__ __forceinline__ void ckpt_store(const FwdArgs& p, int n, int64_t len,
 
 // The block's whole work. PREP = 0: K2, the record from K1's workspace (Prepare: NoPrepare); PREP > 0: the
 // fused kernel, PREP more warps make it (Prepare::warp). CKPT (K2 only): the checkpoints of FwdArgs::ckpt_offsets.
+// IN: the inputs' element type (kda_args.h: InputKind), of v and of the outputs here.
 struct NoPrepare {};
 
-template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT = false>
+template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, int IN>
 __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem, uint64_t* full, uint64_t* empty) {
     using Ly = K2Layout<WARPS>;
+    using T = typename In<IN>::T;
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
     static_assert(!(CKPT && PREP > 0), "checkpoints are K2's");
     constexpr int VSPLIT = D / Ly::VB;
@@ -291,7 +296,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * D * D;
     };
     if (state_offset() < 0) {
-        __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+        T* out = static_cast<T*>(p.out);
         for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
             const int64_t tok = tok0 + i / (Ly::VB / 8);
             *reinterpret_cast<uint4*>(out + (tok * H + h) * D + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
@@ -337,7 +342,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         init_stage_barriers<NSTAGE>(full, empty, 1, WARPS);
         __syncthreads();
     }
-    const __nv_bfloat16* v = static_cast<const __nv_bfloat16*>(p.v);
+    const T* v = static_cast<const T*>(p.v);
     auto load_chunk = [&](int c, int stage) {
         if (c < nch) {
             uint8_t* st = smem + stage * Ly::STAGE;
@@ -349,7 +354,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             }
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const bool inside = c * CHUNK + r < ntok;
-            const __nv_bfloat16* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
+            const T* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
             cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
         }
         cp_async_commit();
@@ -358,8 +363,8 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
 #pragma unroll
     for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
 
-    __nv_bfloat16* otile = reinterpret_cast<__nv_bfloat16*>(smem + NSTAGE * Ly::STAGE) + warp * CHUNK * Ly::OROW;
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    T* otile = reinterpret_cast<T*>(smem + NSTAGE * Ly::STAGE) + warp * CHUNK * Ly::OROW;
+    T* out = static_cast<T*>(p.out);
 
 #pragma unroll 1
     for (int c = 0; c < nch; ++c) {
@@ -375,14 +380,14 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         const __half* mqk = reinterpret_cast<const __half*>(st + Ly::MQK);
         const float* decay = reinterpret_cast<const float*>(st + Ly::DECAY);
         const float norm = fmaxf(*reinterpret_cast<const float*>(st + Ly::NORM), 1.f);
-        const __nv_bfloat16* vt = reinterpret_cast<const __nv_bfloat16*>(st + Ly::VAL);
+        const T* vt = reinterpret_cast<const T*>(st + Ly::VAL);
 
         // §chunk: the products with the state, then the residual (state_products, residual above)
         float W[2][2][4] = {}, P[2][4] = {};
         state_products(S, kd, qd, decay, lane, W, P);
 
         float X[2][4];
-        residual<WARPS>(vt, W, warp, lane, X);
+        residual<WARPS, IN>(vt, W, warp, lane, X);
 
         // §range: fp16 holds X and U exactly enough if |X| is neither tiny nor huge. Per row, the
         // largest |X| (4 lanes share a row) bounds |U| <= norm * max|X|. If any row of the warp is
@@ -412,7 +417,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
-        write_outputs<WARPS>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane);
+        write_outputs<WARPS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane);
 
         update_state(S, Ua, kr, scaled, sc0, sc1, lane);
         __syncwarp();                        // every lane is done reading the stage

@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <cuda_runtime.h>
 
+#include "kda_args.h"
+
 namespace kda {
 
 // f(std::integral_constant<int, V>{}) for the one V of Vs that equals `value`; cudaErrorInvalidValue if none does
@@ -47,6 +49,31 @@ cudaError_t dispatch_fwd_form(int gate, int beta, int norm, int group_shift, F&&
     if (beta < 0 || beta > 2 || norm < 0 || norm > 1 || group_shift < 0) return cudaErrorInvalidValue;
     if (gate == 0 && beta == 0 && norm == 0 && group_shift == 0) return f(std::integral_constant<int, 0>{}, std::false_type{});
     return dispatch_gate(gate, [&](auto gf) { return f(gf, std::true_type{}); });
+}
+
+// §input: the forward's form and the inputs' element type (kda_args.h: InputKind) together, the one switch of the
+// forward's K1, fused kernel and K3: f(std::integral_constant<int, gate>{}, std::bool_constant<FORMS>{},
+// std::integral_constant<int, input>{}). bf16 inputs: every instance of dispatch_fwd_form. fp16 inputs: the gate's
+// instance with FORMS true only, FlashKDA's form included (it reads beta's and the norm's forms, 0 and 0, at run time:
+// the same numbers, and three fewer instances to build). A launcher keeps per-instance state at
+// `fwd_input_instance(gate, FORMS, input)`, 0 to FWD_INPUT_INSTANCES - 1 (the bf16 ones first, as fwd_instance).
+constexpr int FWD_INPUT_INSTANCES = FWD_INSTANCES + 3;
+constexpr int fwd_input_instance(int gate, bool forms, int input) {
+    return input == INPUT_F16 ? FWD_INSTANCES + gate : fwd_instance(gate, forms);
+}
+template <typename F>
+cudaError_t dispatch_fwd(int gate, int beta, int norm, int group_shift, int input, F&& f) {
+    if (input == INPUT_BF16)
+        return dispatch_fwd_form(gate, beta, norm, group_shift, [&](auto gf, auto forms) {
+            return f(gf, forms, std::integral_constant<int, INPUT_BF16>{});
+        });
+    if (input != INPUT_F16 || beta < 0 || beta > 2 || norm < 0 || norm > 1 || group_shift < 0) return cudaErrorInvalidValue;
+    return dispatch_gate(gate, [&](auto gf) { return f(gf, std::true_type{}, std::integral_constant<int, INPUT_F16>{}); });
+}
+// The inputs' element type alone (K2, whose instances have no form): f(std::integral_constant<int, input>{})
+template <typename F>
+cudaError_t dispatch_input(int input, F&& f) {
+    return dispatch<INPUT_BF16, INPUT_F16>(input, static_cast<F&&>(f));
 }
 
 // §backward forms: the form of the backward's token-parallel kernels (kda_bwd_chunk.cu). The gate's form is a

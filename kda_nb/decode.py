@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from .kernels import launch, load_kernels
+from .kernels import launch
 from .layout import Form
 from .plan import Plan
 

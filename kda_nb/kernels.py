@@ -81,7 +81,8 @@ def kernel_units(folder: Path, order: tuple[str, ...] = KERNEL_UNITS) -> list[st
 
 def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units: list[str] | None = None) -> list[dict]:
     """Compile the kernels of `folder` (default `csrc_dir()`) as the library builds them, one translation unit of `units`
-    (default `kernel_units(folder)`), with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel."""
+    (default `kernel_units(folder)`), with `nvcc -Xptxas -v` (no GPU needed); registers, spills, shared memory per kernel
+    instance (`entry`: its mangled name, which holds its template arguments)."""
     nvcc = shutil.which('nvcc') or (Path(os.environ.get('CUDA_HOME', '/usr/local/cuda')) / 'bin' / 'nvcc')
     if not Path(nvcc).exists(): raise FileNotFoundError("nvcc not found (put it on PATH or set CUDA_HOME)")
     folder = csrc_dir() if folder is None else Path(folder)
@@ -103,7 +104,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
         spill = re.search(r'(\d+) bytes spill stores, (\d+) bytes spill loads', block)
         smem = re.search(r'(\d+) bytes smem', m.group(3))
         name = next((k for k in names if k in m.group(1)), m.group(1))
-        rows.append(dict(kernel=name, file=home.get(name), registers=int(m.group(2)),
+        rows.append(dict(kernel=name, entry=m.group(1), file=home.get(name), registers=int(m.group(2)),
                          spill_stores=int(spill.group(1)), spill_loads=int(spill.group(2)),
                          static_smem=int(smem.group(1)) if smem else 0))
     return rows

@@ -17,15 +17,15 @@ from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kern
 from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 
 # %% auto #0
-__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS',
-           'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS',
-           'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES',
-           'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1',
-           'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
-           'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US', 'WHOLE',
-           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'kernel_routes',
-           'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages',
-           'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
+__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS',
+           'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS',
+           'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES',
+           'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES',
+           'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN',
+           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US',
+           'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal',
+           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
+           'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
            'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
            'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward',
            'may_pass_backward', 'whole_gradients', 'backward_passes']
@@ -68,16 +68,27 @@ class Plan:
                          + [f"  {name} = {getattr(self, name)!r}: {why}" for name, why in self.why]) + ")"
 
 # %% ../nbs/04b_plan.ipynb #6218f232
-def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes) -> str | None:
+def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes, fp16: bool) -> str | None:
     if device.type != 'cuda': return f"the inputs are on {device}; the kernels run on CUDA devices"
     reason = kernels_unavailable_reason(device)
     if reason: return reason
-    return _shape_refusal(dtype, K, V, state_dtypes)
+    return _shape_refusal(dtype, K, V, state_dtypes, fp16)
+
+FP16_KERNELS = False         # fp16 inputs on the forward's kernels (their fp16 instances, every path): off until the GPU
+                             # has checked them against the fp64 recurrence and timed them; the backward takes bf16 only
+
+def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False) -> str | None:
+    "Why the kernels do not take inputs of `dtype` (`fp16`: the switch `FP16_KERNELS`; `backward`: the backward's kernels)."
+    if dtype == torch.bfloat16: return None
+    if backward: return f"the backward kernels take bfloat16 inputs, got {dtype}"
+    if dtype == torch.float16 and fp16: return None
+    return f"the kernels take bfloat16 inputs, got {dtype}"
 
 KERNEL_DIM = 128             # the kernels' K and V; smaller ones reach them zero-padded (`kernel_routes`)
 
-def _shape_refusal(dtype: torch.dtype, K: int, V: int, state_dtypes) -> str | None:
-    if dtype != torch.bfloat16: return f"the kernels take bfloat16 inputs, got {dtype}"
+def _shape_refusal(dtype: torch.dtype, K: int, V: int, state_dtypes, fp16: bool | None = None) -> str | None:
+    refusal = _dtype_refusal(dtype, FP16_KERNELS if fp16 is None else fp16)
+    if refusal: return refusal
     if K > KERNEL_DIM or V > KERNEL_DIM or K < 1 or V < 1:
         return f"the kernels need K, V <= {KERNEL_DIM} (smaller zero-padded), got K = {K}, V = {V}"
     for name, sdt in state_dtypes:
@@ -126,22 +137,29 @@ def kernel_routes(K: int, V: int, H: int, HV: int | None = None) -> tuple:
 def call_refusal(dtype: torch.dtype, K: int, V: int, H: int, HV: int | None = None, form: Form = Form(),
                  state_dtypes: tuple = (), backward: bool = False) -> str | None:
     """Why the kernels would not compute a call of this kind on a CUDA device where they are built (None: they would):
-    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`) and the heads
-    (`HV` value heads for `H` query heads). What the plan asks after the device; a CPU can ask it for a GPU."""
+    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`: its dtype, bf16
+    only, and its forms) and the heads (`HV` value heads for `H` query heads). What the plan asks after the device; a
+    CPU can ask it for a GPU."""
     refusal = _shape_refusal(dtype, K, V, state_dtypes) or form_refusal(form, 'forward')
-    if refusal is None and backward: refusal = form_refusal(form, 'backward')
+    if refusal is None and backward:
+        refusal = _dtype_refusal(dtype, FP16_KERNELS, backward=True) or form_refusal(form, 'backward')
     if refusal is None and HV not in (None, H) and (HV < H or HV % H):
         refusal = f"the kernels take HV = m * H value heads (m >= 1), got H = {H}, HV = {HV}"
     return refusal
 
-@functools.lru_cache(maxsize=256)
 def kernel_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, state_dtypes: tuple = ()) -> str | None:
     "Why the CUDA kernels cannot compute calls of this kind (None if they can); builds them on first use."
-    reason = _static_refusal(device, dtype, K, V, state_dtypes)   # (K, V: as the caller has them; padded if smaller)
+    return _kernel_refusal(device, dtype, K, V, state_dtypes, FP16_KERNELS)
+
+@functools.lru_cache(maxsize=256)
+def _kernel_refusal(device, dtype, K, V, state_dtypes, fp16) -> str | None:   # (the switch in the key: tests flip it)
+    reason = _static_refusal(device, dtype, K, V, state_dtypes, fp16)   # (K, V: as the caller has them; padded if smaller)
     if reason is None:
         try: load_kernels()
         except Exception as e: reason = f"building the kernels failed: {e}"
     return reason
+
+kernel_refusal.cache_clear = _kernel_refusal.cache_clear
 
 # %% ../nbs/04b_plan.ipynb #e2003505
 DECODE_MAX_TOKENS = 2        # K3 for sequences of at most this many tokens, at any batch size
@@ -272,10 +290,10 @@ def sm_count(device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None,
-          form=Form()) -> Plan:
+          form=Form(), fp16=False) -> Plan:
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == 'reference': return Plan('reference', "backend='reference' was asked for")
-    refusal = kernel_refusal(device, dtype, K, V, state_dtypes)
+    refusal = _kernel_refusal(device, dtype, K, V, state_dtypes, fp16)
     if refusal is None: refusal = call_refusal(dtype, K, V, H, HV, form)
     routes = () if refusal is not None else kernel_routes(K, V, H, HV)
     if routes and step:
@@ -287,7 +305,7 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
     if step: return Plan('decode', "a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)")
     if routes:
         p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step,
-                  force, None, form)
+                  force, None, form, fp16)
         return dataclasses.replace(p, routes=routes)
     if force is not None and force != WHOLE:
         path, steps, growth, segments = force
@@ -358,7 +376,7 @@ def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varle
     `HV` value heads (default `H`); `form`, the KDA it computes (`kda_nb.layout.Form`, FlashKDA's by default)."""
     if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
-                 _forced[-1] if _forced else None, HV, form)
+                 _forced[-1] if _forced else None, HV, form, FP16_KERNELS)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."
@@ -474,11 +492,16 @@ def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backe
     if force.get('backend') == 'reference': return BackwardPlan('reference', "forced by kda_nb.plan.forced_backward")
     if backend == 'reference': return BackwardPlan('reference', "backend='reference' was asked for")
     refusal = kernel_refusal(torch.device(device), dtype, int(K), int(V), tuple(state_dtypes))
-    if refusal is None: refusal = call_refusal(dtype, int(K), int(V), H, HV, form, backward=True)
+    if refusal is None: refusal = call_refusal(dtype, int(K), int(V), H, HV, form)
     if refusal is not None:
         if force.get('backend') == 'cuda':
             raise RuntimeError(f"the kernels' backward cannot run these inputs: {refusal}")
         return BackwardPlan('reference', f"its forward ran on the reference: {refusal}")
+    refusal = call_refusal(dtype, int(K), int(V), H, HV, form, backward=True)   # the forward ran on the kernels
+    if refusal is not None:                   # ... but their backward does not take the call (its dtype, its form)
+        if force.get('backend') == 'cuda':
+            raise RuntimeError(f"the kernels' backward cannot run these inputs: {refusal}")
+        return BackwardPlan('reference', f"the forward ran on the kernels, the gradient on the reference: {refusal}")
     routes = kernel_routes(int(K), int(V), H or 1, HV if H else None)
     half = inputs_dtype == torch.bfloat16
     p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=torch.bfloat16 if half else torch.float32,

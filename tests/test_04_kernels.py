@@ -16,18 +16,29 @@ import pytest
 # chunk; every H200 timing of the backward was taken with it. Any other spill fails.
 ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
+def input_of(row: dict) -> str | None:
+    "The inputs' element type of a forward kernel's instance in `nvcc_resource_usage` (its last template argument, `IN`)."
+    m = re.search(r'Li([01])EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
+    return ('bf16', 'fp16')[int(m.group(1))] if m else None
+
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
     assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
                                            SCAN_KERNEL}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
-    # K1, the fused kernel and K3 once per gate form (safe, softplus, given) and once for FlashKDA's form
-    # (kda_switch.h's dispatch_fwd_form); K3 each of them with and without per-token stores (STORES, dispatch_bool)
+    # bf16 inputs: K1, the fused kernel and K3 once per gate form (safe, softplus, given) and once for FlashKDA's form;
+    # fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd); K3 each of them with and without per-token stores
+    # (STORES, dispatch_bool)
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
-        assert sum(r['kernel'] == k for r in usage) == 4 * (2 if k == DECODE_KERNEL else 1), f"{k}: one instantiation per gate form, one for FlashKDA's"
-    # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool)
-    assert sum(r['kernel'] == KERNEL_NAMES[1] for r in usage) == 2 * 2, "K2: two stage counts, with and without checkpoints"
+        rows = [r for r in usage if r['kernel'] == k]
+        per = 2 if k == DECODE_KERNEL else 1
+        assert sum(input_of(r) == 'bf16' for r in rows) == 4 * per, f"{k}: one bf16 instance per gate form, one for FlashKDA's"
+        assert sum(input_of(r) == 'fp16' for r in rows) == 3 * per, f"{k}: one fp16 instance per gate form"
+        assert len(rows) == 7 * per
+    # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool), each for bf16 and fp16 inputs
+    k2 = [input_of(r) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
+    assert k2.count('bf16') == k2.count('fp16') == 2 * 2 and len(k2) == 8, "K2: two stage counts, with and without checkpoints"
     assert sum(r['kernel'] == SCAN_KERNEL for r in usage) == 3, "the entry scan: 8, 16 and 32 state rows a block"
     for r in usage:
         print(r)
@@ -59,6 +70,30 @@ def test_binding_refuses_form_codes_out_of_range(tmp_path):
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, *codes)
     for codes in [(0, 0, 0), (1, 1, 1), (2, 2, 0)]:
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args, *codes)
+
+
+def test_binding_takes_one_input_dtype(tmp_path):
+    """The binding against launchers that launch nothing: q, k, v, g, beta and out in bfloat16 or in float16 get as far
+    as the tensors; one of another dtype than q's is refused by name, and q of a dtype the kernels have no instance for
+    is refused as such, before the tensors are looked at."""
+    import torch
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_dtypes')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    def args(dt, **other):
+        t = dict(q=torch.zeros(1, 16, 2, 128, dtype=dt), beta=torch.zeros(1, 16, 2, dtype=dt))
+        t.update(k=t['q'], v=t['q'], g=t['q'], out=t['q'].clone())
+        t.update(other)
+        return (t['q'], t['k'], t['v'], t['g'], t['beta'], 0.1, t['out'], torch.zeros(2), torch.zeros(2, 128), -5.0,
+                None, None, None, None, 'chunked', 1, 1.0, 4, True, 132, False, 0, 0, 0)
+    for dt in (torch.bfloat16, torch.float16):
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args(dt))
+    for dt, other, name in ((torch.float16, torch.bfloat16, 'Half'), (torch.bfloat16, torch.float16, 'BFloat16'),
+                            (torch.bfloat16, torch.float32, 'BFloat16')):
+        for n in ('k', 'v', 'g', 'beta', 'out'):
+            x = torch.zeros((1, 16, 2) if n == 'beta' else (1, 16, 2, 128), dtype=other)
+            with pytest.raises(RuntimeError, match=f"{n} must have q's dtype {name}"): ext.kda_forward(*args(dt, **{n: x}))
+    for dt in (torch.float32, torch.float64):
+        with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): ext.kda_forward(*args(dt))
 
 
 import inspect
@@ -375,6 +410,86 @@ def test_forms_grouped_value_heads(HV, gate, path, steps):
                             path, steps)
 
 
+def same_values(inp: dict) -> tuple[dict, dict]:
+    """`inp` with q, k, v, g and beta in float16 and in bfloat16 holding the same values: each rounded to fp16, and any
+    value bf16 cannot hold exactly (a tiny fp16 subnormal, more than 8 significant bits) set to 0 in both."""
+    f16, bf = dict(inp), dict(inp)
+    for n in ('q', 'k', 'v', 'g', 'beta'):
+        x = inp[n].half()
+        x = torch.where(x.bfloat16().half() == x, x, torch.zeros_like(x))
+        f16[n], bf[n] = x, x.bfloat16()
+    return f16, bf
+
+def check_fp16(inp, path='chunked', steps=1, state_out='fp32', tol=6e-3):
+    """The kernels on `inp` in fp16 (its draws, fp32 or bf16, rounded to fp16) against the fp64 recurrence; then on the
+    values both types hold, fp16 against bf16: the same states, outputs within their two roundings (bf16's unit
+    roundoff 2^-8 and fp16's 2^-11, relative, or half fp16's smallest subnormal), no larger an error against fp64."""
+    i16 = {n: (x.half() if n in ('q', 'k', 'v', 'g', 'beta') else x) for n, x in inp.items()}
+    o, s = run_form(i16, path, steps, state_out)
+    assert o.dtype == torch.float16
+    assert_near_fp64(o, s, *kda_recurrent(**i16), state_out, tol)
+    a, b = same_values(inp)
+    (o16, s16), (obf, sbf) = run_form(a, path, steps, state_out), run_form(b, path, steps, state_out)
+    o64, _ = kda_recurrent(**a)
+    if state_out is not None: assert torch.equal(s16, sbf), "the same values in, another state out"
+    x16, xbf = o16.float(), obf.float()
+    assert ((x16 - xbf).abs() <= 2 ** -7 * xbf.abs() + 2 ** -24).all(), "outputs further apart than their two roundings"
+    e16, ebf = rel_rms(o16, o64), rel_rms(obf, o64)
+    assert e16 <= ebf * 1.01, f"fp16 error {e16:.2e} above bf16's {ebf:.2e}"
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('gate', list(GATE_FORMS))
+def test_fp16_gates(gate, path, steps):
+    "Each gate form on every path in fp16: varlen with awkward lengths (1, 15, 17, 33, 0, 64), and fixed length."
+    check_fp16(random_inputs(1, 0, 2, 128, seqlens=AWKWARD, dtype=torch.float32, device='cuda', seed=41, **GATE_FORMS[gate]), path, steps)
+    check_fp16(random_inputs(2, 40, 2, 128, dtype=torch.float32, device='cuda', seed=42, **GATE_FORMS[gate]), path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('form', list(BETA_NORM_FORMS))
+def test_fp16_beta_norm(form, path, steps):
+    check_fp16(random_inputs(1, 0, 2, 128, seqlens=AWKWARD, dtype=torch.float32, device='cuda', seed=43, **BETA_NORM_FORMS[form]), path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('state_in,state_out', [('fp32', 'fp32'), ('bf16', 'bf16'), ('fp32', 'bf16'), (None, 'fp32'), ('fp32', None)])
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+def test_fp16_state_formats(state_in, state_out, path, steps):
+    "fp16 inputs with states in and out in fp32 and bf16 (the states keep their own dtype)."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[5, 16, 1, 40], state=state_in, dtype=torch.float32, device='cuda', seed=44)
+    check_fp16(inp, path, steps, state_out)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('case', ['g=8', 'bias=±8', 'g~N(0,8)'])
+def test_fp16_softplus_extremes(case, path, steps):
+    "Kimi Linear's gate at its extremes in fp16 (A = 16: every chunk on K1's exact path)."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[1, 17, 50, 100], gate=case, A_log=math.log(16), dtype=torch.float32, device='cuda', seed=45,
+                        safe_gate=False)
+    check_fp16(inp, path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', FORM_PATHS)
+@pytest.mark.parametrize('floor', [-1000.0, -1e4])
+def test_fp16_given_masked(floor, path, steps):
+    "A given gate with masked tokens at -1000 and values at -1e4, in fp16: outputs finite, the states what fp64 says."
+    check_fp16(masked_given(46, floor), path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('path', ['chunked', 'fused', 'decode'])
+def test_fp16_pool_with_padding(path):
+    "A pool with a padding sequence: its outputs zero in fp16, the slots no entry names untouched."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[20, 7, 0, 35], dtype=torch.float16, device='cuda', seed=47)
+    pool = torch.randn(6, 2, 128, 128, device='cuda')
+    before = pool.clone()
+    o, p = run_form(inp, path, state_indices=torch.tensor([4, -1, 0, 2], device='cuda'), pool=pool)
+    assert o.dtype == torch.float16 and (o[0, 20:27] == 0).all()
+    assert torch.equal(p[[1, 3, 5]], before[[1, 3, 5]])
+    o64, s64 = kda_recurrent(**dict(inp, initial_state=before[[4, 1, 0, 2]]))
+    keep = torch.cat([torch.arange(0, 20), torch.arange(27, 62)])
+    assert rel_rms(o[0, keep], o64[0, keep]) < 6e-3 and rel_rms(p[[4, 0, 2]], s64[[0, 2, 3]]) < 6e-3
+
+
 ADVERSARIAL = [[0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [0, -3, -7], [40, 0, 40], [0, 0, 0],
                [7, 9, 33], [0, 40]]
 
@@ -575,7 +690,8 @@ BINDING_ERRORS = {
     'initial_state must have shape': "inp['initial_state'] = inp['initial_state'][:1]; inp['cu_seqlens'] = torch.tensor([0, 10, 40], device='cuda')",
     'the batch must be one row': "inp = random_inputs(2, 20, 2, 128, device='cuda', seed=1); inp['cu_seqlens'] = torch.tensor([0, 10, 40], device='cuda')",
     'A_log must be': "inp['A_log'] = inp['A_log'][:1]",
-    'beta must be BFloat16': "inp['beta'] = inp['beta'].float()",
+    "beta must have q's dtype BFloat16": "inp['beta'] = inp['beta'].float()",
+    "k must have q's dtype Half": "inp = random_inputs(1, 40, 2, 128, dtype=torch.float16, device='cuda', seed=1); inp['k'] = inp['k'].bfloat16()",
 }
 
 @needs_kernels

@@ -389,3 +389,79 @@ def test_decode_token_stores_binding_without_gpu(tmp_path):
         with pytest.raises(RuntimeError, match=words): call(**kw)
     for kw in ({}, dict(token_slots=ok), dict(token_slots=ok.int(), write_final=False)):    # accepted: on to the tensors
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(**kw)
+
+
+def half_and_bf16(inp: dict) -> tuple[dict, dict]:
+    "`inp` (fp32 draws) with q, k, v, g, beta in fp16 and in bf16 holding the same values (any value bf16 cannot hold: 0 in both)."
+    f16, bf = dict(inp), dict(inp)
+    for n in ('q', 'k', 'v', 'g', 'beta'):
+        x = inp[n].half()
+        x = torch.where(x.bfloat16().half() == x, x, torch.zeros_like(x))
+        f16[n], bf[n] = x, x.bfloat16()
+    return f16, bf
+
+def check_decode_fp16(inp, state_out='fp32'):
+    "K3 on fp16 inputs against fp64 (`check_decode`'s tolerances), and against bf16 on the same values."
+    i16 = {n: (x.half() if n in ('q', 'k', 'v', 'g', 'beta') else x) for n, x in inp.items()}
+    o, _ = check_decode(i16, state_out)
+    assert o.dtype == torch.float16
+    a, b = half_and_bf16(inp)
+    (o16, s16), (obf, sbf) = run_decode(a, state_out), run_decode(b, state_out)
+    if state_out is not None: assert torch.equal(s16, sbf), "the same values in, another state out"
+    assert ((o16.float() - obf.float()).abs() <= 2 ** -7 * obf.float().abs() + 2 ** -24).all()
+
+@needs_kernels
+@pytest.mark.parametrize('B,T', [(1, 1), (3, 2), (2, 7), (1, 9), (2, 19)])
+def test_decode_fp16_fixed(B, T):
+    check_decode_fp16(random_inputs(B, T, 3, 128, dtype=torch.float32, device='cuda', seed=T))
+
+@needs_kernels
+@pytest.mark.parametrize('seqlens', [[1] * 64, [1, 0, 3, 8, 0, 2], [19, 1, 0, 16]])
+@pytest.mark.parametrize('state_in,state_out', [('fp32', 'fp32'), ('bf16', 'bf16'), (None, 'fp32'), ('fp32', None)])
+def test_decode_fp16_varlen_states(seqlens, state_in, state_out):
+    check_decode_fp16(random_inputs(1, 0, 2, 128, seqlens=seqlens, state=state_in, dtype=torch.float32, device='cuda',
+                                    seed=len(seqlens)), state_out)
+
+@needs_kernels
+@pytest.mark.parametrize('keep', [False, True])
+@pytest.mark.parametrize('form', list(DECODE_FORMS))
+def test_decode_fp16_forms(form, keep):
+    "Every form of DECODE_FORMS in fp16, as a call and as a prepared step, against its fp64 recurrence (`check_decode_form`)."
+    check_decode_form(random_inputs(1, 0, 2, 128, seqlens=[1, 0, 3, 8, 2, 19], dtype=torch.float16, device='cuda', seed=51,
+                                    **DECODE_FORMS[form]), keep=keep)
+
+@needs_kernels
+@pytest.mark.parametrize('form', ['safe', 'softplus'])
+def test_decode_fp16_token_stores(form):
+    "Per-token stores from fp16 inputs: the pool bit for bit what the bf16 call on the same values leaves, the outputs within both roundings."
+    seqlens, W, H, P = [1, 0, 3, 8, 2, 9], 8, 2, 32
+    inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, dtype=torch.float32, device='cuda', seed=52,
+                        **({} if form == 'safe' else DECODE_FORMS['softplus']))
+    a, b = half_and_bf16(inp)
+    pool0 = torch.randn(P, H, 128, 128, device='cuda')
+    read = torch.tensor([0, 1, 2, -1, 3, 4], device='cuda')
+    ts = torch.arange(len(seqlens) * W, device='cuda').view(len(seqlens), W) % (P - 6) + 6
+    ts[:, 1::3] = -1
+    pools, outs = [], []
+    for x in (a, b):
+        pool = pool0.clone()
+        outs.append(run_stores(x, pool, read, ts, write_final=True))
+        pools.append(pool)
+    assert outs[0].dtype == torch.float16 and torch.isfinite(outs[0]).all()
+    assert torch.equal(pools[0], pools[1]), "the same values in, other states stored"
+    assert ((outs[0].float() - outs[1].float()).abs() <= 2 ** -7 * outs[1].float().abs() + 2 ** -24).all()
+
+@needs_kernels
+def test_decode_fp16_prepared_step():
+    "A prepared decode step (launch with keep) on fp16 tensors gives what decode_cuda gives, bit for bit."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[1, 2, 1, 0], dtype=torch.float16, device='cuda', seed=53)
+    args = {n: x for n, x in inp.items() if n != 'initial_state'}
+    want, s_want = decode_cuda(**args, out=torch.empty_like(inp['v']), initial_state=inp['initial_state'],
+                               final_state=torch.empty_like(inp['initial_state']))
+    out, fs = torch.full_like(inp['v'], float('nan')), torch.full_like(inp['initial_state'], float('nan'))
+    run, free = launch(Plan('decode', 'a prepared fp16 step'), inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'],
+                       inp['scale'], out, inp['A_log'], inp['dt_bias'], inp['lower_bound'], inp['initial_state'], fs,
+                       inp['cu_seqlens'], None, keep=True)
+    try: run()
+    finally: free()
+    assert torch.equal(out, want) and torch.equal(fs, s_want)

@@ -238,6 +238,56 @@ def test_forced_takes_growth():
             with forced(**bad): pass
 
 
+def test_fp16_follows_its_switch(monkeypatch):
+    """float16 inputs: refused with the bf16 reason while FP16_KERNELS is off; with it on, on a stand-in GPU (kernels
+    built, 132 SMs), planned onto the forward's kernels exactly as bf16 is on every path, and their gradient on the
+    reference with the backward's own reason. The switch is part of the caches' keys: flipping it back refuses again."""
+    import kda_nb.plan as P
+    f16, bf, cuda = torch.float16, torch.bfloat16, torch.device('cuda')
+    assert P.FP16_KERNELS is False                                     # off until the GPU has checked and timed it
+    off = 'the kernels take bfloat16 inputs, got torch.float16'
+    assert P.call_refusal(f16, 128, 128, 4, 4) == off and P.call_refusal(f16, 128, 128, 4, 4, backward=True) == off
+    monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
+    monkeypatch.setattr(P, 'load_kernels', lambda: None)
+    monkeypatch.setattr(P, 'sm_count', lambda device: 132)
+    P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+    shapes = [dict(B=1, T=256, H=32, K=128, V=128, N=256, varlen=True, max_len=1),     # K3
+              dict(B=8, T=1024, H=64, K=128, V=128, N=8, varlen=False),                # the fused kernel
+              dict(B=1, T=8192, H=96, K=128, V=128, N=1, varlen=False),                # K1 + K2 in 4 steps
+              dict(B=1, T=300, H=2, K=128, V=128, N=4, varlen=True, max_len=200),      # K1 + K2, varlen
+              dict(B=1, T=4096, H=2, K=64, V=100, N=1, varlen=False)]                  # a route (pad)
+    try:
+        p = P.plan(cuda, f16, 1, 4096, 2, 128, 128, 1, varlen=False)
+        assert (p.path, p.reason) == ('reference', off) and P.kernel_refusal(cuda, f16, 128, 128) == off
+        bp = P.backward_plan(cuda, f16, 128, 128)
+        assert bp.backend == 'reference' and bp.reason == f"its forward ran on the reference: {off}"
+        monkeypatch.setattr(P, 'FP16_KERNELS', True)
+        assert P.kernel_refusal(cuda, f16, 128, 128) is None and P.call_refusal(f16, 128, 128, 4, 4) is None
+        paths = []
+        for s in shapes:
+            p16, p_bf = (P.plan(cuda, dt, s['B'], s['T'], s['H'], s['K'], s['V'], s['N'], varlen=s['varlen'],
+                                max_len=s.get('max_len')) for dt in (f16, bf))
+            assert p16 == p_bf and p16.path != 'reference', (s, p16)
+            paths.append(p16.path)
+        assert paths[:3] == ['decode', 'fused', 'chunked'] and P.plan(cuda, f16, 1, 8192, 96, 128, 128, 1, varlen=False).steps == 4
+        with P.forced('chunked', 3): assert P.plan(cuda, f16, 8, 1024, 64, 128, 128, 8, varlen=False).steps == 3
+        assert P.plan(cuda, f16, 4, 1, 8, 128, 128, 4, varlen=False, step=True).path == 'decode'     # a DecodeStep
+        assert 'bfloat16' in P.call_refusal(torch.float32, 128, 128, 4, 4)                       # fp32: still refused
+        assert 'final_state in bfloat16 or float32' in P.call_refusal(f16, 128, 128, 4, 4, state_dtypes=(('final_state', f16),))
+        # the backward: bf16 only, said as such (the forward ran on the kernels)
+        want = "the forward ran on the kernels, the gradient on the reference: the backward kernels take bfloat16 inputs, got torch.float16"
+        bp = P.backward_plan(cuda, f16, 128, 128, inputs_dtype=f16)
+        assert (bp.backend, bp.reason) == ('reference', want), bp
+        assert P.backward_backend(cuda, f16, 128, 128) == 'reference' and P.backward_backend(cuda, bf, 128, 128) == 'cuda'
+        with pytest.raises(RuntimeError, match='backward kernels take bfloat16'):
+            with P.forced_backward('cuda'): P.backward_plan(cuda, f16, 128, 128)
+        monkeypatch.setattr(P, 'FP16_KERNELS', False)                      # off again: refused again, nothing stale
+        assert P.plan(cuda, f16, 1, 4096, 2, 128, 128, 1, varlen=False).reason == off
+        assert P.kernel_refusal(cuda, f16, 128, 128) == off
+    finally:
+        P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+
+
 import pytest
 from kda_nb.kernels import kernels_unavailable_reason
 
@@ -293,6 +343,35 @@ def test_routes_onto_the_kernels():
     assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 64, 1, varlen=False, step=True).path == 'reference'
     with pytest.raises(RuntimeError, match='K, V <= 128'):
         plan('cuda', torch.bfloat16, 1, 64, 2, 256, 128, 1, varlen=False, backend='cuda')
+
+
+@needs_kernels
+def test_fp16_gradient_on_the_gpu(monkeypatch):
+    """With FP16_KERNELS on, `kda` of float16 inputs under autograd: the forward on the kernels, the gradient on the
+    reference (the backward plan's reason), and both what the fp64 recurrence's autograd gives on the same inputs."""
+    import kda_nb.plan as P
+    from kda_nb.api import kda
+    from kda_nb.layout import random_inputs, rel_rms
+    from kda_nb.recurrence import kda_recurrent
+    monkeypatch.setattr(P, 'FP16_KERNELS', True)
+    inp = random_inputs(1, 0, 2, 128, seqlens=[40, 17, 1, 90], dtype=torch.float16, device='cuda', seed=31)
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    dev = torch.device('cuda')
+    assert P.plan(dev, torch.float16, 1, 148, 2, 128, 128, 4, varlen=True, max_len=90).path != 'reference'
+    assert 'backward kernels take bfloat16' in P.backward_plan(dev, torch.float16, 128, 128).reason
+    leaves = {n: inp[n].detach().clone().requires_grad_() for n in names}
+    kw = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=inp['cu_seqlens'])
+    o, s = kda(*(leaves[n] for n in names[:7]), initial_state=leaves['initial_state'], **kw)
+    assert o.dtype == torch.float16
+    go, gs = torch.randn_like(o), torch.randn_like(s)
+    grads = torch.autograd.grad((o, s), [leaves[n] for n in names], (go, gs))
+    ref = {n: inp[n].detach().double().requires_grad_() for n in names}
+    o64, s64 = kda_recurrent(*(ref[n] for n in names[:7]), initial_state=ref['initial_state'], **kw)
+    want = torch.autograd.grad((o64, s64), [ref[n] for n in names], (go.double(), gs.double()))
+    assert rel_rms(o, o64) < 6e-3 and rel_rms(s, s64) < 6e-3
+    for n, gx, gw in zip(names, grads, want):
+        assert gx.dtype == inp[n].dtype and torch.isfinite(gx).all(), n
+        assert rel_rms(gx, gw) < 5e-3, (n, rel_rms(gx, gw))
 
 
 def test_routes_plan_on_a_stand_in_gpu(monkeypatch):

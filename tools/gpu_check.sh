@@ -5,12 +5,12 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records | --new | --long]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records | --new | --long | --serving]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
 #
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
 # the anchor, sweeps and small-call groups (kda_nb, with FlashKDA where flash_kda imports and fla's recurrent kernel
-# where fla does), the decode paths (tools/decode_paths.py) and the train group (kda_nb and fla, fla warmed first), each
+# where fla does), the decode paths (python -m kda_nb.bench decode-paths) and the train group (kda_nb and fla, fla warmed first), each
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
@@ -19,6 +19,12 @@
 # two passes: tools/segments_probe.py --passes) and a long sequence's training step whole and through the passes
 # (--train); each kernel of a training step in the softplus and given gates beside the safe one (python -m kda_nb.bench
 # train-stages --variants). Its JSON and logs come back in $OUT/gpu_check.tar.
+#
+# --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
+# state pool beside the state floor and fla's kernel, the verification of 4 drafts composed and in one launch, and the
+# anchor prefills with two checkpoints per sequence composed and in one launch, every call checked first (nbs/07n_bench_serving.ipynb);
+# within SERVING_DEADLINE seconds (default 210) or what DEADLINE leaves. Its serving_<tag>.json and
+# BENCHMARK_SERVING_<TAG>.md come back in $OUT/gpu_check.tar, beside its log.
 #
 # --long makes the long-sequence group's record (python -m kda_nb.bench --cases long: one sequence and a long-plus-short
 # mix, T from 8K to 512K at H = 4 to 96, with FlashKDA where flash_kda imports and fla with and without its intra-card
@@ -78,7 +84,7 @@ python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
 from kda_nb.bench.versions import load_version
-for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], ['--new'], ['--long']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], ['--new'], ['--long'], ['--serving']) else (None, sys.argv[1]):
     t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 # the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
@@ -117,6 +123,12 @@ if [ "$BENCH" = --new ]; then
   bounded python3 -m kda_nb.bench train-stages --H 64 --variants softplus,given --out "$LOG" 2>&1 | tee "$LOG/train_stages_forms.txt" || status=1
   exit $status
 fi
+if [ "$BENCH" = --serving ]; then
+  d=$(( $(left) - 20 )); [ "$d" -gt "${SERVING_DEADLINE:-210}" ] && d=${SERVING_DEADLINE:-210}
+  echo "== serving steps: decode, verification, checkpoints (at most $d s)"
+  bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
+  exit $status
+fi
 if [ "$BENCH" = --long ]; then
   REC=/tmp/records_long; [ -n "${RESUME:-}" ] || rm -rf "$REC"; mkdir -p "$REC/benchmarks"
   FK=$(python3 -c "import flash_kda" 2>/dev/null && echo ,flash_kda)
@@ -147,7 +159,7 @@ if [ "$BENCH" = --records ]; then
   group sweeps_h200 150 --cases T,N --impls "kda_nb$FK"
   group small_h200 60 --cases small --impls "kda_nb,kda_nb_step$FK$FR"
   echo "== record decode_paths_h200"
-  bounded python3 tools/decode_paths.py h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
+  bounded python3 -m kda_nb.bench decode-paths h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
     || status=1
   if [ -n "$FR" ]; then
     if [ -n "${FLA_CONFIGS:-}" ]; then

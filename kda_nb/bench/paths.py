@@ -12,7 +12,7 @@ import torch
 from .timing import copy_bandwidth, time_calls
 
 # %% auto #0
-__all__ = ['measure_paths', 'plot_paths']
+__all__ = ['DECODE_PATHS_HELP', 'measure_paths', 'plot_paths', 'decode_paths_main']
 
 # %% ../../nbs/07k_bench_paths.ipynb #0facaf08
 def measure_paths(Ns=(1, 8, 64, 256), Ls=(1, 2, 4, 8, 16), H: int = 32, device='cuda') -> list[dict]:
@@ -53,3 +53,27 @@ def plot_paths(rows: list[dict]):
     axes[0].set_ylabel('µs per call (GPU)'); axes[0].legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+# %% ../../nbs/07k_bench_paths.ipynb #a1925e87
+DECODE_PATHS_HELP = ("K3 (decode) against K1 + K2 (chunked) on few-token batches beside the state floor, the measurement "
+                     "behind the plan's decode rule: writes benchmarks/decode_paths_<TAG>.json.")
+
+def decode_paths_main(argv=None) -> int:
+    import argparse, json
+    from pathlib import Path
+    from kda_nb.kernels import kernels_unavailable_reason
+    ap = argparse.ArgumentParser(prog='python -m kda_nb.bench decode-paths', description=DECODE_PATHS_HELP)
+    ap.add_argument('tag', nargs='?', default='h200', help='the record\'s tag (default h200)')
+    ap.add_argument('--out', default=None, help='the folder written (default: benchmarks/ under the current directory)')
+    a = ap.parse_args(argv)
+    if (why := kernels_unavailable_reason()) is not None: raise SystemExit(f"decode-paths: cannot measure here: {why}")
+    rows = measure_paths()
+    folder = Path(a.out or 'benchmarks')
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f'decode_paths_{a.tag}.json'
+    path.write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1) + '\n')
+    for r in rows:
+        print(f"N={r['N']:4d} L={r['L']:3d}  decode {r['decode_us']:8.1f}  chunked {r['chunked_us']:8.1f}  "
+              f"floor {r['floor_us']:7.1f} us")
+    print(f"wrote {path}")
+    return 0
