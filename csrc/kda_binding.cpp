@@ -16,6 +16,8 @@
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
 //   kda_bwd_adjoint(..., gate_form=, beta_form=, norm_form=)  the rest of the backward, into the gradients (kda_bwd_chunk.cu)
 //   kda_layout, kda_record_bytes, kda_bwd_factor_floats   the layout kernel alone (tests) and two sizes
+//   kda_entry_scan(initial, X, M, grid, rows, check_grid=True)  the chain of entry states between the passes over
+//                                 segments (kda_entry_scan.cu)
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
 // torch (CI does).
 #include <torch/extension.h>
@@ -483,6 +485,31 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_adjoint launch failed: ", cudaGetErrorString(err));
 }
 
+// The chain of entry states of sequences cut into segments (kda_entry_scan.cu; kda_nb.segments.entry_states): E
+// [P, HV, V, K] fp32, E[grid[0, n]] = initial[n] and E[grid[p + 1, n]] = E[grid[p, n]] M + X at that row, on the
+// current stream; `rows` (8, 16 or 32) the state rows of a block, kda_nb's choice. With check_grid, outside CUDA-graph
+// capture, the grid's values are checked on the host first (kda_checks.h §entry scan); rows no grid value names are
+// left unwritten.
+torch::Tensor kda_entry_scan(torch::Tensor initial, torch::Tensor X, torch::Tensor M, torch::Tensor grid, int64_t rows,
+                             bool check_grid) {
+    const ScanTensors t = check_entry_scan(initial, X, M, grid, rows);
+    const c10::DeviceGuard guard(initial.device());
+    const cudaStream_t stream = stream_of(initial);
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    const cudaError_t cap = cudaStreamIsCapturing(stream, &capture);
+    TORCH_CHECK(cap == cudaSuccess, "kda_entry_scan: cudaStreamIsCapturing failed: ", cudaGetErrorString(cap));
+    if (check_grid && capture == cudaStreamCaptureStatusNone) check_scan_grid(t.grid, t.P);
+    torch::Tensor E = torch::empty({t.P, t.HV, t.V, t.K}, t.X.options());
+    kda::ScanArgs a{};
+    a.initial = t.initial.data_ptr<float>(); a.X = t.X.data_ptr<float>(); a.M = t.M.data_ptr<float>();
+    a.grid = t.grid.data_ptr<int64_t>(); a.E = E.data_ptr<float>();
+    a.P = t.P; a.S = t.S; a.N = t.N;
+    a.HV = static_cast<int>(t.HV); a.V = static_cast<int>(t.V); a.K = static_cast<int>(t.K); a.rows = static_cast<int>(rows);
+    const cudaError_t err = kda::launch_entry_scan(a, stream);
+    TORCH_CHECK(err == cudaSuccess, "kda_entry_scan launch failed: ", cudaGetErrorString(err));
+    return E;
+}
+
 // The module: every entry point with its arguments named, so that Python may pass them by keyword (kda_nb.kernels.launch
 // passes kda_forward's positionally: a call's host time matters for small decode steps).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -525,4 +552,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("dr"), py::arg("factors"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("dg"),
           py::arg("dbeta"), py::arg("dA_part"), py::arg("ddt_part"), py::arg("row_lo"), py::arg("row_hi"),
           py::arg("gate_form") = 0, py::arg("beta_form") = 0, py::arg("norm_form") = 0);
+    m.def("kda_entry_scan", torch::wrap_pybind_function(kda_entry_scan), "the chain of entry states of segmented sequences, E [P, HV, V, K]",
+          py::arg("initial"), py::arg("X"), py::arg("M"), py::arg("grid"), py::arg("rows"), py::arg("check_grid") = true);
 }

@@ -400,4 +400,52 @@ cudaStream_t stream_of(const torch::Tensor& t) {
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(t.device()).native_handle());
 }
 
+// §entry scan: kda_entry_scan's tensors (kda_entry_scan.cu): initial [N, HV, V, K], X [P, HV, V, K], M [P, HV, K, K]
+// fp32, grid [S, N] int64, all on one CUDA device, V and K 1 to 128; inputs that are misaligned or not contiguous
+// come back copied. `check_scan_grid` reads the grid on the host (a synchronization: the caller skips it under
+// CUDA-graph capture): each column the rows of one sequence's segments, then only the padding row P, and every row
+// 0 .. P-1 named once. The kernel needs none of this to stay inside the tensors (any value outside [0, P) ends its
+// sequence); the check turns a wrong table into an error instead of entry states left unwritten.
+struct ScanTensors { torch::Tensor initial, X, M, grid; int64_t N, HV, V, K, P, S; };
+ScanTensors check_entry_scan(const torch::Tensor& initial, const torch::Tensor& X, const torch::Tensor& M,
+                             const torch::Tensor& grid, int64_t rows) {
+    TORCH_CHECK(rows == 8 || rows == 16 || rows == 32, "rows (state rows of a block) must be 8, 16 or 32, got ", num(rows).c_str());
+    TORCH_CHECK(initial.dim() == 4, "initial must be [N, HV, V, K], got ", shape_of(initial).c_str());
+    const int64_t N = initial.size(0), HV = initial.size(1), V = initial.size(2), K = initial.size(3);
+    TORCH_CHECK(V >= 1 && V <= 128 && K >= 1 && K <= 128, "the state's V and K must be 1 to 128, got ", shape_of(initial).c_str());
+    check_tensor(initial, "initial", at::kFloat, initial);
+    check_tensor(X, "X", at::kFloat, initial);
+    check_tensor(M, "M", at::kFloat, initial);
+    check_tensor(grid, "grid", at::kLong, initial);
+    TORCH_CHECK(X.dim() == 4 && X.size(1) == HV && X.size(2) == V && X.size(3) == K, "X must be [P, HV = ", num(HV).c_str(),
+                ", V = ", num(V).c_str(), ", K = ", num(K).c_str(), "], got ", shape_of(X).c_str());
+    const int64_t P = X.size(0);
+    TORCH_CHECK(M.dim() == 4 && M.size(0) == P && M.size(1) == HV && M.size(2) == K && M.size(3) == K, "M must be [P = ",
+                num(P).c_str(), ", HV = ", num(HV).c_str(), ", K = ", num(K).c_str(), ", K], got ", shape_of(M).c_str());
+    TORCH_CHECK(grid.dim() == 2 && grid.size(1) == N, "grid must be [S, N = ", num(N).c_str(), "], got ", shape_of(grid).c_str());
+    TORCH_CHECK(N * HV * ((V + 7) / 8) <= INT32_MAX, "too many sequences and heads for one launch");
+    return {kernel_ready(initial), kernel_ready(X), kernel_ready(M), grid.contiguous(), N, HV, V, K, P, grid.size(0)};
+}
+void check_scan_grid(const torch::Tensor& grid, int64_t P) {
+    const torch::Tensor host = grid.to(at::kCPU).contiguous();
+    const int64_t S = host.size(0), N = host.size(1);
+    const int64_t* g = host.data_ptr<int64_t>();
+    std::vector<uint8_t> named(static_cast<size_t>(P), 0);
+    for (int64_t n = 0; n < N; ++n) {
+        bool ended = false;
+        for (int64_t p = 0; p < S; ++p) {
+            const int64_t r = g[p * N + n];
+            TORCH_CHECK(r >= 0 && r <= P, "grid[", num(p).c_str(), ", ", num(n).c_str(), "] = ", num(r).c_str(),
+                        " is outside 0 to P = ", num(P).c_str(), " (P: the padding row past a sequence's last segment)");
+            TORCH_CHECK(!ended || r == P, "grid[", num(p).c_str(), ", ", num(n).c_str(), "] = ", num(r).c_str(),
+                        " follows the padding row P: a sequence's segments come first, then only padding");
+            if (r == P) { ended = true; continue; }
+            TORCH_CHECK(!named[r], "grid names segment row ", num(r).c_str(), " twice");
+            named[r] = 1;
+        }
+    }
+    for (int64_t r = 0; r < P; ++r)
+        TORCH_CHECK(named[r], "grid names no segment of row ", num(r).c_str(), ": every row 0 to P - 1 must be one segment's");
+}
+
 }  // namespace

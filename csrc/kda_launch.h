@@ -7,6 +7,7 @@
 // preparation K1 and the fused kernel share, kda_recurrence.cuh the chunk loop K2 and the fused kernel share.
 // kda_bwd_states.cu: the backward's two sequential passes over each sequence's chunks; kda_bwd_chunk.cu: the
 // token-parallel kernels before them (the chunk factors) and after them (the rest of the gradient).
+// kda_entry_scan.cu: the chain of entry states between the passes over segments (kda_nb.segments).
 // kda_switch.h turns the runtime flags into the kernels' template parameters.
 #pragma once
 #include <cstddef>
@@ -57,5 +58,19 @@ cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream);
 // the backward's token-parallel kernels: the chunk factors before the passes, the rest of the gradient after
 cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream);
 cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream);
+
+// the chain of entry states of sequences cut into segments (kda_entry_scan.cu), fp32, every tensor contiguous:
+// E[grid[p, n]] = the state entering sequence n's segment p, E[grid[0, n]] = initial[n], then E M + X of the segment
+// before; a grid value outside [0, P) ends its sequence. `rows`, the state rows of a block: 8, 16 or 32.
+struct ScanArgs {
+    const float* initial;       // [N, HV, V, K]
+    const float* X;             // [P, HV, V, K]: each segment's state from zero
+    const float* M;             // [P, HV, K, K]: each segment's transition
+    const int64_t* grid;        // [S, N]
+    float* E;                   // [P, HV, V, K]
+    int64_t P, S, N;
+    int HV, V, K, rows;         // V, K: 1 to 128
+};
+cudaError_t launch_entry_scan(const ScanArgs& a, cudaStream_t stream);
 
 }  // namespace kda

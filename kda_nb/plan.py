@@ -21,11 +21,11 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'KERNEL_DIM', 'KERNE
            'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS',
            'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES',
            'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES',
-           'SPLIT_SHARE_K1', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
-           'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US', 'WHOLE',
-           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'kernel_routes',
-           'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages',
-           'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
+           'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN',
+           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US',
+           'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal',
+           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
+           'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
            'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
            'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward',
            'may_pass_backward', 'whole_gradients', 'backward_passes']
@@ -228,6 +228,9 @@ SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, s
                              # (tools/segments_probe.py --passes times all three)
 SPLIT_SHARE_K1 = False       # the passes on the kernels with one K1 among the three (K2 alone in the second and
                              # third: kda_nb.segments.passes_sharing_k1): off until timed on the H200
+SPLIT_SCAN_KERNEL = False    # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
+                             # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: off
+                             # until the GPU has timed it against the torch scan (tools/segments_probe.py --passes)
 SPLIT_BACKWARD_ENABLED = False  # the gradient through the three passes (backward_passes): off until timed on the
                              # H200 (tools/segments_probe.py --train times the training step whole and through them)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)

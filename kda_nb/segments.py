@@ -12,15 +12,16 @@ import torch
 from torch import Tensor
 
 from .api import kda
-from .kernels import launch, workspace_bytes
+from .kernels import kernels_unavailable_reason, launch, load_kernels, workspace_bytes
 from .layout import CHUNK, FORM_OPTIONS, Form, check_form, max_chunks, n_chunks, seq_bounds
 from .backward_kernels import passes_beside
-from .plan import SPLIT_FIRST_PASSES, SPLIT_SHARE_K1, forced, plan, whole_calls
+from .plan import SPLIT_FIRST_PASSES, SPLIT_SHARE_K1, forced, plan, sm_count, whole_calls
+import kda_nb.plan as _plans       # (its SPLIT_SCAN_KERNEL read at each call)
 
 # %% auto #0
-__all__ = ['FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
-           'segment_grid', 'entry_states', 'first_passes', 'passes_sharing_k1', 'kda_in_passes', 'SegmentCost',
-           'segment_cost', 'segment_plan']
+__all__ = ['SCAN_ROWS', 'FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
+           'segment_grid', 'scan_rows', 'scan_kernel_reason', 'entry_states_cuda', 'entry_states', 'first_passes',
+           'passes_sharing_k1', 'kda_in_passes', 'SegmentCost', 'segment_cost', 'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -136,11 +137,47 @@ def segment_grid(B: int, T: int, segments: int, cu_seqlens: Tensor | None, devic
     as_long = lambda x: torch.tensor(x, dtype=torch.long).to(device)
     return as_long(cu), as_long(grid), as_long([r[-1] for r in rows])
 
-def entry_states(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor) -> Tensor:
+SCAN_ROWS = (8, 16, 32)       # the state rows of a block the entry scan kernel is built for (csrc/kda_entry_scan.cu)
+
+def scan_rows(heads: int, V: int, sms: int) -> int:
+    """The state rows of a block of the entry scan for `heads` (sequence, value head) pairs of `V` rows on `sms` SMs: the
+    fewest of `SCAN_ROWS` whose blocks fit one wave of one block an SM (its shared memory holds two transitions, 64 KB
+    each at K = 128), else the most. Fewer rows a block: more blocks side by side, each step shorter."""
+    return next((r for r in SCAN_ROWS if heads * math.ceil(V / r) <= sms), SCAN_ROWS[-1])
+
+def scan_kernel_reason(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor) -> str | None:
+    "Why `entry_states` would not run the kernel on these tensors (None: it would)."
+    states = (initial, X, M)
+    if not all(t.is_cuda for t in (*states, grid)): return "the tensors are not all on a CUDA device"
+    if any(t.dtype != torch.float32 for t in states): return "the states are not float32"
+    if grid.dtype != torch.long: return "the grid is not int64"
+    if initial.dim() != 4 or initial.shape[-1] > 128 or initial.shape[-2] > 128: return "the state is not [N, HV, V, K] with V, K <= 128"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in states):
+        return "a gradient is recorded through the chain (the kernel has none; torch's autograd differentiates the scan)"
+    return kernels_unavailable_reason(initial.device)
+
+def entry_states_cuda(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor, *, check: bool = True) -> Tensor:
+    """`entry_states` in one launch of the kernel `kda_entry_scan` (`csrc/kda_entry_scan.cu`): a block per (sequence,
+    value head, `scan_rows` rows of the state) walks the sequence's segments in order. fp32 CUDA tensors, V and K at
+    most 128. `check`: the grid's values checked on the host first (a synchronization; left out under CUDA-graph
+    capture): each sequence's rows, then only the padding row P, every row 0 .. P-1 once. Unchecked, a value outside
+    [0, P) ends its sequence there and rows no value names are left unwritten."""
+    N, HV, V, _ = initial.shape
+    return load_kernels().kda_entry_scan(initial, X, M, grid, scan_rows(N * HV, V, sm_count(initial.device)), check)
+
+def entry_states(initial: Tensor, X: Tensor, M: Tensor, grid: Tensor, *, kernel: bool | None = None,
+                 check: bool = True) -> Tensor:
     """`E [P, HV, V, K]`, the state entering each segment: `initial [N, HV, V, K]` for a sequence's first, then the
     previous segment's `E M + X` (`X`: its state from a zero entry, `M`: its transition). The maps compose, `(M_a, X_a)`
     then `(M_b, X_b)` being `(M_a M_b, X_a M_b + X_b)`, so an inclusive scan over the segment positions gives every
-    prefix's map in log2(S) rounds of batched products over every sequence and head (padding: the identity map)."""
+    prefix's map in log2(S) rounds of batched products over every sequence and head (padding: the identity map).
+    With `kernel` (None: the plan's `SPLIT_SCAN_KERNEL`), the chain runs as one kernel (`entry_states_cuda`, `check`
+    its grid check) where `scan_kernel_reason` finds nothing against it; `kernel=True` where it cannot raises why."""
+    use = _plans.SPLIT_SCAN_KERNEL if kernel is None else kernel
+    if use:
+        why = scan_kernel_reason(initial, X, M, grid)
+        if why is None: return entry_states_cuda(initial, X, M, grid, check=check)
+        if kernel: raise ValueError(f"the entry scan kernel cannot run: {why}")
     S, N = grid.shape
     pad = lambda x, fill: torch.cat([x, fill.expand(1, *x.shape[1:])])
     Xs = pad(X, X.new_zeros(())).index_select(0, grid[:-1].flatten()).view(S - 1, N, *X.shape[1:])
@@ -205,7 +242,7 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
         return out, fs
     _, X = run(fv, None, False)                          # K1 and K2: the states from zero, and the records
     _, M = run(torch.zeros_like(fv), torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous(), True)
-    return run(fv, entry_states(initial, X, M, grid), True)
+    return run(fv, entry_states(initial, X, M, grid, check=False), True)    # (the grid is segment_grid's)
 
 def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *, segments: int,
                   initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
@@ -242,7 +279,8 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     with whole_calls():                                  # the passes' own calls run whole
         eye = torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous()
         M, X = first_passes(run, fq, fk, fv, fg, fb, cu, eye, SPLIT_FIRST_PASSES if first is None else first)
-        out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=entry_states(initial(), X, M, grid),
+        E = entry_states(initial(), X, M, grid, check=False)          # (the grid is segment_grid's)
+        out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=E,
                      cu_seqlens=cu, state_dtype=sdt, check_seqlens=False, **kw)
     return out.view(B, T, HV, V), S[last].to(final_dtype)
 

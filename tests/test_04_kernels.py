@@ -24,7 +24,8 @@ def input_of(row: dict) -> str | None:
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
-    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS}
+    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
+                                           SCAN_KERNEL}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
     # bf16 inputs: K1, the fused kernel and K3 once per gate form (safe, softplus, given) and once for FlashKDA's form;
     # fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd); K3 each of them with and without per-token stores
@@ -38,6 +39,7 @@ def test_kernels_compile_without_spills():
     # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool), each for bf16 and fp16 inputs
     k2 = [input_of(r) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
     assert k2.count('bf16') == k2.count('fp16') == 2 * 2 and len(k2) == 8, "K2: two stage counts, with and without checkpoints"
+    assert sum(r['kernel'] == SCAN_KERNEL for r in usage) == 3, "the entry scan: 8, 16 and 32 state rows a block"
     for r in usage:
         print(r)
         allowed = ALLOWED_SPILLS.get((r['kernel'], r['registers']), 0)
@@ -129,7 +131,8 @@ def test_binding_one_entry_point_per_path():
     src = {f: (csrc_dir() / f).read_text() for f in CSRC_FILES}
     assert binding_entry_points(src['kda_binding.cpp']) == ['kda_forward', 'kda_decode_run', 'kda_decode_free', 'kda_layout',
                                                             'kda_record_bytes', 'kda_bwd_factor_floats', 'kda_bwd_prepare',
-                                                            'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint']
+                                                            'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint',
+                                                            'kda_entry_scan']
     code = {f: '\n'.join(l.split('//')[0] for l in s.splitlines()) for f, s in src.items()}   # without comments
     assert not [f for f, c in code.items() if re.search(r'getenv|std::atomic|kda_set_', c)]
     assert [f for f, c in code.items() if 'cudaDevAttrMultiProcessorCount' in c] == []   # the SM count: kda_nb.plan's

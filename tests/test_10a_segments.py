@@ -188,10 +188,14 @@ def test_gradient_through_the_passes_on_the_gpu():
     for n in names: assert rel_rms(split[n], whole[n]) < 2e-2, n
 
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
-def test_passes_under_cuda_graph_capture():
-    "A fixed-length call forced into passes is captured in a CUDA graph and replayed on new inputs: the same as eager."
+@pytest.mark.parametrize('scan_kernel', [False, True])
+def test_passes_under_cuda_graph_capture(monkeypatch, scan_kernel):
+    """A fixed-length call forced into passes is captured in a CUDA graph and replayed on new inputs: the same as eager;
+    the chain of entry states by the torch scan or the kernel (SPLIT_SCAN_KERNEL)."""
+    import kda_nb.plan as P
     from kda_nb.api import fwd
     from kda_nb.plan import forced
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', scan_kernel)
     xs = random_inputs(2, 20000, 4, 128, device='cuda', seed=6, gate='g=-8')
     names = ('q', 'k', 'v', 'g', 'beta')
     static = {n: xs[n].clone() for n in names}
@@ -319,3 +323,172 @@ def test_passes_sharing_k1_glue(monkeypatch, form):
     first = launches[0]
     assert all(l[0] is first[0] and all(a is b for a, b in zip(l[2:], first[2:])) for l in launches)
     assert first[0].dtype == torch.uint8 and first[0].numel() > 0
+
+
+import os
+import shutil
+
+import kda_nb.segments as segments
+from kda_nb.kernels import binding_with_stub_launchers, load_kernels, nvcc_resource_usage
+
+def chain_fp64(initial, X, M, grid):
+    "The chain one segment at a time, in fp64 on the host: E [P, HV, V, K]; rows no grid value names are NaN."
+    P = X.shape[0]
+    initial, X, M = (t.double().cpu() for t in (initial, X, M))
+    E = torch.full(X.shape, float('nan'), dtype=torch.float64)
+    for n, col in enumerate(grid.cpu().T.tolist()):
+        e = initial[n]
+        for r in col:
+            if not 0 <= r < P: break                      # the padding row (or any value outside): the sequence ends
+            E[r] = e
+            e = e @ M[r] + X[r]
+    return E
+
+def scan_case(counts, HV, V, K, device='cpu', seed=0):
+    """Random chains, fp32: sequence n of `counts[n]` segments, the segments' rows a random permutation of P, padding
+    past each shorter sequence; transitions of norm 0.9 to 1 (an orthogonal matrix, its columns scaled), so that the
+    chain neither dies out nor blows up over tens of segments. `(initial, X, M, grid)`."""
+    gen = torch.Generator().manual_seed(seed)
+    N, P, S = len(counts), sum(counts), max(counts)
+    rows = torch.randperm(P, generator=gen)
+    grid = torch.full((S, N), P, dtype=torch.long)
+    for n, c in enumerate(counts): grid[:c, n] = rows[sum(counts[:n]):sum(counts[:n]) + c]
+    Q, _ = torch.linalg.qr(torch.randn(P * HV, K, K, generator=gen, dtype=torch.float64))
+    M = (Q * (0.9 + 0.1 * torch.rand(P * HV, 1, K, generator=gen, dtype=torch.float64))).view(P, HV, K, K)
+    X = torch.randn(P, HV, V, K, generator=gen, dtype=torch.float64)
+    initial = torch.randn(N, HV, V, K, generator=gen, dtype=torch.float64)
+    return (*(t.float().to(device) for t in (initial, X, M)), grid.to(device))
+
+COUNTS = [1, 2, 5, 33]                                    # segments of each sequence (padding rows past the first three)
+
+def test_torch_scan_is_the_chain():
+    "entry_states' torch scan (fp32) against the fp64 chain, segment by segment: 1, 2, 5 and 33 segments, V = K and V != K."
+    for HV, V, K in ((2, 16, 16), (1, 10, 6)):
+        initial, X, M, grid = scan_case(COUNTS, HV, V, K, seed=1)
+        E = entry_states(initial, X, M, grid, kernel=False)
+        assert rel_rms(E.double(), chain_fp64(initial, X, M, grid)) < 2e-5
+
+def test_scan_rows_fills_one_wave():
+    "The fewest rows a block whose blocks fit one wave (one block an SM), else the most."
+    assert [scan_rows(h, 128, 132) for h in (1, 4, 8, 16, 32, 64)] == [8, 8, 8, 16, 32, 32]
+    assert scan_rows(4, 100, 132) == 8 and scan_rows(20, 100, 132) == 32 and scan_rows(20, 100, 160) == 16
+
+def test_scan_switch_on_without_a_gpu_keeps_the_torch_path(monkeypatch):
+    "SPLIT_SCAN_KERNEL on, tensors the kernel cannot take (here: on a CPU): the torch scan, and the passes are still the recurrence."
+    import kda_nb.plan as P
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', True)
+    monkeypatch.setattr(segments, 'entry_states_cuda', lambda *a, **kw: pytest.fail('the kernel was called'))
+    initial, X, M, grid = scan_case([3, 1], 2, 8, 8, seed=2)
+    assert scan_kernel_reason(initial, X, M, grid) is not None
+    assert torch.equal(entry_states(initial, X, M, grid), entry_states(initial, X, M, grid, kernel=False))
+    with pytest.raises(ValueError, match='entry scan kernel cannot run'): entry_states(initial, X, M, grid, kernel=True)
+    xs = random_inputs(seqlens=[70, 0, 33], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=3, gate='g~U(-8,8)')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    o, S = kda_in_passes(*args, segments=16, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
+
+@pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
+def test_entry_scan_compiles_without_spills():
+    "nvcc (no GPU needed): the unit builds its three instances (8, 16, 32 rows a block) within their launch bounds, no spill."
+    usage = nvcc_resource_usage(units=['kda_entry_scan.cu'])
+    assert [r['kernel'] for r in usage] == ['kda_entry_scan'] * len(SCAN_ROWS), usage
+    for r in usage:
+        print(r)
+        assert r['file'] == 'kda_entry_scan.cu' and r['registers'] <= 128 and r['spill_stores'] == r['spill_loads'] == 0, r
+
+def test_entry_scan_binding_refuses_bad_arguments(tmp_path):
+    "The binding (built with the host compiler against launchers that launch nothing) refuses by name what the kernel cannot take."
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_scan')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    initial, X, M, grid = scan_case([2, 1], 1, 4, 4)
+    big = torch.zeros(2, 1, 4, 129)
+    for args, words in [((initial, X, M, grid, 12), 'rows .*must be 8, 16 or 32'),
+                        ((initial[0], X, M, grid, 8), r'initial must be \[N, HV, V, K\]'),
+                        ((big, X, M, grid, 8), 'V and K must be 1 to 128'),
+                        ((initial, X, M, grid, 8), 'initial must be a CUDA tensor')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_entry_scan(*args)
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+@pytest.mark.parametrize('HV, V, K', [(2, 128, 128), (3, 100, 64), (2, 5, 37)])
+def test_entry_scan_kernel_on_the_gpu(HV, V, K):
+    """The kernel against the fp64 chain and the torch scan: sequences of 1, 2, 5 and 33 segments (padding rows past the
+    shorter ones), K = V = 128, V = 100 with K = 64, an odd K (4-byte copies, padded rows); every instance (rows a
+    block) gives the same bits; a strided X is taken (copied); each sequence's first entry state is its initial one."""
+    initial, X, M, grid = scan_case(COUNTS, HV, V, K, device='cuda', seed=4)
+    ref = chain_fp64(initial, X, M, grid)
+    E = entry_states(initial, X, M, grid, kernel=True)
+    E_torch = entry_states(initial, X, M, grid, kernel=False)
+    torch.cuda.synchronize()
+    assert not ref.isnan().any()                                     # every row is one segment's
+    assert rel_rms(E.double().cpu(), ref) < 2e-5 and rel_rms(E_torch.double().cpu(), ref) < 2e-5
+    assert rel_rms(E, E_torch) < 4e-5
+    assert all(torch.equal(E[grid[0, n]], initial[n]) for n in range(len(COUNTS)))
+    for rows in SCAN_ROWS:
+        assert torch.equal(load_kernels().kda_entry_scan(initial, X, M, grid, rows, True), E), rows
+    strided = torch.cat([X, X], -1)[..., :K]
+    assert not strided.is_contiguous() and torch.equal(entry_states(initial, strided, M, grid, kernel=True), E)
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_entry_scan_kernel_in_a_cuda_graph():
+    "Captured once (no grid check under capture), replayed on new values and a new grid (other rows, other lengths): eager's bits."
+    initial, X, M, grid = scan_case(COUNTS, 2, 128, 128, device='cuda', seed=5)
+    static = [t.clone() for t in (initial, X, M, grid)]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side): entry_states(*static, kernel=True)     # warm-up off the capturing stream
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph): E = entry_states(*static, kernel=True)
+    new = scan_case([33, 5, 2, 1], 2, 128, 128, device='cuda', seed=6)   # the same P, S and N
+    for s, t in zip(static, new): s.copy_(t)
+    graph.replay()
+    want = entry_states(*new, kernel=True)
+    torch.cuda.synchronize()
+    assert torch.equal(E, want) and rel_rms(E.double().cpu(), chain_fp64(*new)) < 2e-5
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_entry_scan_kernel_refuses_a_bad_grid():
+    """Checked (eager): a value outside [0, P], a row named twice, a row after the padding, a row named by none: refused
+    by name. Unchecked: wild values end their sequence, nothing faults, the rows named before them are right."""
+    initial, X, M, grid = scan_case([1, 2, 5], 2, 16, 16, device='cuda', seed=7)
+    P = X.shape[0]
+    def bad(p, n, value):
+        g = grid.clone(); g[p, n] = value if not callable(value) else value(g)
+        return g
+    for g, words in [(bad(0, 0, P + 1), 'is outside 0 to P'), (bad(1, 1, -1), 'is outside 0 to P'),
+                     (bad(2, 2, lambda g: g[0, 1]), 'twice'), (bad(2, 0, lambda g: g[3, 2]), 'follows the padding row'),
+                     (bad(4, 2, P), 'names no segment of row')]:
+        with pytest.raises(RuntimeError, match=words): entry_states(initial, X, M, g, kernel=True)
+    wild = grid.clone(); wild[0, 1] = -7; wild[1, 2] = 2 ** 40
+    E = entry_states(initial, X, M, wild, kernel=True, check=False)
+    torch.cuda.synchronize()
+    ref = chain_fp64(initial, X, M, wild)
+    named = ~ref[:, 0, 0, 0].isnan()
+    assert named.sum() == 2                                            # sequence 0's one segment, sequence 2's first
+    assert rel_rms(E[named.cuda()].double().cpu(), ref[named]) < 2e-5
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_passes_with_the_scan_kernel_on_the_gpu(monkeypatch):
+    """SPLIT_SCAN_KERNEL on: kda_in_passes runs the kernel once per call (also with one K1 among the passes), its results
+    the fp64 recurrence's as closely as with the torch scan; a chain that records a gradient keeps the torch scan."""
+    import kda_nb.plan as P
+    calls, real = [], segments.entry_states_cuda
+    monkeypatch.setattr(segments, 'entry_states_cuda', lambda *a, **kw: calls.append(kw.get('check')) or real(*a, **kw))
+    xs = random_inputs(seqlens=[5000, 1, 17, 20000, 333], H=2, K=128, device='cuda', seed=8, gate='g=-8')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    kw = dict(segments=2048, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    o0, S0 = kda_in_passes(*args, **kw)
+    assert calls == []
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', True)
+    o1, S1 = kda_in_passes(*args, **kw)
+    with torch.no_grad(): o2, S2 = kda_in_passes(*args, share_k1=True, **kw)
+    assert calls == [False, False]                                     # the passes' grid is segment_grid's: no check
+    for o, S in ((o1, S1), (o2, S2)):
+        assert rel_rms(o.double(), ref_o) < 6e-3 and rel_rms(S.double(), ref_S) < 3e-3
+        assert rel_rms(o.float(), o0.float()) < 2e-3 and rel_rms(S, S0) < 2e-3
+    initial, X, M, grid = scan_case([2, 3], 1, 8, 8, device='cuda', seed=9)
+    X.requires_grad_()
+    E = entry_states(initial, X, M, grid)
+    assert E.requires_grad and len(calls) == 2 and 'gradient' in scan_kernel_reason(initial, X, M, grid)

@@ -8,7 +8,8 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, and the backward's two passes
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, the chain of entry states
+(kda_entry_scan) on adversarial grids, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches.
 """
 import os
@@ -160,6 +161,19 @@ for pool_dtype, steps, cu in ((torch.float32, 1, [0, 40, 41, 41, 75]), (torch.bf
            ckpt_offsets=offs, ckpt_slots=slots)
     torch.cuda.synchronize()
     assert torch.isfinite(out).all() and torch.isfinite(pool.float()).all()
+# the chain of entry states (kda_entry_scan.cu) on grids no check has seen (values negative, the padding row P, past it,
+# the int64 extremes, a row after the padding), every instance (8, 16, 32 rows a block), K = V = 128, V = 100 with
+# K = 64, an odd K (its 4-byte copies and padded rows)
+from kda_nb.kernels import load_kernels
+ext = load_kernels()
+for (HV, V, K), rows in (((2, 128, 128), 8), ((3, 100, 64), 16), ((2, 5, 37), 32)):
+    P, N = 6, 3
+    M = torch.randn(P, HV, K, K, device='cuda') / K ** 0.5
+    X, initial = torch.randn(P, HV, V, K, device='cuda'), torch.randn(N, HV, V, K, device='cuda')
+    for grid in ([[0, 1, 2], [3, 4, 5]], [[5, -1, 2], [P, 0, 2 ** 62], [1, 3, -2 ** 63]], [[P, P, 4], [2, 3, P], [0, 1, 5]]):
+        E = ext.kda_entry_scan(initial, X, M, torch.tensor(grid, device='cuda'), rows, False)
+        torch.cuda.synchronize()
+    assert torch.isfinite(ext.kda_entry_scan(initial, X, M, torch.tensor([[0, 1, 2], [3, 4, 5]], device='cuda'), rows, True)).all()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
 '''
 

@@ -1,8 +1,8 @@
 """One long sequence at few heads, whole against in segments on today's kernels: the stacked call
 (kda_nb.segments.kda_segmented, against segment_cost's model) or, with --passes, the three passes
-(kda_nb.segments.kda_in_passes, each pass and the chain timed alone too, and the whole call in each manner of its
-first two passes, kda_nb.segments.FIRST_PASSES). The time of each and the segmented
-output's distance from the whole call's.
+(kda_nb.segments.kda_in_passes, each pass and the chain timed alone too, the chain both as the torch scan and as the
+kernel kda_entry_scan, and the whole call in each manner of its first two passes, kda_nb.segments.FIRST_PASSES, and
+with the kernel's chain). The time of each and the segmented output's distance from the whole call's.
 
     python tools/segments_probe.py [--cases 65536x4,131072x8,65536x16] [--segs 1024,2048,4096,8192] [--out FILE]
     python tools/segments_probe.py --passes [--out FILE]      # the cases and segments of passes_probe_h200.json
@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import kda_nb.plan                                                   # noqa: E402
 from kda_nb.api import kda                                          # noqa: E402
 from kda_nb.layout import random_inputs, rel_rms                     # noqa: E402
 from kda_nb.plan import forced_backward, sm_count                                    # noqa: E402
@@ -103,8 +104,10 @@ def passes_probe(out: str) -> int:
                                               state_dtype=torch.float32, check_seqlens=False)
                 t_m, t_x = timed(lambda: call(zero_v, eye)), timed(lambda: call(v, None))
                 (_, M), (_, X) = call(zero_v, eye), call(v, None)
-                t_chain = timed(lambda: entry_states(s0, X, M, grid))
-                t_out = timed(lambda: call(v, entry_states(s0, X, M, grid)))     # (the chain's time included)
+                t_chain = timed(lambda: entry_states(s0, X, M, grid, kernel=False))           # the torch scan
+                t_chain_k = timed(lambda: entry_states(s0, X, M, grid, kernel=True, check=False))   # the kernel
+                e_chain = rel_rms(entry_states(s0, X, M, grid, kernel=True), entry_states(s0, X, M, grid, kernel=False))
+                t_out = timed(lambda: call(v, entry_states(s0, X, M, grid, kernel=False)))   # (the chain's time included)
                 ms = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0))
                 o, s = kda_in_passes(*args, segments=seg, initial_state=s0)
                 e_o, e_s = rel_rms(o.float(), o_w.float()), rel_rms(s, s_w)
@@ -114,10 +117,21 @@ def passes_probe(out: str) -> int:
                     manners[first] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
                     o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
                     assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, first
+                switch = kda_nb.plan.SPLIT_SCAN_KERNEL      # the whole passes (serial) with the kernel's chain
+                kda_nb.plan.SPLIT_SCAN_KERNEL = True
+                try:
+                    kw = dict(first='serial', share_k1=False)
+                    manners['scan_kernel'] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
+                    o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
+                    assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, 'scan_kernel'
+                finally:
+                    kda_nb.plan.SPLIT_SCAN_KERNEL = switch
                 print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | passes {t_m:.3f} {t_x:.3f} "
-                      f"{t_out - t_chain:.3f}, chain {t_chain:.3f} | vs whole: out {e_o:.1e}, state {e_s:.1e} | "
+                      f"{t_out - t_chain:.3f}, chain {t_chain:.3f} (kernel {t_chain_k:.3f}, {e_chain:.1e} off the scan) | "
+                      f"vs whole: out {e_o:.1e}, state {e_s:.1e} | "
                       + ', '.join(f"{f} {t:.3f}" for f, t in manners.items()), flush=True)
                 rows.append(dict(T=T, H=H, seg=seg, ms=ms, m_pass=t_m, x_pass=t_x, chain=t_chain,
+                                 chain_kernel=t_chain_k, err_chain_kernel=e_chain,
                                  out_pass=t_out - t_chain, err_out=e_o, err_state=e_s,
                                  **{f'ms_{f}': t for f, t in manners.items()}))
     Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
