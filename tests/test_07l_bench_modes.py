@@ -22,6 +22,16 @@ def test_idle_stretches():
     assert gaps == [(12.0, 18.0, 'b', 'c')] and busy == 12.0 + 10.0 + 1.0 and wall == 42.0
 
 
+def test_fp16_kernels_restores_the_switch():
+    "The switch is on inside the block and as it was after, also when the block raises."
+    from kda_nb import plan as P
+    was = P.FP16_KERNELS
+    with fp16_kernels(): assert P.FP16_KERNELS is True
+    with pytest.raises(RuntimeError):
+        with fp16_kernels(): raise RuntimeError('inside')
+    assert P.FP16_KERNELS == was
+
+
 def test_modes_help(capsys):
     "Every mode answers --help without a GPU; an unknown mode is refused with the list."
     for mode in MODES:
