@@ -64,7 +64,7 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
     a.seq_len = c.varlen ? 0 : T;                      // fixed length: the kernels need no tables
     if (c.varlen) {
         const cudaError_t err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order,
-                                                   c.o.data_ptr(), H * 128 * 2, c.stream);
+                                                   c.o.data_ptr(), H * c.V * static_cast<int64_t>(c.o.element_size()), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
     return a;
