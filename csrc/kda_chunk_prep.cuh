@@ -82,7 +82,8 @@ __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched<IN>& f, int
     const bool kin = !DIMS || 4 * lane < KD;
     const int64_t HD = static_cast<int64_t>(H) * KD;
     const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
-    const T* gp = static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * KD + (kin ? 4 * lane : 0);
+    const T* gp = kin ? static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * KD + 4 * lane
+                      : static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * KD;
 #pragma unroll
     for (int r = 0; r < CHUNK; ++r)
         f.graw[r] = kin ? __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD)) : make_uint2(0u, 0u);
@@ -114,9 +115,10 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
         for (int q4 = 0; q4 < 4; ++q4) {
             const int piece = (4 * q4 + t) ^ (4 * (r & 1));
             const bool kin = !DIMS || 32 * q4 + 8 * t < KD;           // channels >= K: zeros, nothing read
-            const int64_t at = off + (kin ? 32 * q4 + 8 * t : 0);
-            cp_async16(&sm.qk[0][r][8 * piece], static_cast<const T*>(p.q) + at, in && kin ? 16 : 0);
-            cp_async16(&sm.qk[1][r][8 * piece], static_cast<const T*>(p.k) + at, in && kin ? 16 : 0);
+            cp_async16(&sm.qk[0][r][8 * piece], kin ? static_cast<const T*>(p.q) + off + 32 * q4 + 8 * t
+                                                    : static_cast<const T*>(p.q) + off, in && kin ? 16 : 0);
+            cp_async16(&sm.qk[1][r][8 * piece], kin ? static_cast<const T*>(p.k) + off + 32 * q4 + 8 * t
+                                                    : static_cast<const T*>(p.k) + off, in && kin ? 16 : 0);
         }
     }
     cp_async_commit();

@@ -102,8 +102,8 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
     typename In<IN>::T* out = static_cast<typename In<IN>::T*>(p.out);
     for (int64_t i = threadIdx.x; i < (b - a) * (DEC_BLOCK_ROWS / 8); i += DEC_THREADS) {
         const int64_t tok = a + i / (DEC_BLOCK_ROWS / 8);
-        const int col = vbase + 8 * static_cast<int>(i % (DEC_BLOCK_ROWS / 8));
-        if (!DIMS || col < vd) *reinterpret_cast<uint4*>(out + (tok * p.H + h) * vd + col) = make_uint4(0, 0, 0, 0);
+        if (!DIMS || vbase + 8 * (i % (DEC_BLOCK_ROWS / 8)) < vd)
+            *reinterpret_cast<uint4*>(out + (tok * p.H + h) * vd + vbase + 8 * (i % (DEC_BLOCK_ROWS / 8))) = make_uint4(0, 0, 0, 0);
     }
 }
 

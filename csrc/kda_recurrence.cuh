@@ -312,9 +312,8 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         T* out = static_cast<T*>(p.out);
         for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
             const int64_t tok = tok0 + i / (Ly::VB / 8);
-            const int col = vbase + 8 * static_cast<int>(i % (Ly::VB / 8));
-            if (!DIMS || col < VD)
-                *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + col) = make_uint4(0, 0, 0, 0);
+            if (!DIMS || vbase + 8 * (i % (Ly::VB / 8)) < VD)
+                *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
         }
         return;
     }
@@ -370,7 +369,8 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const bool inside = c * CHUNK + r < ntok;
             const bool vin = !DIMS || vbase + piece * 8 < VD;     // rows >= V: zeros, nothing read
-            const T* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * VD + (vin ? vbase + piece * 8 : 0);
+            const int64_t row = (tok0 + (inside ? c * CHUNK + r : 0)) * H + h;
+            const T* src = vin ? v + row * VD + vbase + piece * 8 : v + row * VD;
             cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside && vin ? 16 : 0);
         }
         cp_async_commit();
