@@ -192,6 +192,8 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
         torch::Tensor tables;
         kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
         if (path == "fused") {
+            TORCH_CHECK(c.K == 128 && c.V == 128, "the fused kernel takes K = V = 128 only (kda_fwd_fused.cu), got K = ",
+                        num(c.K).c_str(), ", V = ", num(c.V).c_str(), ": pad them, or take the 'chunked' or 'decode' path");
             const torch::Tensor ws = torch::empty({16}, q.options().dtype(at::kByte));
             a.workspace = ws.data_ptr();
             err = kda::launch_fused(a, c.stream);

@@ -56,8 +56,10 @@ struct FusedPrepare {
     }
 };
 
-// DIMS: the head dims of FwdArgs::dim_k, dim_v (kda_recurrence.cuh, kda_chunk_prep.cuh §dims): one block still holds
-// the whole 128-row state, its rows >= V zero and never written out
+// DIMS: the head dims of FwdArgs::dim_k, dim_v (kda_recurrence.cuh, kda_chunk_prep.cuh §dims). The template takes it,
+// but the launcher builds no instance with it: at this kernel's budget of 168 registers (one block of 12 warps per SM)
+// the DIMS instances spill in the chunk loop (the softplus gate's: 44 to 96 bytes, by how the addresses are formed), so
+// the head dims below 128 reach the fused kernel zero-padded (kda_nb.plan keeps the 'pad' route for its path)
 template <GateForm GF, bool FORMS, bool DIMS, int IN>
 __global__ void __launch_bounds__(32 * (FUSED_WARPS + FUSED_PREP), 1) kda_fwd_fused(FwdArgs p) {
     extern __shared__ __align__(128) uint8_t smem[];
@@ -88,14 +90,12 @@ cudaError_t launch_fused_form(const FwdArgs& a, cudaStream_t stream, bool* ready
 
 cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
-    if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
-    static bool ready[FWD_DIMS_INSTANCES][MAX_DEVICES] = {};    // the shared-memory attribute, once per instance and device
-    return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind,
-                             native_dims(a.dim_k, a.dim_v), [&](auto gf, auto forms, auto in, auto dims) {
+    if (a.dim_k != D || a.dim_v != D) return cudaErrorInvalidValue;    // K = V = 128 only (see kda_fwd_fused above)
+    static bool ready[FWD_INPUT_INSTANCES][MAX_DEVICES] = {};    // the shared-memory attribute, once per instance and device
+    return dispatch_fwd(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, [&](auto gf, auto forms, auto in) {
         constexpr int F = decltype(gf)::value, IN = decltype(in)::value;
-        constexpr bool FORMS = decltype(forms)::value, DIMS = decltype(dims)::value;
-        return launch_fused_form<static_cast<GateForm>(F), FORMS, DIMS, IN>(a, stream,
-                                                                            ready[fwd_dims_instance(F, FORMS, IN, DIMS)]);
+        constexpr bool FORMS = decltype(forms)::value;
+        return launch_fused_form<static_cast<GateForm>(F), FORMS, false, IN>(a, stream, ready[fwd_input_instance(F, FORMS, IN)]);
     });
 }
 

@@ -165,11 +165,12 @@ __device__ __forceinline__ void u_product(const float (&X)[2][4], const __half* 
 
 // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
 // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row], rounded to the inputs' type
-// (out is [.., vd]: with DIMS, the warp's rows >= vd are not written)
+// (DIMS: out is [.., V]; the lane's 8 rows go to element t * tstride + tcol of token t, if lane_in, §dims)
 template <int WARPS, bool DIMS, int IN>
 __device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float scale, int H, int h, int64_t tok0, int ntok,
                                               float (&P)[2][4], const uint32_t (&Ua)[4], const __half* mqk, float sc0,
-                                              float sc1, typename In<IN>::T* otile, int c, int vrow, int lane, int vd) {
+                                              float sc1, typename In<IN>::T* otile, int c, int vrow, int lane,
+                                              int tstride, int tcol, bool lane_in) {
     using Ly = K2Layout<WARPS>;
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;
     uint32_t b[4];
@@ -184,9 +185,13 @@ __device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float sca
     __syncwarp();
     const int tok = lane >> 1, part = lane & 1;
     const int64_t gtok = tok0 + (c * CHUNK + tok);
-    if (c * CHUNK + tok < ntok && (!DIMS || vrow + 8 * part < vd))
-        *reinterpret_cast<uint4*>(out + (gtok * H + h) * vd + vrow + 8 * part) =
+    if constexpr (DIMS) {
+        if (c * CHUNK + tok < ntok && lane_in)
+            *reinterpret_cast<uint4*>(out + gtok * tstride + tcol) = *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
+    } else if (c * CHUNK + tok < ntok) {
+        *reinterpret_cast<uint4*>(out + (gtok * H + h) * D + vrow + 8 * part) =
             *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
+    }
 }
 
 // §state: S <- S diag(decay) + U^T kr, the decay already applied (in the scaled frame if rows were rescaled)
@@ -357,6 +362,11 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         __syncthreads();
     }
     const T* v = static_cast<const T*>(p.v);
+    // §dims: the lane's 8 rows of the values it copies and of the outputs it stores are rows lrow .. lrow + 7 of the
+    // state, all below V or none (V a multiple of 8); with DIMS, those of token t sit at t * tstride + tcol of v and out
+    [[maybe_unused]] const int lrow = vrow + 8 * (lane & 1);
+    [[maybe_unused]] const bool lane_in = !DIMS || lrow < VD;
+    [[maybe_unused]] const int tstride = DIMS ? H * VD : 0, tcol = DIMS ? h * VD + lrow : 0;
     auto load_chunk = [&](int c, int stage) {
         if (c < nch) {
             uint8_t* st = smem + stage * Ly::STAGE;
@@ -368,10 +378,13 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             }
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const bool inside = c * CHUNK + r < ntok;
-            const bool vin = !DIMS || vbase + piece * 8 < VD;     // rows >= V: zeros, nothing read
-            const int64_t row = (tok0 + (inside ? c * CHUNK + r : 0)) * H + h;
-            const T* src = vin ? v + row * VD + vbase + piece * 8 : v + row * VD;
-            cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside && vin ? 16 : 0);
+            if constexpr (DIMS) {                                    // rows >= V: zeros, nothing read
+                const T* src = v + (tok0 + (inside ? c * CHUNK + r : 0)) * tstride + (lane_in ? tcol : 0);
+                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside && lane_in ? 16 : 0);
+            } else {
+                const T* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
+                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
+            }
         }
         cp_async_commit();
     };
@@ -433,7 +446,8 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
-        write_outputs<WARPS, DIMS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane, VD);
+        write_outputs<WARPS, DIMS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane,
+                                       tstride, tcol, lane_in);
 
         update_state(S, Ua, kr, scaled, sc0, sc1, lane);
         __syncwarp();                        // every lane is done reading the stage

@@ -74,8 +74,8 @@ cudaError_t dispatch_fwd(int gate, int beta, int norm, int group_shift, int inpu
 // instances with DIMS true, which read FwdArgs::dim_k, dim_v (DecodeArgs's) at run time; the instances with DIMS false
 // are the kernels built for K = V = 128, their machine code as it is without the feature. dims: (K, V) != (128, 128).
 // DIMS true goes with the gate's instance with FORMS true (as fp16: FlashKDA's form reads its forms, 0, 0, at run time),
-// for either input type: six more instances of K1, the fused kernel and K3 (each of its STORES), and K2 twice its own
-// (dispatch_bool on dims). f(std::integral_constant<int, gate>{}, std::bool_constant<FORMS>{},
+// for either input type: six more instances of K1 and of K3 (each of its STORES), and K2 twice its own (dispatch_bool
+// on dims); the fused kernel has none (kda_fwd_fused.cu says why). f(std::integral_constant<int, gate>{}, std::bool_constant<FORMS>{},
 // std::integral_constant<int, input>{}, std::bool_constant<DIMS>{}); per-instance state at
 // `fwd_dims_instance(gate, FORMS, input, DIMS)`, 0 to FWD_DIMS_INSTANCES - 1 (fwd_input_instance's first).
 constexpr int FWD_DIMS_INSTANCES = FWD_INPUT_INSTANCES + 6;

@@ -24,11 +24,11 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'KERNEL_DIM', 'NATIV
            'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS',
            'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
            'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
-           'form_refusal', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
-           'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count',
-           'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
-           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
-           'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
+           'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
+           'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
+           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
+           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
+           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -121,6 +121,14 @@ def form_refusal(form: Form, direction: str = 'forward') -> str | None:
     if form in KERNEL_FORMS[direction]: return None
     return f"the kernels' {direction} for {form_words(form)} is not measured on the GPU yet"
 
+def pad_route(K: int, V: int, why: str = "") -> tuple:
+    "The 'pad' route of K, V below 128 with its reason and cost (`why`: why the kernels do not take them natively)."
+    grow = KERNEL_DIM * KERNEL_DIM / (K * V)
+    return ('pad', f"K = {K}, V = {V} zero-padded to {KERNEL_DIM}: exact (a zero channel leaves the L2 norms as they "
+                   "were, meets k = 0 whatever its gate, keeps its state column or row at 0, and the outputs' padded "
+                   f"columns are dropped); cost: padded copies of q, k, g, v and the states (the states {grow:.3g} times "
+                   "their bytes)" + (f" ({why})" if why else ""))
+
 def native_dims(K: int, V: int) -> bool:
     "Whether the forward's kernels take K and V as they are (`NATIVE_DIM_STEP`'s multiples up to 128)."
     return all(0 < d <= KERNEL_DIM and d % NATIVE_DIM_STEP == 0 for d in (K, V))
@@ -132,13 +140,8 @@ def kernel_routes(K: int, V: int, H: int, HV: int | None = None, native: bool = 
     `NATIVE_DIMS` on): K, V that `native_dims` takes need no 'pad'; the others keep it, the reason saying why."""
     routes = []
     if (K, V) != (KERNEL_DIM, KERNEL_DIM) and not (native and native_dims(K, V)):
-        odd = (f" (the kernels' native head dims are multiples of {NATIVE_DIM_STEP}, for their 16-byte loads)"
-               if native else "")
-        grow = KERNEL_DIM * KERNEL_DIM / (K * V)
-        routes.append(('pad', f"K = {K}, V = {V} zero-padded to {KERNEL_DIM}: exact (a zero channel leaves the L2 norms "
-                              "as they were, meets k = 0 whatever its gate, keeps its state column or row at 0, and the "
-                              f"outputs' padded columns are dropped); cost: padded copies of q, k, g, v and the states "
-                              f"(the states {grow:.3g} times their bytes){odd}"))
+        routes.append(pad_route(K, V, f"the kernels' native head dims are multiples of {NATIVE_DIM_STEP}, for their "
+                                      "16-byte loads" if native else ""))
     if HV not in (None, H):
         routes.append(('expand', f"q, k repeated from H = {H} to HV = {HV} heads (kda_nb.activations.expand_heads, the "
                                  "gradients summed back by reduce_heads): exact; cost: q and k "
@@ -318,14 +321,20 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         pad = any(r == 'pad' for r, _ in routes)
         p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM if pad else K, KERNEL_DIM if pad else V, N, varlen, max_len,
                   state_dtypes, backend, step, force, None, form, fp16, native)
-        return dataclasses.replace(p, routes=routes)
+        return dataclasses.replace(p, routes=p.routes + routes)
     if force is not None and force != WHOLE:
         path, steps, growth, segments = force
         why = (f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "")
                + (f", segments={segments}" if segments else "") + ")")
         p = path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth)
-        return with_passes(p, segments, "forced") if segments else p
-    return kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE)
+        p = with_passes(p, segments, "forced") if segments else p
+    else:
+        p = kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE)
+    if p.path == 'fused' and (K, V) != (KERNEL_DIM, KERNEL_DIM):     # native K, V: the fused kernel takes 128 only
+        p = _plan(device, dtype, B, T, H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step, force,
+                  None, form, fp16, native)
+        return dataclasses.replace(p, routes=(pad_route(K, V, "the fused kernel takes K = V = 128 only"),))
+    return p
 
 def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bool, sms: int, steps: int = 1,
               growth: float | None = None) -> Plan:
