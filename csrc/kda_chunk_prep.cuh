@@ -70,10 +70,6 @@ struct Fetched {
 // A warp asks for the next item's gate rows as soon as it has used the current ones, and for its q and
 // k rows as soon as the current ones are used (prep_item), so the loads overlap the current item's
 // arithmetic.
-// §dims (DIMS: K = FwdArgs::dim_k, a multiple of 8; else 128): g is [.., K], dt_bias [H, K], q and k [.., K]. A lane's
-// gate channels (4 of them) and each 16-byte piece of q and k lie all below K or all at or above it; those at or above
-// K are not read, and stand as zeros (q, k, g and dt_bias zero there), so the record is what the 128-wide one of
-// inputs zero-padded to 128 would be.
 template <GateForm GF, bool DIMS, int IN>
 __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched<IN>& f, int lane) {   // loads only: nothing waits
     using T = typename In<IN>::T;
@@ -124,6 +120,13 @@ __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, 
     cp_async_commit();
 }
 
+// §dims: K below 128 (DIMS: K = FwdArgs::dim_k, a multiple of 8; without it 128): g is [.., K], dt_bias [H, K], q and
+// k [.., K], read at those strides. A lane's 4 gate channels and each of its 16-byte pieces of q and k lie all below K
+// or all at or above it; those at or above K are not read and stand as zeros (prep_fetch, prep_fetch_qk), exactly the
+// values of inputs zero-padded to 128, so the record is the padded call's, bit for bit. Zeros are exact: a zero channel
+// adds nothing to |q|^2 and |k|^2, so the norms are the K channels'; its kd, qd, kr are 0 (k_hat and q_hat are 0 there,
+// whatever 2^G the gate's g = 0 and dt_bias = 0 make), so it adds nothing to L = kd ki^T or to Mqk; and its decay,
+// finite and in [0, 1], only ever multiplies the state's column there, which is 0 (kda_recurrence.cuh §dims).
 // §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the gate's log-decay in base 2 (the safe gate:
 // lb2 * sigmoid(A (g + bias)); the softplus gate: -A log2(e) softplus(g + bias); a given gate: log2(e) g), summed
 // over the rows into G, the cumulative decay, written to the scratch for the lanes that need it in the mma layout.

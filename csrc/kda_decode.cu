@@ -28,14 +28,6 @@
 //
 // The inputs' element type (IN, kda_common.cuh §input: bf16 or fp16) is a template parameter: it reaches the reads
 // of q, k, v, g, beta (widened to fp32 at once) and the outputs' store only; the token step is all fp32 either way.
-//
-// §dims: the instances with DIMS take the head dims of DecodeArgs::dim_k, dim_v (multiples of 8, at most 128): q, k, g
-// [.., K], dt_bias [H, K], v and out [.., V], the states [.., V, K]. Only the pairs of slices that hold rows < V are
-// launched (V = 64: half the blocks of V = 128), and a slice with no row < V is skipped. A slice's bulk copy brings its
-// rows < V, each K wide, packed (row stride K in shared memory); the registers hold zeros for channels >= K and rows
-// >= V, which are never written out. Staging thread c >= K holds zeros for q, k (so the norms are the K channels'), and
-// a decay of its own (g = 0 there) that only ever multiplies zeros: a zero channel of k and q keeps S k^, S q^ and the
-// state's column c at 0. Without DIMS, K = V = 128 and the kernel is as it is without the feature.
 #include "kda_activations.cuh"
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -166,6 +158,13 @@ struct DecodeItem {
     int64_t sbase;            // the first slice's first element in the state tensors (the second follows it)
 };
 
+// §dims: the instances with DIMS take the head dims of DecodeArgs::dim_k, dim_v (multiples of 8, at most 128): q, k, g
+// [.., K], dt_bias [H, K], v and out [.., V], the states [.., V, K]. Only the pairs of slices that hold rows < V are
+// launched (V = 64: half the blocks of V = 128), and a slice with no row < V is skipped. A slice's bulk copy brings its
+// rows < V, each K wide, packed (row stride K in shared memory); the registers hold zeros for channels >= K and rows
+// >= V, which are never written out. Staging thread c >= K holds zeros for q, k (so the norms are the K channels'), and
+// a decay of its own (g = 0 there) that only ever multiplies zeros: a zero channel of k and q keeps S k^, S q^ and the
+// state's column c at 0. Without DIMS, K = V = 128 and the kernel is as it is without the feature.
 // §slot: the state a sequence reads and writes: its own (n), or a pool slot; a slot outside the pool
 // (-1 marks padding) means no state is read or written, and zero outputs.
 // (pairs: the pairs of slices per (sequence, head), DEC_PAIRS without DIMS; kd, vd: K and V)
@@ -209,7 +208,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane & (DEC_LANES - 1), r = lane / DEC_LANES;
     // local rows of this thread: 4 DEC_ROWS warp + r + 4 i, i < DEC_ROWS (a warp's rows are contiguous)
     auto row_of = [&](int i) { return 4 * DEC_ROWS * warp + r + 4 * i; };
-    const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // §dims
+    const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // the head dims (§dims)
     const int pairs = DIMS ? (VD + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
     const DecodeItem cur = decode_item(p, blockIdx.x, pairs, KD, VD);
     if (threadIdx.x == 0) {                                         // the slices are asked for before anything else

@@ -99,6 +99,15 @@ __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, i
     }
 }
 
+// §dims: head dims below 128 (DIMS; FwdArgs::dim_k = K, dim_v = V, multiples of 8). The record is K1's, 128 channels
+// wide, with zeros in kd, qd and kr past K (kda_chunk_prep.cuh §dims), so every product runs at 128 as it does for
+// K = 128. The state is read and written at [.., V, K]: load_state leaves channels >= K and rows >= V at 0, and
+// store_state writes neither; a zero column of S stays zero, since S diag(decay) keeps it zero whatever the decay there
+// and U^T kr adds U^T times kr's zero column. The grid has only the row slices that hold rows < V (V = 64: one of
+// the two slices of 64 rows, half the blocks of V = 128; the fused kernel's one block holds all 128 rows either way).
+// A lane's 8 rows of the value tile and of the outputs lie all below V or all at or above it: the values' copy brings
+// zeros for those at or above V (so U's rows there are 0), and their outputs are not stored. Without DIMS the kernel is
+// the one built for K = V = 128.
 // §products: the state as bf16 A fragments (for either input type: kda_common.cuh §input), then W = S kd^T and
 // P = S qd^T (16 rows x 16 tokens).
 // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
@@ -281,7 +290,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
     static_assert(!(CKPT && PREP > 0), "checkpoints are K2's");
     constexpr int VSPLIT = D / Ly::VB;
-    // §dims: K and V (128 without DIMS); the grid's row slices are those that hold rows < V (launch_recurrence)
+    // the head dims K and V (§dims; 128 without DIMS); the grid's row slices are those that hold rows < V
     const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;
     const int vsplit = DIMS ? (VD + Ly::VB - 1) / Ly::VB : VSPLIT;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
@@ -362,7 +371,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         __syncthreads();
     }
     const T* v = static_cast<const T*>(p.v);
-    // §dims: the lane's 8 rows of the values it copies and of the outputs it stores are rows lrow .. lrow + 7 of the
+    // (§dims) the lane's 8 rows of the values it copies and of the outputs it stores are rows lrow .. lrow + 7 of the
     // state, all below V or none (V a multiple of 8); with DIMS, those of token t sit at t * tstride + tcol of v and out
     [[maybe_unused]] const int lrow = vrow + 8 * (lane & 1);
     [[maybe_unused]] const bool lane_in = !DIMS || lrow < VD;
