@@ -22,13 +22,13 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'KERNEL_DIM', 'KERNE
            'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES',
            'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES',
            'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN',
-           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_FIXED_US',
-           'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal',
-           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
-           'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
-           'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
-           'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward',
-           'may_pass_backward', 'whole_gradients', 'backward_passes']
+           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
+           'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS',
+           'Plan', 'form_words', 'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
+           'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
+           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
+           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
+           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -220,17 +220,19 @@ def step_edges(steps: int, chunks: int, growth: float = PIPELINE_GROWTH) -> list
     return [edge(s) for s in range(steps + 1)]
 
 # %% ../nbs/04b_plan.ipynb #79cc618f
-SPLIT_ENABLED = False        # the rule's switch: off until the GPU tests of 10a have passed on the H200 with the
-                             # plan's dispatch (the approach itself is measured: benchmarks/passes_probe_h200.json)
+SPLIT_ENABLED = True         # the rule's switch: on since the GPU tests of 10a (the plan's dispatch, forced segments on
+                             # awkward varlen batches) passed and the probe timed the passes with the chain as one kernel
+                             # (benchmarks/passes_probe_h100.json; the approach first in benchmarks/passes_probe_h200.json)
 SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, states from zero) run: 'serial', one
                              # after the other (measured); 'streams', side by side on two CUDA streams; 'stacked', one
                              # call over the segments given twice. The last two are not yet timed on the GPU
                              # (tools/segments_probe.py --passes times all three)
 SPLIT_SHARE_K1 = False       # the passes on the kernels with one K1 among the three (K2 alone in the second and
                              # third: kda_nb.segments.passes_sharing_k1): off until timed on the H200
-SPLIT_SCAN_KERNEL = False    # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
-                             # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: off
-                             # until the GPU has timed it against the torch scan (tools/segments_probe.py --passes)
+SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
+                             # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
+                             # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,
+                             # T = 65,536; benchmarks/passes_probe_h100.json)
 SPLIT_BACKWARD_ENABLED = False  # the gradient through the three passes (backward_passes): off until timed on the
                              # H200 (tools/segments_probe.py --train times the training step whole and through them)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
@@ -238,7 +240,8 @@ SPLIT_GAIN = 1.25             # the passes run where the model finds them this m
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)
 SPLIT_CHUNK_SLOPE_US = 0.4    # ... and this much more for each doubling of the chains beyond 16
 SPLIT_ITEMS_PER_US = 950      # at most this many (token, head) items a microsecond over the whole GPU
-SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first
+SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first (torch scan)
+SPLIT_CHAIN_KERNEL_STEP_US = 4  # ... and this much as one kernel (SPLIT_SCAN_KERNEL)
 SPLIT_FIXED_US = 110          # ... and this much once a call (the transitions' identity, the gathers)
 
 def _chunk_us(chains: int) -> float:
@@ -252,7 +255,8 @@ def split_us(segments: int, T: int, H: int, N: int, longest: int) -> float:
     "The model's time of the same call in three passes over segments of `segments` tokens."
     P = math.ceil(T / segments) + N - 1           # at most this many segments (N sequences, T tokens)
     one_pass = max(math.ceil(min(segments, longest) / CHUNK) * _chunk_us(P * H), T * H / SPLIT_ITEMS_PER_US)
-    return 3 * one_pass + SPLIT_CHAIN_STEP_US * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
+    step = SPLIT_CHAIN_KERNEL_STEP_US if SPLIT_SCAN_KERNEL else SPLIT_CHAIN_STEP_US
+    return 3 * one_pass + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
 
 def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
     """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is

@@ -48,9 +48,15 @@ from kda_nb.plan import forced, kernel_path, split_segments
 
 def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     import kda_nb.plan as P
+    assert P.SPLIT_ENABLED and P.SPLIT_SCAN_KERNEL                      # on since the GPU tests and the probe (prose above)
+    monkeypatch.setattr(P, 'SPLIT_ENABLED', False)
     assert P.split_segments(1, 65536, 4, 1, False, None) == (0, "three passes over segments are switched off "
                                                                 "(kda_nb.plan.SPLIT_ENABLED)")
     monkeypatch.setattr(P, 'SPLIT_ENABLED', True)
+    assert P.split_segments(1, 65536, 4, 1, False, None)[0] == 2048    # the probe's fastest with the chain as one kernel
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', False)
+    assert P.split_segments(1, 65536, 4, 1, False, None)[0] == 4096    # the torch scan's price per segment: longer ones
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', True)
     assert P.split_segments(1, 65536, 4, 1, False, None)[0] > 0
     assert P.split_segments(1, 262144, 4, 1, False, None)[0] > 0
     assert P.split_segments(1, 131072, 8, 1, False, None)[0] > 0
