@@ -335,10 +335,10 @@ def test_forced_backward_grads_dtype():
     "forced_backward: gradients in fp32 or a 16-bit dtype (the inputs' own, checked where they run); states in fp32 or bf16 only."
     import kda_nb.plan as P
     for dt in (torch.float32, torch.bfloat16, torch.float16):
-        with forced_backward(grads_dtype=dt): assert P._forced_backward[-1]['grads_dtype'] == dt
+        with P.forced_backward(grads_dtype=dt): assert P._forced_backward[-1]['grads_dtype'] == dt
     for bad in (dict(grads_dtype=torch.float64), dict(states_dtype=torch.float16), dict(grads_dtype=torch.int8)):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            with forced_backward(**bad): pass
+            with P.forced_backward(**bad): pass
     assert not P._forced_backward
 
 
