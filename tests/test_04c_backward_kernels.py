@@ -315,7 +315,9 @@ def check_fp16_grads(inp, opts, go, gs, **kw):
     """The kernels' gradients for fp16 inputs, two ways. (1) `inp`'s fp32 draws rounded to fp16, with an fp16 upstream
     gradient (what autograd hands over) and fp16 gradients out, against autograd of the fp64 recurrence on those inputs;
     the same draws rounded to bf16 likewise: each fp16 gradient's error at most 1.25 times the bf16 run's own, plus
-    2^-11 (fp16's rounding of the gradient itself). (2) On the same values in both types (`same_values`) with an fp32
+    2^-11 (fp16's rounding of the gradient itself); twice for dA_log, ddt_bias and the initial state's gradient, fp32
+    for both types, sums over every token of a few values each (dA_log: one a head), whose errors are the kernels'
+    internal roundings on other draws. (2) On the same values in both types (`same_values`) with an fp32
     upstream gradient: the fp32 gradients of the fp16 instances are the bf16 instances' bit for bit (everything after the
     loads is the same code), the fp16 gradients those rounded (torch's rounding), and an fp16 upstream gradient gives
     the gradients of its fp32 copy. Every gradient finite."""
@@ -336,7 +338,7 @@ def check_fp16_grads(inp, opts, go, gs, **kw):
     for name in NAMES:
         if (torch.float16, name) not in errs: continue
         e16, ebf = errs[torch.float16, name], errs[torch.bfloat16, name]
-        assert e16 <= 1.25 * ebf + 2 ** -11, (opts, name, f"fp16 {e16:.2e} against bf16 {ebf:.2e}")
+        assert e16 <= (1.25 if name in GRADS16 else 2) * ebf + 2 ** -11, (opts, name, f"fp16 {e16:.2e} against bf16 {ebf:.2e}")
     a, b = same_values(inp)
     ga, gb = run(a, grad_out=go), run(b, grad_out=go)
     assert all(x is None and y is None or torch.equal(x, y) for x, y in zip(ga, gb)), (opts, 'fp16 and bf16 differ')
@@ -391,8 +393,9 @@ def test_backward_cuda_fp16_fixed_lengths(ksplit):
 @needs_kernels
 def test_kda_fp16_gradient_on_the_kernels(monkeypatch):
     """With FP16_KERNELS and FP16_BACKWARD on, `kda` of float16 inputs under autograd: the backward plan says the
-    kernels, the gradients come out in fp16, and each is within 1.25 times (plus fp16's 2^-11) the error of the same
-    call in bf16 against autograd of the fp64 recurrence on its own inputs; with FP16_BACKWARD off, the gradient runs on
+    kernels, the gradients come out in fp16, and each is within 1.25 times (plus fp16's 2^-11; twice for the fp32
+    parameters' and state's, as `check_fp16_grads`) the error of the same call in bf16 against autograd of the fp64
+    recurrence on its own inputs; with FP16_BACKWARD off, the gradient runs on
     the reference (the plan's reason), as before."""
     import kda_nb.plan as P
     from kda_nb.api import kda
@@ -414,15 +417,17 @@ def test_kda_fp16_gradient_on_the_kernels(monkeypatch):
         leaves = {n: x[n].detach().clone().requires_grad_() for n in names}
         o, s = kda(*(leaves[n] for n in names[:7]), initial_state=leaves['initial_state'], **kw)
         assert o.dtype == dt
-        grads = torch.autograd.grad((o, s), [leaves[n] for n in names], (go.to(dt), gs))
+        up = (go.to(dt), gs.to(s.dtype))                                # the upstream gradients in the outputs' dtypes
+        grads = torch.autograd.grad((o, s), [leaves[n] for n in names], up)
         ref = {n: x[n].detach().double().requires_grad_() for n in names}
         o64, s64 = kda_recurrent(*(ref[n] for n in names[:7]), initial_state=ref['initial_state'], **kw)
-        want = torch.autograd.grad((o64, s64), [ref[n] for n in names], (go.to(dt).double(), gs.double()))
+        want = torch.autograd.grad((o64, s64), [ref[n] for n in names], tuple(u.double() for u in up))
         for n, gx, gw in zip(names, grads, want):
             assert gx.dtype == x[n].dtype and torch.isfinite(gx).all(), (dt, n)
             errs[dt, n] = rel_rms(gx, gw)
     for n in names:
-        assert errs[torch.float16, n] <= 1.25 * errs[torch.bfloat16, n] + 2 ** -11, (n, errs[torch.float16, n], errs[torch.bfloat16, n])
+        factor = 1.25 if n in IN16 else 2
+        assert errs[torch.float16, n] <= factor * errs[torch.bfloat16, n] + 2 ** -11, (n, errs[torch.float16, n], errs[torch.bfloat16, n])
 
 @needs_kernels
 def test_backward_cuda_fp16_refusals():
