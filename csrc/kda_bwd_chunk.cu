@@ -282,8 +282,9 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows<IN>& rows, i
 }
 
 // §prepare ------------------------------------------------------------------------------------
-// The chunk's raw rows of dO (16 tokens x 128 channels, the inputs' 16-bit type or fp32), or of q, k, g, into shared memory while the factors are made:
-// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros.
+// The chunk's raw rows of dO (16 tokens x 128 channels, the inputs' 16-bit type or fp32), or of q, k or g, into shared
+// memory while the factors are made: 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a
+// thread. Rows past len are zeros.
 // Staged before the tile stores, because the compiler does not move a token's loads above the stores of the token
 // before: loaded there, each token would wait one memory latency.
 __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, int bytes, int64_t tok0, int len, int h, int H) {
