@@ -17,7 +17,7 @@ from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kern
 from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 
 # %% auto #0
-__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS',
+__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'FP16_BACKWARD', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS',
            'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS',
            'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES',
            'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES',
@@ -75,12 +75,17 @@ def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, st
     return _shape_refusal(dtype, K, V, state_dtypes, fp16)
 
 FP16_KERNELS = False         # fp16 inputs on the forward's kernels (their fp16 instances, every path): off until the GPU
-                             # has checked them against the fp64 recurrence and timed them; the backward takes bf16 only
+                             # has checked them against the fp64 recurrence and timed them
+FP16_BACKWARD = False        # fp16 inputs on the backward's kernels (their fp16 instances; with FP16_KERNELS on, the
+                             # forward having run on the kernels): off until the GPU has checked them against the fp64
+                             # recurrence's autograd and timed them; off, an fp16 call's gradient runs on the reference
 
-def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False) -> str | None:
-    "Why the kernels do not take inputs of `dtype` (`fp16`: the switch `FP16_KERNELS`; `backward`: the backward's kernels)."
+def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False, fp16_backward: bool = False) -> str | None:
+    """Why the kernels do not take inputs of `dtype` (`fp16`: the switch `FP16_KERNELS`; `backward`: the backward's
+    kernels, `fp16_backward` their switch `FP16_BACKWARD`)."""
     if dtype == torch.bfloat16: return None
-    if backward: return f"the backward kernels take bfloat16 inputs, got {dtype}"
+    if backward and not (dtype == torch.float16 and fp16 and fp16_backward):
+        return f"the backward kernels take bfloat16 inputs (float16 behind kda_nb.plan.FP16_BACKWARD, off), got {dtype}"
     if dtype == torch.float16 and fp16: return None
     return f"the kernels take bfloat16 inputs, got {dtype}"
 
@@ -137,12 +142,12 @@ def kernel_routes(K: int, V: int, H: int, HV: int | None = None) -> tuple:
 def call_refusal(dtype: torch.dtype, K: int, V: int, H: int, HV: int | None = None, form: Form = Form(),
                  state_dtypes: tuple = (), backward: bool = False) -> str | None:
     """Why the kernels would not compute a call of this kind on a CUDA device where they are built (None: they would):
-    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`: its dtype, bf16
-    only, and its forms) and the heads (`HV` value heads for `H` query heads). What the plan asks after the device; a
+    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`: its dtype, fp16
+    only behind `FP16_BACKWARD`, and its forms) and the heads (`HV` value heads for `H` query heads). What the plan asks after the device; a
     CPU can ask it for a GPU."""
     refusal = _shape_refusal(dtype, K, V, state_dtypes) or form_refusal(form, 'forward')
     if refusal is None and backward:
-        refusal = _dtype_refusal(dtype, FP16_KERNELS, backward=True) or form_refusal(form, 'backward')
+        refusal = _dtype_refusal(dtype, FP16_KERNELS, True, FP16_BACKWARD) or form_refusal(form, 'backward')
     if refusal is None and HV not in (None, H) and (HV < H or HV % H):
         refusal = f"the kernels take HV = m * H value heads (m >= 1), got H = {H}, HV = {HV}"
     return refusal
@@ -446,7 +451,7 @@ class BackwardPlan:
     'cuda', the kernels' backward, or 'reference') and `reason`, why; on the kernels, how many launches each pass is
     cut into (`segments`, 0 until the shapes are known), how many warps of a pass share a group of 16 state rows
     (`ksplit`), the dtype the chunks' states are kept in (`states_dtype`), the dtype the kernel writes dq, dk, dv, dg
-    and dbeta in (`grads_dtype`); `sms`, the SM count the segments were chosen for. `why`: `(field, reason)` pairs."""
+    and dbeta in (`grads_dtype`: float32, or the inputs' own dtype); `sms`, the SM count the segments were chosen for. `why`: `(field, reason)` pairs."""
     backend: str
     reason: str
     segments: int = 0
@@ -490,7 +495,8 @@ def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backe
     """The backward's plan for a call of this kind (no shapes: the plan's shaped method adds the segments once they are
     known). `form`: the KDA computed (`kda_nb.layout.Form`); `HV`, `H`: value and query heads where known (the kernels'
     backward takes HV = H). `inputs_dtype`: the one dtype of q, k, v, g and beta where the caller casts the gradients to it (`kda`'s
-    autograd does): bf16 inputs then get bf16 gradients from the kernel itself; else (None) they are written in fp32."""
+    autograd does): bf16 inputs then get bf16 gradients from the kernel itself, fp16 inputs (on the kernels behind
+    `FP16_KERNELS` and `FP16_BACKWARD`) fp16 ones; else (None) they are written in fp32."""
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     force = _forced_backward[-1] if _forced_backward else {}
     if force.get('backend') == 'reference': return BackwardPlan('reference', "forced by kda_nb.plan.forced_backward")
@@ -507,11 +513,12 @@ def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backe
             raise RuntimeError(f"the kernels' backward cannot run these inputs: {refusal}")
         return BackwardPlan('reference', f"the forward ran on the kernels, the gradient on the reference: {refusal}")
     routes = kernel_routes(int(K), int(V), H or 1, HV if H else None)
-    half = inputs_dtype == torch.bfloat16
-    p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=torch.bfloat16 if half else torch.float32,
+    half = inputs_dtype in (torch.bfloat16, torch.float16) and inputs_dtype == dtype
+    word = {torch.bfloat16: 'bf16', torch.float16: 'fp16'}.get(inputs_dtype)
+    p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=inputs_dtype if half else torch.float32,
                      why=(('ksplit', f"{PASS_KSPLIT} warps to a group of 16 state rows, each with half its columns"),
                           ('states_dtype', "bf16: within fla's errors, half the memory of fp32"),
-                          ('grads_dtype', "bf16 inputs: the gradients cast to them anyway, written so by the kernel"
+                          ('grads_dtype', f"{word} inputs: the gradients cast to them anyway, written so by the kernel"
                                           if half else "fp32: the gradients' full precision")),
                      routes=routes)
     for field in ('segments', 'ksplit', 'states_dtype', 'grads_dtype'):
@@ -549,16 +556,18 @@ def forced_backward(backend: str | None = None, *, segments: int | None = None, 
                     passes: int | None = None):
     """Inside the block, every gradient takes the choices given (None: the rule's): `backend` 'cuda' or 'reference'
     ('cuda' never sends a call to kernels that cannot run it: it raises), the passes' `segments` (1 to 64) and `ksplit`
-    (1 or 2), `states_dtype` and `grads_dtype` (torch.float32 or torch.bfloat16); `passes`, the gradient of `kda`
+    (1 or 2), `states_dtype` (torch.float32 or torch.bfloat16) and `grads_dtype` (torch.float32, or a 16-bit dtype, which
+    the kernels write only for inputs of that dtype); `passes`, the gradient of `kda`
     through its three passes over segments of that many tokens (a multiple of 16; 0: whole), on any backend
     (`backward_passes`)."""
     if backend not in (None, 'cuda', 'reference'): raise ValueError(f"backend must be 'cuda' or 'reference', got {backend!r}")
     if segments is not None and not (isinstance(segments, int) and 1 <= segments <= 64):
         raise ValueError(f"segments must be 1 to 64, got {segments!r}")
     if ksplit not in (None, 1, 2): raise ValueError(f"ksplit must be 1 or 2, got {ksplit!r}")
-    for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
-        if dt not in (None, torch.float32, torch.bfloat16):
-            raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt!r}")
+    if states_dtype not in (None, torch.float32, torch.bfloat16):
+        raise ValueError(f"states_dtype must be torch.float32 or torch.bfloat16, got {states_dtype!r}")
+    if grads_dtype not in (None, torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"grads_dtype must be torch.float32, torch.bfloat16 or torch.float16, got {grads_dtype!r}")
     if passes is not None and not (isinstance(passes, int) and passes >= 0 and passes % CHUNK == 0):
         raise ValueError(f"passes must be 0 or a positive multiple of {CHUNK}, got {passes!r}")
     _forced_backward.append(dict(backend=backend, segments=segments, ksplit=ksplit, states_dtype=states_dtype,
