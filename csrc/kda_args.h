@@ -130,7 +130,10 @@ struct DecodeArgs : Args {
 // contiguous [M, H, 16, 128] (C = 16 tokens by 128 channels): qd, kd and kr fp16, as kda_bwd_prepare writes them
 // (their values are exact tf32 operands), dU fp32; INVb [M, H, 16, 16] fp32 (read as tf32 operands: values already
 // rounded to tf32 are read exactly, others cut); decay [M, H, 128]; states [N, H, 128, 128] (V-first) fp32 in sorted
-// order. v and dO are the caller's own [tokens, H, 128] tensors, 16-byte aligned.
+// order. v and dO are the caller's own [tokens, H, 128] tensors, 16-byte aligned, of the inputs' dtype (bf16 or fp16;
+// dO may be fp32 as well). The inputs' type is a template parameter of the passes that their launchers take beside
+// these structs (kda_launch.h), not a field: one more field grew kda_bwd_states' parameters, and nvcc scheduled the
+// kernel's bf16 instance differently for it.
 // What both passes take: the chunk tiles, the row tables, the walk
 struct PassArgs {
     const void *kd, *kr;      // fp16 tiles
@@ -146,7 +149,7 @@ struct PassArgs {
 struct StatesArgs : PassArgs {
     float* s0;                // [N, H, 128, 128]: the state entering chunk step_lo (the initial state when 0); where a
                               // sequence has chunks past step_hi, the state entering chunk step_hi is left there
-    const void* v;            // the caller's v, bf16
+    const void* v;            // the caller's v, bf16 or fp16 (input_kind)
     void* sc;                 // [M, H, 128, 128]: the state entering each chunk, fp32 or bf16 (sc_bf16)
     float *r, *u;             // [M, H, 16, 128]: R = V - kd S^T and U = INVb R
 };
@@ -154,7 +157,7 @@ struct DStatesArgs : PassArgs {
     const void* qd;           // fp16 tile
     float* ds_final;          // [N, H, 128, 128]: dS leaving chunk step_hi - 1 (or the sequence's last); unless
                               // step_lo is 0, dS entering chunk step_lo is left there for the next launch
-    const void* dout;         // the caller's dO, bf16 or fp32 (dout_fp32), or null (zero); dP = scale dO
+    const void* dout;         // the caller's dO, the inputs' dtype or fp32 (dout_fp32), or null (zero); dP = scale dO
     int dout_fp32;
     float scale;
     float* du;                // [M, H, 16, 128] in: the outputs' share of dU (Mqk^T dP); out: all of dU
@@ -164,10 +167,11 @@ struct DStatesArgs : PassArgs {
 
 // The backward's token-parallel kernels (kda_bwd_chunk.cu), one block per (row, head). Row r of the tiles is the
 // chunk of tokens row_tok[r] .. row_tok[r] + row_len[r] - 1 of the flat token axis (1 <= row_len[r] <= 16).
-// Inputs as in Params (v: null); dout like q (bf16 or fp32), or null (zero).
+// Inputs as in Params (v: null), bf16 or fp16 (input_kind of PrepArgs, AdjointArgs); dout of q's dtype or fp32, or
+// null (zero).
 struct ChunkArgs : Params {
     const void* dout;
-    int dout_fp32;            // dout is fp32 (else bf16)
+    int dout_fp32;            // dout is fp32 (else of the inputs' dtype)
     int H;
     float scale, lower_bound;
     const int64_t* row_tok;   // [M]
@@ -191,6 +195,7 @@ struct PrepArgs : ChunkArgs {
     float *invb, *decay;      // [M, H, 16, 16], [M, H, 128]
     float* factors;           // [M, H, BWD_FACTOR_FLOATS]
     BwdForm form;             // (last: FlashKDA's form reads its fields where it always did)
+    int input_kind = INPUT_BF16;   // the inputs' element type (InputKind): a template parameter, read by the launcher only
 };
 // kda_bwd_adjoint: everything after the two passes, into the caller's gradients
 struct AdjointArgs : ChunkArgs {
@@ -198,11 +203,13 @@ struct AdjointArgs : ChunkArgs {
     int states_bf16;
     const float *u, *r, *du, *dr;   // [M, H, 16, 128] from the passes
     const float* factors;     // [M, H, BWD_FACTOR_FLOATS] from kda_bwd_prepare
-    void *dq, *dk, *dv, *dg;        // [total_tokens, H, 128] fp32, or bf16 (grads_bf16): tokens of the rows only are written
+    void *dq, *dk, *dv, *dg;        // [total_tokens, H, 128] fp32, or the inputs' dtype (grads_in_type): tokens of the rows
+                                    // only are written
     void* dbeta;              // [total_tokens, H], the same dtype
-    int grads_bf16;
+    int grads_in_type;        // the gradients in the inputs' dtype, bf16 or fp16 (else fp32)
     float *dA_part, *ddt_part;      // [M, H], [M, H, 128]: each row's share of dA_log and ddt_bias (zeros: a given gate)
     BwdForm form;
+    int input_kind = INPUT_BF16;    // as PrepArgs
 };
 
 }  // namespace kda

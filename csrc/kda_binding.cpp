@@ -328,13 +328,13 @@ PassShape fill_pass(kda::PassArgs& a, std::vector<torch::Tensor>& tables, const 
 }  // namespace
 
 // The backward's forward pass (kda_bwd_states.cu): the chunk loop from s0, keeping each chunk's entering state in sc
-// and R, U; v the caller's bf16 [..., H, 128].
+// and R, U; v the caller's [..., H, 128], bfloat16 or float16 (the inputs' dtype: the instance of that type).
 void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay, torch::Tensor v,
                     torch::Tensor row_tok_host, torch::Tensor row_len_host, torch::Tensor s0, torch::Tensor step_off_host,
                     torch::Tensor chunks_host, torch::Tensor sc, torch::Tensor r, torch::Tensor u, int64_t ksplit,
                     int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
-    TORCH_CHECK(v.scalar_type() == at::kBFloat16, "v must be bfloat16");
+    const int input_kind = bwd_input_kind({{&v, "v"}});
     const c10::DeviceGuard guard(kd.device());
     kda::StatesArgs a{};
     std::vector<torch::Tensor> tables;
@@ -342,20 +342,21 @@ void kda_bwd_states(torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torc
                                   check_tokens(v, "v", kd.size(1), kd), step_off_host, chunks_host, ksplit, step_lo, step_hi);
     for (auto [t, name] : {std::pair{r, "r"}, {u, "u"}}) check_tile(t, name, kd, {n.M, n.H, 16, 128});
     a.s0 = s0.data_ptr<float>(); a.v = v.data_ptr(); a.sc = sc.data_ptr(); a.r = r.data_ptr<float>(); a.u = u.data_ptr<float>();
-    const cudaError_t err = kda::launch_bwd_states(a, stream_of(kd));
+    const cudaError_t err = kda::launch_bwd_states(a, input_kind, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_states launch failed: ", cudaGetErrorString(err));
 }
 
 // The backward's reverse pass (kda_bwd_states.cu): dS from ds_final back through the chunks, keeping each chunk's
-// leaving dS in dso and dU, dR; dout the caller's dO (bf16 or fp32 [..., H, 128]) or empty (zero).
+// leaving dS in dso and dU, dR; dout the caller's dO (bf16, fp16 or fp32 [..., H, 128]: a 16-bit one takes the
+// instance of its type) or empty (zero).
 void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch::Tensor invb, torch::Tensor decay,
                      torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
                      torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit,
                      int64_t step_lo, int64_t step_hi) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
-    TORCH_CHECK(!dout.numel() || dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat,
-                "dout must be bfloat16 or float32");
+    TORCH_CHECK(!dout.numel() || dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kHalf ||
+                dout.scalar_type() == at::kFloat, "dout must be bfloat16, float16 or float32, got ", dout.scalar_type());
     const int64_t total = dout.numel() ? check_tokens(dout, "dout", kd.size(1), kd) : INT64_MAX;   // (none read: no dO)
     const c10::DeviceGuard guard(kd.device());
     kda::DStatesArgs a{};
@@ -367,28 +368,31 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
     a.qd = qd.data_ptr(); a.ds_final = ds_final.data_ptr<float>(); a.dout = dout.numel() ? dout.data_ptr() : nullptr;
     a.dout_fp32 = dout.scalar_type() == at::kFloat; a.scale = static_cast<float>(scale); a.du = du.data_ptr<float>();
     a.dso = dso.data_ptr(); a.dr = dr.data_ptr<float>(); a.ds0 = ds0.data_ptr<float>();
-    const cudaError_t err = kda::launch_bwd_dstates(a, stream_of(kd));
+    const int input_kind = dout.numel() && dout.scalar_type() == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;   // (fp32, none: either)
+    const cudaError_t err = kda::launch_bwd_dstates(a, input_kind, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
 }
 
-// The backward's token-parallel kernels (kda_bwd_chunk.cu). q, k, v, g: bf16 [..., H, 128] contiguous (any
-// leading shape; `total` tokens), beta bf16 with H last, dout shaped like v (bf16 or fp32) or empty (zero), A_log fp32 [H], dt_bias
-// fp32 [H, 128]; the row tables as above.
+// The backward's token-parallel kernels (kda_bwd_chunk.cu). q, k, g: [..., H, 128] contiguous (any leading shape;
+// `total` tokens), beta with H last, all of one dtype, bfloat16 or float16 (kda_checks.h §backward input: the kernels'
+// instance of that type); dout shaped like q, of q's dtype or fp32, or empty (zero); A_log fp32 [H], dt_bias fp32
+// [H, 128]; the row tables as above.
 namespace {
-struct ChunkRows { int64_t M, H, total; torch::Tensor tok, len; };
+struct ChunkRows { int64_t M, H, total; torch::Tensor tok, len; int input_kind; };
 ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g,
                              const torch::Tensor& beta, const torch::Tensor& dout, const torch::Tensor& A_log,
                              const torch::Tensor& dt_bias, const torch::Tensor& row_tok_host, const torch::Tensor& row_len_host) {
+    const int input_kind = bwd_input_kind({{&q, "q"}, {&k, "k"}, {&g, "g"}, {&beta, "beta"}});
+    check_dout_dtype(dout, q.scalar_type());
     TORCH_CHECK(q.dim() >= 2 && q.size(-1) == 128, "q must be [..., H, 128]");
     const int64_t H = q.size(-2), total = q.numel() / (H * 128);
     for (auto [t, name] : {std::pair{q, "q"}, {k, "k"}, {g, "g"}}) {
-        check_tensor(t, name, at::kBFloat16, q);
+        check_tensor(t, name, q.scalar_type(), q);
         TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous and shaped like q");
     }
-    check_tensor(beta, "beta", at::kBFloat16, q);
+    check_tensor(beta, "beta", q.scalar_type(), q);
     TORCH_CHECK(beta.is_contiguous() && beta.numel() == total * H && beta.size(-1) == H, "beta must be contiguous [..., H]");
     if (dout.numel()) {
-        TORCH_CHECK(dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kFloat, "dout must be bfloat16 or float32");
         check_tensor(dout, "dout", dout.scalar_type(), q);
         TORCH_CHECK(dout.is_contiguous() && dout.sizes() == q.sizes(), "dout must be contiguous and shaped like q");
     }
@@ -399,7 +403,7 @@ ChunkRows check_chunk_inputs(const torch::Tensor& q, const torch::Tensor& k, con
     check_rows(row_tok_host, row_len_host, total);
     const int64_t M = row_tok_host.numel();
     TORCH_CHECK(M < (int64_t(1) << 31) && H <= 65535, "too many rows or heads");
-    return {M, H, total, to_device_async(row_tok_host, q.device()), to_device_async(row_len_host, q.device())};
+    return {M, H, total, to_device_async(row_tok_host, q.device()), to_device_async(row_len_host, q.device()), input_kind};
 }
 kda::ChunkArgs chunk_args(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& g, const torch::Tensor& beta,
                           const torch::Tensor& dout, const torch::Tensor& A_log, const torch::Tensor& dt_bias,
@@ -444,6 +448,7 @@ void kda_bwd_prepare(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     a.qd = qd.data_ptr(); a.kd = kd.data_ptr(); a.kr = kr.data_ptr(); a.du = du.data_ptr<float>();
     a.invb = invb.data_ptr<float>(); a.decay = decay.data_ptr<float>(); a.factors = factors.data_ptr<float>();
     a.form = form;
+    a.input_kind = rows.input_kind;
     check_range(row_lo, row_hi, M, "rows");
     a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_prepare(a, stream_of(q));
@@ -457,6 +462,9 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
                      torch::Tensor dv, torch::Tensor dg, torch::Tensor dbeta, torch::Tensor dA_part, torch::Tensor ddt_part,
                      int64_t row_lo, int64_t row_hi, int64_t gate_form, int64_t beta_form, int64_t norm_form) {
     const kda::BwdForm form = bwd_form(gate_form, beta_form, norm_form, "kda_bwd_adjoint");
+    // the gradients: float32, or the inputs' dtype (checked before the inputs' devices and shapes, as their dtypes are)
+    TORCH_CHECK(dq.scalar_type() == at::kFloat || dq.scalar_type() == q.scalar_type(), "dq must be float32 or q's dtype ",
+                q.scalar_type(), ", got ", dq.scalar_type());
     const ChunkRows rows = check_chunk_inputs(q, k, g, beta, dout, A_log, dt_bias, row_tok_host, row_len_host);
     const int64_t M = rows.M, H = rows.H;
     for (auto [t, name] : {std::pair{u, "u"}, {r, "r"}, {du, "du"}, {dr, "dr"}}) check_tile(t, name, q, {M, H, 16, 128});
@@ -468,7 +476,6 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
         TORCH_CHECK(t.is_contiguous() && t.sizes() == c10::IntArrayRef({M, H, 128, 128}), name, " must be [M, H, 128, 128]");
     }
     const auto grad_type = dq.scalar_type();
-    TORCH_CHECK(grad_type == at::kFloat || grad_type == at::kBFloat16, "dq must be float32 or bfloat16");
     for (auto [t, name] : {std::pair{dq, "dq"}, {dk, "dk"}, {dv, "dv"}, {dg, "dg"}}) {
         check_tensor(t, name, grad_type, q);
         TORCH_CHECK(t.is_contiguous() && t.sizes() == q.sizes(), name, " must be contiguous, shaped like q, of dq's dtype");
@@ -483,8 +490,9 @@ void kda_bwd_adjoint(torch::Tensor q, torch::Tensor k, torch::Tensor g, torch::T
     a.u = u.data_ptr<float>(); a.r = r.data_ptr<float>(); a.du = du.data_ptr<float>(); a.dr = dr.data_ptr<float>();
     a.factors = factors.data_ptr<float>();
     a.dq = dq.data_ptr(); a.dk = dk.data_ptr(); a.dv = dv.data_ptr(); a.dg = dg.data_ptr();
-    a.dbeta = dbeta.data_ptr(); a.grads_bf16 = grad_type == at::kBFloat16; a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
+    a.dbeta = dbeta.data_ptr(); a.grads_in_type = grad_type != at::kFloat; a.dA_part = dA_part.data_ptr<float>(); a.ddt_part = ddt_part.data_ptr<float>();
     a.form = form;
+    a.input_kind = rows.input_kind;
     check_range(row_lo, row_hi, M, "rows");
     a.row0 = row_lo; a.rows = row_hi - row_lo;
     const cudaError_t err = kda::launch_bwd_adjoint(a, stream_of(q));

@@ -1,7 +1,7 @@
 // kda_bwd_chunk.cu: the token-parallel kernels of the backward, one block per (chunk row, head), on either
 // side of the two sequential passes of kda_bwd_states.cu:
 //
-//   kda_bwd_prepare   reads the caller's bf16 q, k, g, beta and dO, applies the activations and makes the
+//   kda_bwd_prepare   reads the caller's q, k, g, beta and dO, applies the activations and makes the
 //                     chunk's factors (kda_nb.backward.chunk_factors), the tiles the passes read: qd, kd and kr
 //                     in fp16 (the passes' tf32 mma operands: fp16 holds tf32's significand, and these are at most
 //                     1 in size), dU0 = Mqk^T dP (dP = scale dO) in fp32, INVb rounded to tf32, and decay (the
@@ -10,13 +10,20 @@
 //   kda_bwd_adjoint   which reads them back with the passes' Sc, dSo, R, U, dU and dR (making the factors again
 //                     from the inputs would be a third of its code), and computes everything else of
 //                     kda_nb.backward.chunk_adjoint and activate_backward: dq, dk, dv, dg and dbeta of the
-//                     chunk's tokens (fp32, or bf16 for kda_nb.kda's bf16 inputs), and the chunk's shares of
+//                     chunk's tokens (fp32, or the inputs' dtype, as kda_nb.kda asks), and the chunk's shares of
 //                     dA_log and ddt_bias (summed over the chunks in Python, in a fixed order, so that the
 //                     gradients are the same bits on every run)
 //
 // Both compute every form of KDA (kda_nb.layout.Form): the gate's form is their template parameter GF, beta's and the
 // norm's forms are run-time flags where FORMS (§forms); FlashKDA's form is <SafeSigmoid, false>. Unbounded decays
 // (the softplus gate, a given gate) take an exact path per chunk where the chunk's decays leave the fast path's range.
+//
+// §input: the inputs' element type IN (bf16 or fp16, kda_common.cuh §input) is their last template parameter. It reaches
+// the reads of q, k, g, beta and a 16-bit dO, each widened to fp32 before any arithmetic (both types are exact in fp32),
+// and the stores of the gradients where they are written in the inputs' dtype; everything between is the same code for
+// both types. No tensor-core operand is an input element: the prepare kernel's tiles for the passes (qd, kd, kr in fp16,
+// INVb in tf32) and the adjoint's state products (3xTF32 of fp32 tiles, or bf16 hi + lo against bf16 states) are
+// intermediates, their formats chosen by their ranges, as for bf16 inputs.
 //
 // Both copy the chunk's q, k, g and dO rows to shared memory with cp.async as their first step (stage_rows), so that
 // those loads wait behind nothing. The adjoint is sensitive to the size of its code: at 168 KB it waited for
@@ -103,8 +110,9 @@ struct Factors {
     float rq[CHUNK], rk[CHUNK];                           // 1 / ||q||, 1 / ||k|| of each token
     alignas(16) float red[WARPS * CHUNK];                 // block sums
 };
-// the chunk's raw q, k and g rows, bf16 [CHUNK][D] each (rows past len zero), staged by cp.async (stage_rows)
-struct Rows { alignas(16) __nv_bfloat16 q[CHUNK * D], k[CHUNK * D], g[CHUNK * D]; };
+// the chunk's raw q, k and g rows, [CHUNK][D] each of the inputs' elements (rows past len zero), staged by cp.async
+// (stage_rows); the same bytes for either type
+template <int IN> struct Rows { alignas(16) typename In<IN>::T q[CHUNK * D], k[CHUNK * D], g[CHUNK * D]; };
 struct Channel {
     float q[CHUNK], k[CHUNK];   // q_hat, k_hat of channel c
     float G[CHUNK];             // cumulated log-decay of channel c
@@ -158,32 +166,32 @@ __device__ __forceinline__ float scale_of(const P& p, float w) {
 
 // thread c's channel of the chunk's raw q and k (from the staged rows: zero past len), and the cumulated log-decay G
 // (no decay past len)
-template <GateForm GF, class P>
-__device__ __forceinline__ void load_channel(const P& p, const Rows& rows, int len, int h, Channel& x) {
+template <GateForm GF, int IN, class P>
+__device__ __forceinline__ void load_channel(const P& p, const Rows<IN>& rows, int len, int h, Channel& x) {
     const int c = threadIdx.x;
     float A, bias, w;
     gate_params<GF>(p, h, c, A, bias, w);
     float G = 0.f;
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
-        x.q[i] = __bfloat162float(rows.q[i * D + c]);
-        x.k[i] = __bfloat162float(rows.k[i * D + c]);
-        if (i < len) G += log_decay<GF>(gate_arg<GF>(__bfloat162float(rows.g[i * D + c]), A, bias), scale_of<GF>(p, w));
+        x.q[i] = In<IN>::to_float(rows.q[i * D + c]);
+        x.k[i] = In<IN>::to_float(rows.k[i * D + c]);
+        if (i < len) G += log_decay<GF>(gate_arg<GF>(In<IN>::to_float(rows.g[i * D + c]), A, bias), scale_of<GF>(p, w));
         x.G[i] = G;
     }
 }
 
 // (rows may share memory with s.kd and s.qd: they are read before the first block sum (or, q and k normalised outside,
 // a barrier of its own), and those written after it)
-template <GateForm GF, bool FORMS, class P>
-__device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64_t tok0, int len, int h, Factors& s, Channel& x) {
+template <GateForm GF, bool FORMS, int IN, class P>
+__device__ __forceinline__ void make_factors(const P& p, const Rows<IN>& rows, int64_t tok0, int len, int h, Factors& s, Channel& x) {
     const int c = threadIdx.x, H = p.H;
-    load_channel<GF>(p, rows, len, h, x);
+    load_channel<GF, IN>(p, rows, len, h, x);
     const bool fast = within_floor<GF>(x.G[CHUNK - 1]);
     float sq[CHUNK], sk[CHUNK];
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { sq[i] = x.q[i] * x.q[i]; sk[i] = x.k[i] * x.k[i]; }
-    if (c < CHUNK) s.b[c] = c < len ? beta_value<FORMS>(p.form.beta, bf16_at(p.beta, (tok0 + c) * H + h)) : 0.f;
+    if (c < CHUNK) s.b[c] = c < len ? beta_value<FORMS>(p.form.beta, input_at<IN>(p.beta, (tok0 + c) * H + h)) : 0.f;
     const bool l2 = norm_inside<FORMS>(p);
     if (l2) {
         block_sum16(sq, s.red);
@@ -274,12 +282,13 @@ __device__ __forceinline__ void make_factors(const P& p, const Rows& rows, int64
 }
 
 // §prepare ------------------------------------------------------------------------------------
-// The chunk's raw rows of dO (16 tokens x 128 channels, bf16 or fp32) into shared memory while the factors are made:
-// 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a thread. Rows past len are zeros.
+// The chunk's raw rows of dO (16 tokens x 128 channels, the inputs' 16-bit type or fp32), or of q, k or g, into shared
+// memory while the factors are made: 16 bytes a copy where the caller's tensor is 16-byte aligned, else one element a
+// thread. Rows past len are zeros.
 // Staged before the tile stores, because the compiler does not move a token's loads above the stores of the token
 // before: loaded there, each token would wait one memory latency.
 __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, int bytes, int64_t tok0, int len, int h, int H) {
-    const int row = D * bytes, parts = row / 16;   // bytes: 2 (bf16) or 4 (fp32) an element
+    const int row = D * bytes, parts = row / 16;   // bytes: 2 (bf16, fp16) or 4 (fp32) an element
     const unsigned char* base = static_cast<const unsigned char*>(src);
     if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
         for (int e = threadIdx.x; e < CHUNK * parts; e += THREADS) {
@@ -297,8 +306,9 @@ __device__ __forceinline__ void stage_rows(unsigned char* dst, const void* src, 
     }
 }
 
-template <GateForm GF, bool FORMS>
+template <GateForm GF, bool FORMS, int IN>
 __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
+    using T = typename In<IN>::T;
     __shared__ __align__(16) Factors s;
     __shared__ __align__(16) unsigned char do_raw[CHUNK * D * 4];
     Channel x;
@@ -306,8 +316,8 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     const int h = blockIdx.y, H = p.H, c = threadIdx.x;
     const int64_t tok0 = p.row_tok[row];
     const int len = p.row_len[row];
-    Rows& rows = *reinterpret_cast<Rows*>(&s.kd[0][0]);        // (in s.kd and s.qd until make_factors writes them)
-    static_assert(sizeof(Rows) <= sizeof(s.kd) + sizeof(s.qd), "the staged rows fit in kd and qd");
+    Rows<IN>& rows = *reinterpret_cast<Rows<IN>*>(&s.kd[0][0]);   // (in s.kd and s.qd until make_factors writes them)
+    static_assert(sizeof(Rows<IN>) <= sizeof(s.kd) + sizeof(s.qd), "the staged rows fit in kd and qd");
     stage_rows(reinterpret_cast<unsigned char*>(rows.q), p.q, 2, tok0, len, h, H);
     stage_rows(reinterpret_cast<unsigned char*>(rows.k), p.k, 2, tok0, len, h, H);
     stage_rows(reinterpret_cast<unsigned char*>(rows.g), p.g, 2, tok0, len, h, H);
@@ -316,7 +326,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
     cp_async_commit();
     cp_async_wait<1>();                           // q, k and g have landed (this thread's copies)
     __syncthreads();
-    make_factors<GF, FORMS>(p, rows, tok0, len, h, s, x);
+    make_factors<GF, FORMS, IN>(p, rows, tok0, len, h, s, x);
     cp_async_wait<0>();
     __syncthreads();
     const int64_t rh = row * H + h, base = rh * TILE;
@@ -326,7 +336,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) {
         const float d = !p.dout ? 0.f : p.dout_fp32 ? reinterpret_cast<const float*>(do_raw)[i * D + c]
-                                                    : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(do_raw)[i * D + c]);
+                                                    : In<IN>::to_float(reinterpret_cast<const T*>(do_raw)[i * D + c]);
         qd[base + i * D + c] = __float2half_rn(s.qd[i][c]);      // the passes' mma operands, in fp16 (|x| <= 1)
         kd[base + i * D + c] = __float2half_rn(s.kd[i][c]);
         kr[base + i * D + c] = __float2half_rn(x.k[i] * __expf(last - x.G[i]));
@@ -359,6 +369,7 @@ __global__ void __launch_bounds__(THREADS, 4) kda_bwd_prepare(PrepArgs p) {
 //   the small matrices:   f.kd = R, f.qd = dU, f.ki = dP     (u, dr; A, INV, b, rq and rk read back)
 //   the state products:   read f.ki = dP, dr, u; then write f.qd = X_q, f.kd = X_k, f.ki = dkr
 //   the tokens:           f.qd, f.kd end as dq, dk of q_hat, k_hat; dr is dv
+template <int IN>
 struct Adjoint {
     Factors f;
     float u[CHUNK][LD], dr[CHUNK][LD];
@@ -366,7 +377,7 @@ struct Adjoint {
     float db[CHUNK];
     float ddecay[D];
     alignas(16) unsigned char do_raw[CHUNK * D * 4];   // the chunk's dO as the caller gave it (stage_rows)
-    Rows rows;                                         // and its q, k and g
+    Rows<IN> rows;                                     // and its q, k and g
 };
 
 // a fp32 tile [CHUNK][D] of global memory into a padded shared tile, 16 bytes a copy
@@ -412,7 +423,8 @@ constexpr int SP_STAGES = 4;
 // stage i: three in f.kd and f.qd (contiguous in Factors), the fourth in do_raw
 static_assert(3 * SP_STAGE <= 2 * sizeof(float) * CHUNK * LD && SP_STAGE <= CHUNK * D * 4 && SP_STAGES == 4, "the stages fit");
 static_assert((SP_LD * 2) % 16 == 0, "16-byte rows");
-__device__ __forceinline__ unsigned char* sp_stage(Adjoint& s, int i) {
+template <class Adj>
+__device__ __forceinline__ unsigned char* sp_stage(Adj& s, int i) {
     return i < 3 ? reinterpret_cast<unsigned char*>(&s.f.kd[0][0]) + i * SP_STAGE : s.do_raw;
 }
 __device__ __forceinline__ void sp_copy(const AdjointArgs& p, int64_t state_off, unsigned char* stage, int st) {
@@ -437,8 +449,8 @@ __device__ __forceinline__ void a_frag_bf16(const float (*X)[LD], int s, int g, 
 __device__ __forceinline__ uint32_t pair_lo(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x5410); }
 __device__ __forceinline__ uint32_t pair_hi(uint32_t a, uint32_t b) { return __byte_perm(a, b, 0x7632); }
 
-template <bool BF16>
-__device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adjoint& s) {
+template <bool BF16, class Adj>
+__device__ __forceinline__ void state_products(const AdjointArgs& p, int64_t state_off, Adj& s) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int ch = 32 * w + 4 * g;                     // this lane's four channels in the B fragments
     float xq[4][4] = {}, xk[4][4] = {}, dkr[4][4] = {};
@@ -565,8 +577,9 @@ __device__ __forceinline__ void tile_products_part(const float (*X)[LD], const f
 template <class T> __device__ __forceinline__ T as_out(float x);
 template <> __device__ __forceinline__ float as_out<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 as_out<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <class T>
-__device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint& s, int64_t tok0, int len, int h) {
+template <> __device__ __forceinline__ __half as_out<__half>(float x) { return __float2half_rn(x); }
+template <class T, class Adj>
+__device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adj& s, int64_t tok0, int len, int h) {
     const int c = threadIdx.x;
     T *dq = static_cast<T*>(p.dq), *dk = static_cast<T*>(p.dk), *dv = static_cast<T*>(p.dv), *dg = static_cast<T*>(p.dg);
 #pragma unroll 2
@@ -579,10 +592,11 @@ __device__ __forceinline__ void store_grads(const AdjointArgs& p, const Adjoint&
     }
 }
 
-template <bool BF16, GateForm GF, bool FORMS>
+template <bool BF16, GateForm GF, bool FORMS, int IN>
 __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
+    using T = typename In<IN>::T;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    Adjoint& s = *reinterpret_cast<Adjoint*>(smem_raw);
+    Adjoint<IN>& s = *reinterpret_cast<Adjoint<IN>*>(smem_raw);
     Channel x;
     const int64_t row = p.row0 + blockIdx.x;             // this launch's rows: row0 .. row0 + rows - 1
     const int h = blockIdx.y, H = p.H, c = threadIdx.x;
@@ -627,7 +641,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i)                     // zeros past len (stage_rows)
         dP[i][c] = !p.dout ? 0.f : p.scale * (p.dout_fp32 ? reinterpret_cast<const float*>(s.do_raw)[i * D + c]
-                                              : __bfloat162float(reinterpret_cast<const __nv_bfloat16*>(s.do_raw)[i * D + c]));
+                                              : In<IN>::to_float(reinterpret_cast<const T*>(s.do_raw)[i * D + c]));
     __syncthreads();
     // §small: dM = tril(dP U^T), dINVb = dU R^T (each warp a quarter of the channels, into do_raw, free now; then the four
     // parts summed in a fixed order), then INVb's and L's shares of db and dA
@@ -692,7 +706,7 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
     __syncthreads();
     // §tokens: thread c's channel, all 16 tokens; its inputs made again (cheaper than keeping them through the
     // products), dq and dk left in the X_q and X_k tiles (each thread its own column: no sync needed)
-    load_channel<GF>(p, s.rows, len, h, x);
+    load_channel<GF, IN>(p, s.rows, len, h, x);
 #pragma unroll
     for (int i = 0; i < CHUNK; ++i) { x.q[i] *= s.f.rq[i]; x.k[i] *= s.f.rk[i]; }
     // §token grads: thread c's dq and dk of q_hat and k_hat (into the X_q and X_k tiles, each thread its own column) and
@@ -774,16 +788,16 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
             s.f.qd[i][c] = norm_backward(s.f.rq[i], s.f.qd[i][c], sq[i], x.q[i]);   // dq
             s.f.kd[i][c] = norm_backward(s.f.rk[i], s.f.kd[i][c], sk[i], x.k[i]);   // dk
         }
-        const float z = i < len ? gate_arg<GF>(__bfloat162float(s.rows.g[i * D + c]), A, bias) : 0.f;
+        const float z = i < len ? gate_arg<GF>(In<IN>::to_float(s.rows.g[i * D + c]), A, bias) : 0.f;
         dg[i][c] = gate_backward<GF>(da[i], z, A, scale_of<GF>(p, w), i < len, dA_log, ddt);
     }
-    if (p.grads_bf16) store_grads<__nv_bfloat16>(p, s, tok0, len, h);
+    if (p.grads_in_type) store_grads<T>(p, s, tok0, len, h);          // rounded to the inputs' type (§input)
     else store_grads<float>(p, s, tok0, len, h);
     p.ddt_part[rh * D + c] = ddt;
     if (c < len) {
-        const float x_beta = bf16_at(p.beta, (tok0 + c) * H + h);   // the caller's value of beta
+        const float x_beta = input_at<IN>(p.beta, (tok0 + c) * H + h);   // the caller's value of beta
         const float db = s.db[c] * beta_grad_slope<FORMS>(p.form.beta, x_beta);
-        if (p.grads_bf16) static_cast<__nv_bfloat16*>(p.dbeta)[(tok0 + c) * H + h] = __float2bfloat16_rn(db);
+        if (p.grads_in_type) static_cast<T*>(p.dbeta)[(tok0 + c) * H + h] = as_out<T>(db);
         else static_cast<float*>(p.dbeta)[(tok0 + c) * H + h] = db;
     }
     // the chunk's share of dA_log: a block sum of one value per thread
@@ -801,11 +815,12 @@ __global__ void __launch_bounds__(THREADS, 3) kda_bwd_adjoint(AdjointArgs p) {
 }
 }  // namespace bwdc
 
+// the call's form and the inputs' type pick the instance (kda_switch.h: dispatch_bwd)
 cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
     if (a.rows == 0 || a.H == 0) return cudaSuccess;
-    return dispatch_bwd_form(a.form.gate, a.form.beta, a.form.norm, [&](auto gate, auto forms) {
+    return dispatch_bwd(a.form.gate, a.form.beta, a.form.norm, a.input_kind, [&](auto gate, auto forms, auto in) {
         constexpr GateForm GF = static_cast<GateForm>(decltype(gate)::value);
-        auto kernel = bwdc::kda_bwd_prepare<GF, decltype(forms)::value>;
+        auto kernel = bwdc::kda_bwd_prepare<GF, decltype(forms)::value, decltype(in)::value>;
         kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, 0, stream>>>(a);
         return cudaGetLastError();
     });
@@ -813,12 +828,13 @@ cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream) {
 
 cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream) {
     if (a.rows == 0 || a.H == 0) return cudaSuccess;
-    constexpr size_t smem = sizeof(bwdc::Adjoint);
     return dispatch_bool(a.states_bf16, [&](auto states_bf16) {      // the chunks' states in bf16 or fp32
-      return dispatch_bwd_form(a.form.gate, a.form.beta, a.form.norm, [&](auto gate, auto forms) {
+      return dispatch_bwd(a.form.gate, a.form.beta, a.form.norm, a.input_kind, [&](auto gate, auto forms, auto in) {
         constexpr bool BF16 = decltype(states_bf16)::value;
         constexpr GateForm GF = static_cast<GateForm>(decltype(gate)::value);
-        auto kernel = bwdc::kda_bwd_adjoint<BF16, GF, decltype(forms)::value>;
+        constexpr int IN = decltype(in)::value;
+        constexpr size_t smem = sizeof(bwdc::Adjoint<IN>);          // the same for either type
+        auto kernel = bwdc::kda_bwd_adjoint<BF16, GF, decltype(forms)::value, IN>;
         const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         kernel<<<dim3(static_cast<unsigned>(a.rows), a.H), bwdc::THREADS, smem, stream>>>(a);

@@ -18,8 +18,11 @@
 // rounded to nearest), accumulating in fp32. The chunk tiles qd, kd and kr come from kda_bwd_prepare in fp16 (their
 // values are at most 1 in size, and fp16 has tf32's significand: half the bytes of fp32 tiles, and the same operands
 // but at ties and below fp16's normal range, under 6e-5); INVb comes rounded to tf32. The values and the upstream
-// gradient are read from the caller's own tensors (v bf16, dO bf16 or fp32, [tokens, H, 128]) through the rows' token
-// table, the way kda_bwd_prepare reads them, with no copy in between. The fragments made here (the state, R, U, dU,
+// gradient are read from the caller's own tensors (v in the inputs' type, bf16 or fp16; dO in that type or fp32;
+// [tokens, H, 128]) through the rows' token table, the way kda_bwd_prepare reads them, with no copy in between.
+// §input: the inputs' type IN is both passes' template parameter, and reaches only slice_in, where v's and a 16-bit
+// dO's elements are widened to fp32 (exact for both types) as they become C fragments: V - kd S^T and scale dO are then
+// rounded to tf32 as operands, the same instructions for either type. The fragments made here (the state, R, U, dU,
 // dR) are rounded as they become operands. The products' results become the next product's left operand without
 // leaving registers: a C fragment (rows g, g + 8; columns 2t, 2t + 1) is, permuted, an A fragment whose k-slots t and
 // t + 4 stand for columns 2t and 2t + 1, and the right operand is read from shared memory in the same order (b0 =
@@ -314,7 +317,8 @@ __device__ __forceinline__ int slice_index(int ld, int vl, int lane, int nt, int
 // the same C fragment pair of a bf16 [CHUNK][LDVH] tile (v, dO) by one ldmatrix.trans: of the 8x8 matrix (tokens 8 nt ..,
 // state rows vl + 8 cb ..) lane 4g + t gets tokens 2t and 2t + 1 of row g, elements (nt, 2 cb) and (nt, 2 cb + 1); a
 // bf16 is the top half of its fp32. (Eight 2-byte reads a lane, each with its address arithmetic, would be about a
-// tenth of the backward pass's instructions.)
+// tenth of the backward pass's instructions.) slice_in: the same of a tile of the inputs' type IN (bf16 or fp16, whose
+// halves are widened by the conversion instruction).
 __device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, int lane, float (&x)[2][4]) {
     const int m = lane >> 3, r = lane & 7;                     // matrices (nt, cb): (0, 0), (0, 1), (1, 0), (1, 1)
     uint32_t b[4];
@@ -327,6 +331,23 @@ __device__ __forceinline__ void slice_bf16(const __nv_bfloat16* tile, int vl, in
             x[nt][2 * cb] = bf16_lo(w);
             x[nt][2 * cb + 1] = bf16_hi(w);
         }
+}
+template <int IN>
+__device__ __forceinline__ void slice_in(const void* tile, int vl, int lane, float (&x)[2][4]) {
+    if constexpr (IN == INPUT_BF16) slice_bf16(static_cast<const __nv_bfloat16*>(tile), vl, lane, x);
+    else {
+        const int m = lane >> 3, r = lane & 7;
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, static_cast<const __half*>(tile) + (8 * (m >> 1) + r) * LDVH + vl + 8 * (m & 1));
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int cb = 0; cb < 2; ++cb) {
+                const float2 f = In<IN>::unpack(b[2 * nt + cb]);
+                x[nt][2 * cb] = f.x;
+                x[nt][2 * cb + 1] = f.y;
+            }
+    }
 }
 
 // §ahead: the step-major row of each chunk and its tokens, read from global memory an iteration or two before their use,
@@ -361,7 +382,7 @@ __device__ __forceinline__ void ahead_next(Ahead& a, const int64_t* step_off, co
 }
 
 // §states: the forward's loop again, keeping each chunk's entering state, R and U
-template <int KS>
+template <int KS, int IN>
 __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda_bwd_states(StatesArgs p) {
     extern __shared__ __align__(16) unsigned char smem[];
     using St = StatesStage;
@@ -408,7 +429,7 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         float W[2][4], R[2][4], U[2][4];
         rows_times_tile<NJ>(S, reinterpret_cast<const __half*>(st + St::KD) + c0, lane, W);   // (S kd^T)[v][token], own k
         publish_k<KS>(W, xch, rg, kh, lane);
-        slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::V), vl, lane, R);       // V
+        slice_in<IN>(st + St::V, vl, lane, R);                                              // V
         apply_decay<NJ>(S, reinterpret_cast<const float*>(st + St::DECAY) + c0, lane);     // S diag(decay): needs no sum
         gather_k<KS>(W, xch, rg, kh, lane);                                                   // all of k
 #pragma unroll
@@ -427,7 +448,7 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
 }
 
 // §dstates: the loop backwards, dS from the last chunk to the first
-template <int KS>
+template <int KS, int IN>
 __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda_bwd_dstates(DStatesArgs p) {
     extern __shared__ __align__(16) unsigned char smem[];
     using St = DStatesStage;
@@ -487,7 +508,7 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
 #pragma unroll
                         for (int e = 0; e < 4; ++e) dp[nt][e] = reinterpret_cast<const float*>(st + St::DO)[slice_index(LDV, vl, lane, nt, e)];
                 } else {
-                    slice_bf16(reinterpret_cast<const __nv_bfloat16*>(st + St::DO), vl, lane, dp);
+                    slice_in<IN>(st + St::DO, vl, lane, dp);
                 }
             }
             uint32_t ap[2][4];
@@ -531,19 +552,24 @@ cudaError_t launch_pass(void (*kernel)(Args), size_t smem, const Args& a, cudaSt
 
 }  // namespace bwd
 
-// the plan's k-split (kda_nb.plan.BackwardPlan.ksplit): 1 or 2 warps to a group of 16 state rows
-cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream) {
+// the plan's k-split (kda_nb.plan.BackwardPlan.ksplit): 1 or 2 warps to a group of 16 state rows; the inputs' type
+// (kda_switch.h: dispatch_input), each k-split for either
+cudaError_t launch_bwd_states(const StatesArgs& a, int input_kind, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    return dispatch<1, 2>(a.ksplit, [&](auto ks) {
-        constexpr int KS = decltype(ks)::value;
-        return bwd::launch_pass<KS>(bwd::kda_bwd_states<KS>, bwd::states_smem<KS>(), a, stream);
+    return dispatch_input(input_kind, [&](auto in) {
+      return dispatch<1, 2>(a.ksplit, [&](auto ks) {
+        constexpr int KS = decltype(ks)::value, IN = decltype(in)::value;
+        return bwd::launch_pass<KS>(bwd::kda_bwd_states<KS, IN>, bwd::states_smem<KS>(), a, stream);
+      });
     });
 }
-cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream) {
+cudaError_t launch_bwd_dstates(const DStatesArgs& a, int input_kind, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
-    return dispatch<1, 2>(a.ksplit, [&](auto ks) {
-        constexpr int KS = decltype(ks)::value;
-        return bwd::launch_pass<KS>(bwd::kda_bwd_dstates<KS>, bwd::dstates_smem<KS>(), a, stream);
+    return dispatch_input(input_kind, [&](auto in) {
+      return dispatch<1, 2>(a.ksplit, [&](auto ks) {
+        constexpr int KS = decltype(ks)::value, IN = decltype(in)::value;
+        return bwd::launch_pass<KS>(bwd::kda_bwd_dstates<KS, IN>, bwd::dstates_smem<KS>(), a, stream);
+      });
     });
 }
 

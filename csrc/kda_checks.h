@@ -404,6 +404,25 @@ int64_t check_tokens(const torch::Tensor& t, const char* name, int64_t H, const 
 torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
     return host.pin_memory().to(dev, /*non_blocking=*/true);
 }
+// §backward input: the backward's inputs q, k, g, beta (and v, which only the passes read) share one dtype, bfloat16 or
+// float16 (the kernels' element type, kda_args.h: InputKind); dO has that dtype or float32, and the gradients the
+// adjoint writes have that dtype or float32. Any other is refused by name, before the tensors' devices and shapes are
+// looked at. `bwd_input_kind` checks the first tensor of a list and the others against it.
+int bwd_input_kind(std::initializer_list<std::pair<const torch::Tensor*, const char*>> same) {
+    const auto& [first, first_name] = *same.begin();
+    const at::ScalarType dt = first->scalar_type();
+    TORCH_CHECK(dt == at::kBFloat16 || dt == at::kHalf, first_name, " must be bfloat16 or float16 (the backward's kernels "
+                "take either), got ", dt);
+    for (const auto& [t, name] : same)
+        TORCH_CHECK(t->scalar_type() == dt, name, " must have ", first_name, "'s dtype ", dt, " (the backward's inputs "
+                    "share one dtype, bfloat16 or float16), got ", t->scalar_type());
+    return dt == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;
+}
+// dO (none: empty) of the inputs' dtype `in` (bwd_input_kind's) or float32
+void check_dout_dtype(const torch::Tensor& dout, at::ScalarType in) {
+    TORCH_CHECK(!dout.numel() || dout.scalar_type() == in || dout.scalar_type() == at::kFloat, "dout must be ", in,
+                " (the inputs' dtype) or float32, got ", dout.scalar_type());
+}
 // the steps [lo, hi) of one launch of a pass, or the rows [lo, hi) of one launch of the chunk kernels, inside [0, n)
 void check_range(int64_t lo, int64_t hi, int64_t n, const char* what) {
     TORCH_CHECK(0 <= lo && lo <= hi && hi <= n, what, " ", num(lo).c_str(), " to ", num(hi).c_str(), " must lie in 0 to ",

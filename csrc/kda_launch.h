@@ -53,8 +53,9 @@ cudaError_t launch_recurrence(const FwdArgs& a, int stages, cudaStream_t stream)
 cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream);
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream);    // K3
 // the backward: the forward's chunk loop keeping each chunk's entering state, and the reverse loop of dS
-cudaError_t launch_bwd_states(const StatesArgs& a, cudaStream_t stream);
-cudaError_t launch_bwd_dstates(const DStatesArgs& a, cudaStream_t stream);
+// (input_kind: the inputs' element type, InputKind: v's for the states pass, a 16-bit dO's for the dstates pass)
+cudaError_t launch_bwd_states(const StatesArgs& a, int input_kind, cudaStream_t stream);
+cudaError_t launch_bwd_dstates(const DStatesArgs& a, int input_kind, cudaStream_t stream);
 // the backward's token-parallel kernels: the chunk factors before the passes, the rest of the gradient after
 cudaError_t launch_bwd_prepare(const PrepArgs& a, cudaStream_t stream);
 cudaError_t launch_bwd_adjoint(const AdjointArgs& a, cudaStream_t stream);

@@ -116,4 +116,20 @@ cudaError_t dispatch_bwd_form(int gate, int beta, int norm, F&& f) {
     return dispatch<0, 1, 2>(gate, [&](auto gf) { return f(gf, std::true_type{}); });
 }
 
+// §backward input: the backward's form and the inputs' element type (kda_args.h: InputKind) together, the one switch of
+// the backward's token-parallel kernels (kda_bwd_prepare, kda_bwd_adjoint): f(std::integral_constant<int, gate>{},
+// std::bool_constant<FORMS>{}, std::integral_constant<int, input>{}). bf16 inputs: every instance of dispatch_bwd_form.
+// fp16 inputs: the gate's instance with FORMS true only, FlashKDA's form included (it reads beta's and the norm's forms,
+// 0 and 0, at run time: the same numbers, one instance fewer of each kernel to build), as dispatch_fwd does. The passes
+// (kda_bwd_states.cu), which have no form, take the type alone (dispatch_input).
+template <typename F>
+cudaError_t dispatch_bwd(int gate, int beta, int norm, int input, F&& f) {
+    if (input == INPUT_BF16)
+        return dispatch_bwd_form(gate, beta, norm, [&](auto gf, auto forms) {
+            return f(gf, forms, std::integral_constant<int, INPUT_BF16>{});
+        });
+    if (input != INPUT_F16 || beta < 0 || beta > 2 || norm < 0 || norm > 1) return cudaErrorInvalidValue;
+    return dispatch<0, 1, 2>(gate, [&](auto gf) { return f(gf, std::true_type{}, std::integral_constant<int, INPUT_F16>{}); });
+}
+
 }  // namespace kda

@@ -87,11 +87,12 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
                       form: Form | None = None) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
-    `kda_nb.backward.kda_chunked_backward` (bf16 inputs). Every launch choice is the backward plan's (`plan`, a
+    `kda_nb.backward.kda_chunked_backward` (bf16 inputs; fp16 where the plan sends them here, behind
+    `kda_nb.plan.FP16_KERNELS` and `FP16_BACKWARD`). Every launch choice is the backward plan's (`plan`, a
     `kda_nb.plan.BackwardPlan`; default: `backward_plan`'s for these inputs, fp32 gradients), its segments chosen here
     once the shapes are known; a keyword sets one choice (None or 0: the plan's): `states_dtype` (fp32 or bf16) keeps the
-    chunks' states, `grads_dtype` (fp32 or bf16) is the dtype the kernel writes dq, dk, dv, dg and dbeta in (the rest are
-    fp32), `ksplit` (1 or 2) how many warps of the passes share a group of 16 state rows, `segments` how many launches each
+    chunks' states, `grads_dtype` (fp32 or the inputs' dtype) is the dtype the kernel writes dq, dk, dv, dg and dbeta in
+    (the rest are fp32), `ksplit` (1 or 2) how many warps of the passes share a group of 16 state rows, `segments` how many launches each
     pass is cut into, the chunk factors of each made before its launches (the same bits whatever the number: the state
     between two launches waits in fp32).
 
@@ -102,10 +103,12 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
-    if q.dtype != torch.bfloat16: raise ValueError(f"kda_backward_cuda takes bfloat16 inputs, got {q.dtype}")
-    for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
-        if dt not in (None, torch.float32, torch.bfloat16):
-            raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt}")
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError(f"kda_backward_cuda takes bfloat16 or float16 inputs, got {q.dtype}")
+    if states_dtype not in (None, torch.float32, torch.bfloat16):
+        raise ValueError(f"states_dtype must be torch.float32 or torch.bfloat16, got {states_dtype}")
+    if grads_dtype not in (None, torch.float32, q.dtype):
+        raise ValueError(f"grads_dtype must be torch.float32 or the inputs' dtype {q.dtype}, got {grads_dtype}")
     bp = plan if plan is not None else backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda')
     if bp.backend != 'cuda': raise ValueError(f"kda_backward_cuda runs the kernels' backward; the plan says {bp.backend!r}: {bp.reason}")
     for field, value in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype), ('ksplit', ksplit or None),
@@ -126,14 +129,17 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     order, active = step_schedule([n_chunks(e - s) for s, e in bounds])
     bp = bp.shaped(N, H, len(active), q.device)
     states_dtype, grads_dtype = bp.states_dtype, bp.grads_dtype
+    if grads_dtype not in (torch.float32, q.dtype):               # (a forced_backward's 16-bit dtype, another call's)
+        raise ValueError(f"the plan's grads_dtype {grads_dtype} is neither float32 nor the inputs' dtype {q.dtype}: the "
+                         "kernels write the gradients in one of those")
     seq, step = step_rows(active)
     row_tok, row_len = chunk_rows_table(bounds, order, seq, step)
     step_off, chunks = step_rows_table(active, N)
     M, dev = len(row_tok), q.device
     f32 = dict(device=dev, dtype=torch.float32)
-    q, k, v, g, beta = (x.to(torch.bfloat16).contiguous() for x in (q, k, v, g, beta))
+    q, k, v, g, beta = (x.to(q.dtype).contiguous() for x in (q, k, v, g, beta))   # one dtype: the kernels' instances of it
     do = grad_out.contiguous() if grad_out is not None else q.new_empty(0)
-    if do.dtype not in (torch.bfloat16, torch.float32): do = do.float()
+    if do.dtype not in (q.dtype, torch.float32): do = do.float()   # dO in the inputs' dtype or fp32 (exact either way)
     has_A, has_bias = A_log is not None, dt_bias is not None         # absent: zeros, which the kernels read as A = 1, no bias
     A_log = A_log.float().contiguous() if has_A else torch.zeros(H, device=dev)
     dt_bias = dt_bias.float().contiguous() if has_bias else torch.zeros(H, D, device=dev)

@@ -133,8 +133,8 @@ cudaError_t launch_prepare(const FwdArgs&, bool, int, cudaStream_t) { return cud
 cudaError_t launch_recurrence(const FwdArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_fused(const FwdArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_decode(const DecodeArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_states(const StatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_bwd_dstates(const DStatesArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_states(const StatesArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
+cudaError_t launch_bwd_dstates(const DStatesArgs&, int, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_entry_scan(const ScanArgs&, cudaStream_t) { return cudaErrorInvalidValue; }

@@ -17,18 +17,19 @@ from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kern
 from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 
 # %% auto #0
-__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'KERNEL_DIM', 'NATIVE_DIMS', 'NATIVE_DIM_STEP', 'KERNEL_FORMS',
-           'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT',
-           'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES',
-           'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED',
-           'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS',
-           'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
-           'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
-           'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
-           'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
-           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
-           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
-           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
+__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'FP16_BACKWARD', 'KERNEL_DIM', 'NATIVE_DIMS', 'NATIVE_DIM_STEP',
+           'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
+           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH',
+           'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD',
+           'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED',
+           'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US',
+           'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT',
+           'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims',
+           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
+           'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
+           'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
+           'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward',
+           'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -75,12 +76,17 @@ def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, st
     return _shape_refusal(dtype, K, V, state_dtypes, fp16)
 
 FP16_KERNELS = False         # fp16 inputs on the forward's kernels (their fp16 instances, every path): off until the GPU
-                             # has checked them against the fp64 recurrence and timed them; the backward takes bf16 only
+                             # has checked them against the fp64 recurrence and timed them
+FP16_BACKWARD = False        # fp16 inputs on the backward's kernels (their fp16 instances; with FP16_KERNELS on, the
+                             # forward having run on the kernels): off until the GPU has checked them against the fp64
+                             # recurrence's autograd and timed them; off, an fp16 call's gradient runs on the reference
 
-def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False) -> str | None:
-    "Why the kernels do not take inputs of `dtype` (`fp16`: the switch `FP16_KERNELS`; `backward`: the backward's kernels)."
+def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False, fp16_backward: bool = False) -> str | None:
+    """Why the kernels do not take inputs of `dtype` (`fp16`: the switch `FP16_KERNELS`; `backward`: the backward's
+    kernels, `fp16_backward` their switch `FP16_BACKWARD`)."""
     if dtype == torch.bfloat16: return None
-    if backward: return f"the backward kernels take bfloat16 inputs, got {dtype}"
+    if backward and not (dtype == torch.float16 and fp16 and fp16_backward):
+        return f"the backward kernels take bfloat16 inputs (float16 behind kda_nb.plan.FP16_BACKWARD, off), got {dtype}"
     if dtype == torch.float16 and fp16: return None
     return f"the kernels take bfloat16 inputs, got {dtype}"
 
@@ -151,12 +157,12 @@ def kernel_routes(K: int, V: int, H: int, HV: int | None = None, native: bool = 
 def call_refusal(dtype: torch.dtype, K: int, V: int, H: int, HV: int | None = None, form: Form = Form(),
                  state_dtypes: tuple = (), backward: bool = False) -> str | None:
     """Why the kernels would not compute a call of this kind on a CUDA device where they are built (None: they would):
-    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`: its dtype, bf16
-    only, and its forms) and the heads (`HV` value heads for `H` query heads). What the plan asks after the device; a
+    the dtype, K, V, the states' dtypes, the `form` (`form_refusal`, the backward's too with `backward`: its dtype, fp16
+    only behind `FP16_BACKWARD`, and its forms) and the heads (`HV` value heads for `H` query heads). What the plan asks after the device; a
     CPU can ask it for a GPU."""
     refusal = _shape_refusal(dtype, K, V, state_dtypes) or form_refusal(form, 'forward')
     if refusal is None and backward:
-        refusal = _dtype_refusal(dtype, FP16_KERNELS, backward=True) or form_refusal(form, 'backward')
+        refusal = _dtype_refusal(dtype, FP16_KERNELS, True, FP16_BACKWARD) or form_refusal(form, 'backward')
     if refusal is None and HV not in (None, H) and (HV < H or HV % H):
         refusal = f"the kernels take HV = m * H value heads (m >= 1), got H = {H}, HV = {HV}"
     return refusal
@@ -234,17 +240,19 @@ def step_edges(steps: int, chunks: int, growth: float = PIPELINE_GROWTH) -> list
     return [edge(s) for s in range(steps + 1)]
 
 # %% ../nbs/04b_plan.ipynb #79cc618f
-SPLIT_ENABLED = False        # the rule's switch: off until the GPU tests of 10a have passed on the H200 with the
-                             # plan's dispatch (the approach itself is measured: benchmarks/passes_probe_h200.json)
+SPLIT_ENABLED = True         # the rule's switch: on since the GPU tests of 10a (the plan's dispatch, forced segments on
+                             # awkward varlen batches) passed and the probe timed the passes with the chain as one kernel
+                             # (benchmarks/passes_probe_h100.json; the approach first in benchmarks/passes_probe_h200.json)
 SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, states from zero) run: 'serial', one
                              # after the other (measured); 'streams', side by side on two CUDA streams; 'stacked', one
                              # call over the segments given twice. The last two are not yet timed on the GPU
                              # (tools/segments_probe.py --passes times all three)
 SPLIT_SHARE_K1 = False       # the passes on the kernels with one K1 among the three (K2 alone in the second and
                              # third: kda_nb.segments.passes_sharing_k1): off until timed on the H200
-SPLIT_SCAN_KERNEL = False    # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
-                             # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: off
-                             # until the GPU has timed it against the torch scan (tools/segments_probe.py --passes)
+SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
+                             # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
+                             # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,
+                             # T = 65,536; benchmarks/passes_probe_h100.json)
 SPLIT_BACKWARD_ENABLED = False  # the gradient through the three passes (backward_passes): off until timed on the
                              # H200 (tools/segments_probe.py --train times the training step whole and through them)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
@@ -252,7 +260,8 @@ SPLIT_GAIN = 1.25             # the passes run where the model finds them this m
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)
 SPLIT_CHUNK_SLOPE_US = 0.4    # ... and this much more for each doubling of the chains beyond 16
 SPLIT_ITEMS_PER_US = 950      # at most this many (token, head) items a microsecond over the whole GPU
-SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first
+SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first (torch scan)
+SPLIT_CHAIN_KERNEL_STEP_US = 4  # ... and this much as one kernel (SPLIT_SCAN_KERNEL)
 SPLIT_FIXED_US = 110          # ... and this much once a call (the transitions' identity, the gathers)
 
 def _chunk_us(chains: int) -> float:
@@ -266,7 +275,8 @@ def split_us(segments: int, T: int, H: int, N: int, longest: int) -> float:
     "The model's time of the same call in three passes over segments of `segments` tokens."
     P = math.ceil(T / segments) + N - 1           # at most this many segments (N sequences, T tokens)
     one_pass = max(math.ceil(min(segments, longest) / CHUNK) * _chunk_us(P * H), T * H / SPLIT_ITEMS_PER_US)
-    return 3 * one_pass + SPLIT_CHAIN_STEP_US * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
+    step = SPLIT_CHAIN_KERNEL_STEP_US if SPLIT_SCAN_KERNEL else SPLIT_CHAIN_STEP_US
+    return 3 * one_pass + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
 
 def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
     """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is
@@ -463,7 +473,7 @@ class BackwardPlan:
     'cuda', the kernels' backward, or 'reference') and `reason`, why; on the kernels, how many launches each pass is
     cut into (`segments`, 0 until the shapes are known), how many warps of a pass share a group of 16 state rows
     (`ksplit`), the dtype the chunks' states are kept in (`states_dtype`), the dtype the kernel writes dq, dk, dv, dg
-    and dbeta in (`grads_dtype`); `sms`, the SM count the segments were chosen for. `why`: `(field, reason)` pairs."""
+    and dbeta in (`grads_dtype`: float32, or the inputs' own dtype); `sms`, the SM count the segments were chosen for. `why`: `(field, reason)` pairs."""
     backend: str
     reason: str
     segments: int = 0
@@ -507,7 +517,8 @@ def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backe
     """The backward's plan for a call of this kind (no shapes: the plan's shaped method adds the segments once they are
     known). `form`: the KDA computed (`kda_nb.layout.Form`); `HV`, `H`: value and query heads where known (the kernels'
     backward takes HV = H). `inputs_dtype`: the one dtype of q, k, v, g and beta where the caller casts the gradients to it (`kda`'s
-    autograd does): bf16 inputs then get bf16 gradients from the kernel itself; else (None) they are written in fp32."""
+    autograd does): bf16 inputs then get bf16 gradients from the kernel itself, fp16 inputs (on the kernels behind
+    `FP16_KERNELS` and `FP16_BACKWARD`) fp16 ones; else (None) they are written in fp32."""
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     force = _forced_backward[-1] if _forced_backward else {}
     if force.get('backend') == 'reference': return BackwardPlan('reference', "forced by kda_nb.plan.forced_backward")
@@ -524,11 +535,12 @@ def backward_plan(device, dtype, K: int, V: int, state_dtypes: tuple = (), backe
             raise RuntimeError(f"the kernels' backward cannot run these inputs: {refusal}")
         return BackwardPlan('reference', f"the forward ran on the kernels, the gradient on the reference: {refusal}")
     routes = kernel_routes(int(K), int(V), H or 1, HV if H else None)
-    half = inputs_dtype == torch.bfloat16
-    p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=torch.bfloat16 if half else torch.float32,
+    half = inputs_dtype in (torch.bfloat16, torch.float16) and inputs_dtype == dtype
+    word = {torch.bfloat16: 'bf16', torch.float16: 'fp16'}.get(inputs_dtype)
+    p = BackwardPlan('cuda', "the forward ran on the kernels: their backward", grads_dtype=inputs_dtype if half else torch.float32,
                      why=(('ksplit', f"{PASS_KSPLIT} warps to a group of 16 state rows, each with half its columns"),
                           ('states_dtype', "bf16: within fla's errors, half the memory of fp32"),
-                          ('grads_dtype', "bf16 inputs: the gradients cast to them anyway, written so by the kernel"
+                          ('grads_dtype', f"{word} inputs: the gradients cast to them anyway, written so by the kernel"
                                           if half else "fp32: the gradients' full precision")),
                      routes=routes)
     for field in ('segments', 'ksplit', 'states_dtype', 'grads_dtype'):
@@ -566,16 +578,18 @@ def forced_backward(backend: str | None = None, *, segments: int | None = None, 
                     passes: int | None = None):
     """Inside the block, every gradient takes the choices given (None: the rule's): `backend` 'cuda' or 'reference'
     ('cuda' never sends a call to kernels that cannot run it: it raises), the passes' `segments` (1 to 64) and `ksplit`
-    (1 or 2), `states_dtype` and `grads_dtype` (torch.float32 or torch.bfloat16); `passes`, the gradient of `kda`
+    (1 or 2), `states_dtype` (torch.float32 or torch.bfloat16) and `grads_dtype` (torch.float32, or a 16-bit dtype, which
+    the kernels write only for inputs of that dtype); `passes`, the gradient of `kda`
     through its three passes over segments of that many tokens (a multiple of 16; 0: whole), on any backend
     (`backward_passes`)."""
     if backend not in (None, 'cuda', 'reference'): raise ValueError(f"backend must be 'cuda' or 'reference', got {backend!r}")
     if segments is not None and not (isinstance(segments, int) and 1 <= segments <= 64):
         raise ValueError(f"segments must be 1 to 64, got {segments!r}")
     if ksplit not in (None, 1, 2): raise ValueError(f"ksplit must be 1 or 2, got {ksplit!r}")
-    for name, dt in (('states_dtype', states_dtype), ('grads_dtype', grads_dtype)):
-        if dt not in (None, torch.float32, torch.bfloat16):
-            raise ValueError(f"{name} must be torch.float32 or torch.bfloat16, got {dt!r}")
+    if states_dtype not in (None, torch.float32, torch.bfloat16):
+        raise ValueError(f"states_dtype must be torch.float32 or torch.bfloat16, got {states_dtype!r}")
+    if grads_dtype not in (None, torch.float32, torch.bfloat16, torch.float16):
+        raise ValueError(f"grads_dtype must be torch.float32, torch.bfloat16 or torch.float16, got {grads_dtype!r}")
     if passes is not None and not (isinstance(passes, int) and passes >= 0 and passes % CHUNK == 0):
         raise ValueError(f"passes must be 0 or a positive multiple of {CHUNK}, got {passes!r}")
     _forced_backward.append(dict(backend=backend, segments=segments, ksplit=ksplit, states_dtype=states_dtype,

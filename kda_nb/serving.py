@@ -70,7 +70,7 @@ def _ints(x, name: str, N: int, dev) -> Tensor:
 def _scale(q, scale): return q.shape[-1] ** -0.5 if scale is None else float(scale)
 
 # %% ../nbs/11_serving.ipynb #c5e1a002
-ONE_LAUNCH_VERIFY = False   # verify in one K3 launch with per-token stores: off until the H200 has timed it against the composed paths (its GPU tests are ready)
+ONE_LAUNCH_VERIFY = True    # verify in one K3 launch with per-token stores: on since the GPU timed it against the composed paths (benchmarks/BENCHMARK_SERVING_H100.md)
 
 def _one_launch_form(q: Tensor, v: Tensor, pool: Tensor, backend: str, form: dict) -> Form | None:
     """The call's `Form` where a verification runs in one K3 launch: `ONE_LAUNCH_VERIFY` on, and the kernels take the
@@ -409,7 +409,7 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
     return out.view(B, T, HV, V), h.to(pool.dtype)
 
 # %% ../nbs/11_serving.ipynb #c4ec9b02
-ONE_LAUNCH_CHECKPOINTS = False   # checkpoints stored by K2 in the prefill's own launch: off until the H200 has timed it (its GPU tests are ready)
+ONE_LAUNCH_CHECKPOINTS = True   # checkpoints stored by K2 in the prefill's own launch: on since the GPU timed it against the composed path (benchmarks/BENCHMARK_SERVING_H100.md)
 
 def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | None, lens: list, backend: str,
                      form: dict) -> tuple | None:

@@ -48,9 +48,15 @@ from kda_nb.plan import forced, kernel_path, split_segments
 
 def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     import kda_nb.plan as P
+    assert P.SPLIT_ENABLED and P.SPLIT_SCAN_KERNEL                      # on since the GPU tests and the probe (prose above)
+    monkeypatch.setattr(P, 'SPLIT_ENABLED', False)
     assert P.split_segments(1, 65536, 4, 1, False, None) == (0, "three passes over segments are switched off "
                                                                 "(kda_nb.plan.SPLIT_ENABLED)")
     monkeypatch.setattr(P, 'SPLIT_ENABLED', True)
+    assert P.split_segments(1, 65536, 4, 1, False, None)[0] == 2048    # the probe's fastest with the chain as one kernel
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', False)
+    assert P.split_segments(1, 65536, 4, 1, False, None)[0] == 4096    # the torch scan's price per segment: longer ones
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', True)
     assert P.split_segments(1, 65536, 4, 1, False, None)[0] > 0
     assert P.split_segments(1, 262144, 4, 1, False, None)[0] > 0
     assert P.split_segments(1, 131072, 8, 1, False, None)[0] > 0
@@ -241,7 +247,7 @@ def test_forced_takes_growth():
 def test_fp16_follows_its_switch(monkeypatch):
     """float16 inputs: refused with the bf16 reason while FP16_KERNELS is off; with it on, on a stand-in GPU (kernels
     built, 132 SMs), planned onto the forward's kernels exactly as bf16 is on every path, and their gradient on the
-    reference with the backward's own reason. The switch is part of the caches' keys: flipping it back refuses again."""
+    reference with the backward's own reason while FP16_BACKWARD is off (`test_fp16_backward_follows_its_switch`). The switch is part of the caches' keys: flipping it back refuses again."""
     import kda_nb.plan as P
     f16, bf, cuda = torch.float16, torch.bfloat16, torch.device('cuda')
     assert P.FP16_KERNELS is False                                     # off until the GPU has checked and timed it
@@ -274,8 +280,10 @@ def test_fp16_follows_its_switch(monkeypatch):
         assert P.plan(cuda, f16, 4, 1, 8, 128, 128, 4, varlen=False, step=True).path == 'decode'     # a DecodeStep
         assert 'bfloat16' in P.call_refusal(torch.float32, 128, 128, 4, 4)                       # fp32: still refused
         assert 'final_state in bfloat16 or float32' in P.call_refusal(f16, 128, 128, 4, 4, state_dtypes=(('final_state', f16),))
-        # the backward: bf16 only, said as such (the forward ran on the kernels)
-        want = "the forward ran on the kernels, the gradient on the reference: the backward kernels take bfloat16 inputs, got torch.float16"
+        # the backward: bf16 only while FP16_BACKWARD is off, said as such (the forward ran on the kernels)
+        assert P.FP16_BACKWARD is False
+        want = ("the forward ran on the kernels, the gradient on the reference: the backward kernels take bfloat16 inputs "
+                "(float16 behind kda_nb.plan.FP16_BACKWARD, off), got torch.float16")
         bp = P.backward_plan(cuda, f16, 128, 128, inputs_dtype=f16)
         assert (bp.backend, bp.reason) == ('reference', want), bp
         assert P.backward_backend(cuda, f16, 128, 128) == 'reference' and P.backward_backend(cuda, bf, 128, 128) == 'cuda'
@@ -286,6 +294,58 @@ def test_fp16_follows_its_switch(monkeypatch):
         assert P.kernel_refusal(cuda, f16, 128, 128) == off
     finally:
         P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+
+
+def test_fp16_backward_follows_its_switch(monkeypatch):
+    """FP16_BACKWARD: off, an fp16 call's gradient plans the reference with the reason; on (with FP16_KERNELS, on a
+    stand-in GPU), it plans the backward's kernels, the gradients written in fp16 for fp16 inputs (`inputs_dtype`) as
+    bf16 inputs get bf16, and `forced_backward('cuda')` runs there; on alone (FP16_KERNELS off), the forward runs on
+    the reference and so does the gradient. No cache holds the backward's answer: flipping the switch back refuses at
+    once. bf16 calls plan the same whatever the switch."""
+    import kda_nb.plan as P
+    f16, bf, cuda = torch.float16, torch.bfloat16, torch.device('cuda')
+    assert P.FP16_BACKWARD is False                                    # off until the GPU has checked and timed it
+    monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
+    monkeypatch.setattr(P, 'load_kernels', lambda: None)
+    monkeypatch.setattr(P, 'sm_count', lambda device: 132)
+    P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+    def plans(dt): return P.backward_plan(cuda, dt, 128, 128, inputs_dtype=dt), P.backward_plan(cuda, dt, 128, 128)
+    try:
+        bf_before = plans(bf)
+        monkeypatch.setattr(P, 'FP16_BACKWARD', True)                  # on alone: the forward refuses fp16 first
+        bp = P.backward_plan(cuda, f16, 128, 128, inputs_dtype=f16)
+        assert bp.backend == 'reference' and bp.reason == "its forward ran on the reference: the kernels take bfloat16 inputs, got torch.float16"
+        monkeypatch.setattr(P, 'FP16_KERNELS', True)                   # both on: the kernels' backward
+        assert P.call_refusal(f16, 128, 128, 4, 4, backward=True) is None
+        own, plain = plans(f16)
+        assert own.backend == plain.backend == 'cuda' and own.grads_dtype == f16 and plain.grads_dtype == torch.float32
+        assert dict(own.why)['grads_dtype'].startswith('fp16 inputs') and dict(plans(bf)[0].why)['grads_dtype'].startswith('bf16 inputs')
+        assert (own.ksplit, own.states_dtype, own.segments) == (bf_before[0].ksplit, bf_before[0].states_dtype, 0)
+        assert P.backward_backend(cuda, f16, 128, 128) == 'cuda'
+        with P.forced_backward('cuda', grads_dtype=torch.float32):
+            forced_bp = P.backward_plan(cuda, f16, 128, 128, inputs_dtype=f16)
+            assert forced_bp.backend == 'cuda' and forced_bp.grads_dtype == torch.float32
+        routed = P.backward_plan(cuda, f16, 64, 100, inputs_dtype=f16, H=2, HV=4)    # the routes, as for bf16
+        assert routed.backend == 'cuda' and [r for r, _ in routed.routes] == ['pad', 'expand']
+        assert 'bfloat16' in P.call_refusal(torch.float32, 128, 128, 4, 4, backward=True)   # fp32: still refused
+        monkeypatch.setattr(P, 'FP16_BACKWARD', False)                 # off again: the reference again, nothing stale
+        bp = P.backward_plan(cuda, f16, 128, 128, inputs_dtype=f16)
+        assert bp.backend == 'reference' and 'FP16_BACKWARD' in bp.reason
+        with pytest.raises(RuntimeError, match='backward kernels take bfloat16'):
+            with P.forced_backward('cuda'): P.backward_plan(cuda, f16, 128, 128)
+        assert plans(bf) == bf_before                                  # bf16: the same plans whatever the switches
+    finally:
+        P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+
+def test_forced_backward_grads_dtype():
+    "forced_backward: gradients in fp32 or a 16-bit dtype (the inputs' own, checked where they run); states in fp32 or bf16 only."
+    import kda_nb.plan as P
+    for dt in (torch.float32, torch.bfloat16, torch.float16):
+        with P.forced_backward(grads_dtype=dt): assert P._forced_backward[-1]['grads_dtype'] == dt
+    for bad in (dict(grads_dtype=torch.float64), dict(states_dtype=torch.float16), dict(grads_dtype=torch.int8)):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            with P.forced_backward(**bad): pass
+    assert not P._forced_backward
 
 
 import pytest

@@ -284,6 +284,265 @@ def test_kernels_rounding_model_every_form(name):
         assert torch.isfinite(x).all() and rel_rms(x, w) < 2e-3, (name, n, rel_rms(x, w))
 
 
+import re
+import sys
+from pathlib import Path
+from kda_nb.plan import BackwardPlan
+import kda_nb
+
+try: from test_04_kernels import same_values           # the forward's fp16 tests' helper (tests/ on pytest's path)
+except ImportError:                                      # (a notebook run: tests/ beside the package)
+    sys.path.insert(0, str(Path(kda_nb.__file__).resolve().parents[1] / 'tests'))
+    from test_04_kernels import same_values
+
+IN16 = ('q', 'k', 'v', 'g', 'beta')                      # the inputs of the kernels' element type
+GRADS16 = ('dq', 'dk', 'dv', 'dg', 'dbeta')              # the gradients the kernel writes in it (grads_dtype)
+# the kernels' backward asked for directly, whatever kda_nb.plan.FP16_KERNELS and FP16_BACKWARD say (they decide what
+# the plan sends here; these tests check the kernels themselves)
+KERNELS_PLAN = BackwardPlan('cuda', "the kernels' backward, asked for by the fp16 tests")
+
+def fp16_case(seqlens=(300, 1, 0, 17, 64, 33), state='fp32', gate='g~N(0,8)', A_log=None, seed=0, **form):
+    "`form_case`'s problem drawn in fp32 (each type then rounds the draws its own way), its form options apart."
+    inp = random_inputs(1, 0, 2, 128, seqlens=list(seqlens), seed=seed, device='cuda', state=state, gate=gate,
+                        A_log=A_log, dtype=torch.float32, **form)
+    opts = {n: inp.pop(n) for n in FORM_OPTIONS if n in inp}
+    torch.manual_seed(seed + 1)
+    go = torch.randn_like(inp['v'])
+    gs = torch.randn(len(seqlens), 2, 128, 128, device='cuda')
+    return inp, opts, go, gs
+
+def check_fp16_grads(inp, opts, go, gs, **kw):
+    """The kernels' gradients for fp16 inputs, two ways. (1) `inp`'s fp32 draws rounded to fp16, with an fp16 upstream
+    gradient (what autograd hands over) and fp16 gradients out, against autograd of the fp64 recurrence on those inputs;
+    the same draws rounded to bf16 likewise: each fp16 gradient's error at most 1.25 times the bf16 run's own, plus
+    2^-11 (fp16's rounding of the gradient itself); twice for dA_log, ddt_bias and the initial state's gradient, fp32
+    for both types, sums over every token of a few values each (dA_log: one a head), whose errors are the kernels'
+    internal roundings on other draws. (2) On the same values in both types (`same_values`) with an fp32
+    upstream gradient: the fp32 gradients of the fp16 instances are the bf16 instances' bit for bit (everything after the
+    loads is the same code), the fp16 gradients those rounded (torch's rounding), and an fp16 upstream gradient gives
+    the gradients of its fp32 copy. Every gradient finite."""
+    form = Form(**opts)
+    run = lambda i, **more: kda_backward_cuda(**i, grad_state=gs, form=form, plan=KERNELS_PLAN, **kw, **more)
+    errs = {}
+    for dt in (torch.float16, torch.bfloat16):
+        i = {n: (x.to(dt) if n in IN16 else x) for n, x in inp.items()}
+        got = run(i, grad_out=go.to(dt), grads_dtype=dt)
+        want = recurrent_vjp(**i, grad_out=go.to(dt), grad_state=gs, **opts)
+        for name, x, w in zip(NAMES, got, want):
+            if w is None:
+                assert x is None, (opts, name)
+                continue
+            assert x.dtype == (dt if name in GRADS16 else torch.float32) and x.shape == w.shape, (opts, name, x.dtype)
+            assert torch.isfinite(x).all(), (opts, dt, name)
+            errs[dt, name] = rel_rms(x, w) if w.abs().max() > 1e-30 else float(x.abs().max())   # (decayed to ~0: its size)
+    for name in NAMES:
+        if (torch.float16, name) not in errs: continue
+        e16, ebf = errs[torch.float16, name], errs[torch.bfloat16, name]
+        assert e16 <= (1.25 if name in GRADS16 else 2) * ebf + 2 ** -11, (opts, name, f"fp16 {e16:.2e} against bf16 {ebf:.2e}")
+    a, b = same_values(inp)
+    ga, gb = run(a, grad_out=go), run(b, grad_out=go)
+    assert all(x is None and y is None or torch.equal(x, y) for x, y in zip(ga, gb)), (opts, 'fp16 and bf16 differ')
+    h = run(a, grad_out=go, grads_dtype=torch.float16)
+    for name, x, y in zip(NAMES, ga, h):
+        if x is None: continue
+        assert torch.equal(y, x.half() if name in GRADS16 else x), (opts, name)
+    go16 = go.half()
+    x16, x32 = run(a, grad_out=go16), run(a, grad_out=go16.float())
+    assert all(x is None and y is None or torch.equal(x, y) for x, y in zip(x16, x32)), (opts, 'an fp16 dO')
+    return errs
+
+FP16_FORMS = {"FlashKDA's": {}, 'softplus': dict(safe_gate=False), 'given': dict(use_gate_in_kernel=False, safe_gate=False),
+              'safe, beta probs, norm outside': dict(use_beta_sigmoid_in_kernel=False, use_qk_l2norm_in_kernel=False),
+              'softplus, neg eigval': dict(safe_gate=False, allow_neg_eigval=True)}
+
+@needs_kernels
+@pytest.mark.parametrize('name', list(FP16_FORMS))
+def test_backward_cuda_fp16_every_gate(name):
+    # each gate form (FlashKDA's form runs the safe gate's instance with FORMS in fp16), varlen with awkward lengths,
+    # an initial state in and a gradient for the final state; the chunks' states in fp32, then bf16 (the default)
+    inp, opts, go, gs = fp16_case(**FP16_FORMS[name])
+    check_fp16_grads(inp, opts, go, gs, states_dtype=torch.float32)
+    check_fp16_grads(inp, opts, go, gs)
+
+@needs_kernels
+@pytest.mark.parametrize('case', ['gates open', 'gates shut', 'softplus A=16', 'given, masked'])
+def test_backward_cuda_fp16_extreme_gates(case):
+    # the extremes of the bf16 tests: g = +-8 (decays near 1, near 0), the softplus gate with A = 16 (chunks on the
+    # exact path), a given gate with tokens masked at -1000 (fp16 holds it); fp16 inputs against fp64 and against bf16
+    form = dict(safe_gate=False) if case == 'softplus A=16' else dict(use_gate_in_kernel=False, safe_gate=False) \
+        if case == 'given, masked' else {}
+    gate = {'gates open': 'g=8', 'gates shut': 'g=-8'}.get(case, 'g~N(0,8)')
+    inp, opts, go, gs = fp16_case(gate=gate, A_log=math.log(16) if case == 'softplus A=16' else None, **form)
+    if case == 'given, masked':
+        g = inp['g'].clone()
+        g[:, 5::7] = -1000.
+        g[:, 100:120] = -1000.
+        inp['g'] = g
+    check_fp16_grads(inp, opts, go, gs, states_dtype=torch.float32)
+
+@needs_kernels
+@pytest.mark.parametrize('ksplit', [1, 2])
+def test_backward_cuda_fp16_fixed_lengths(ksplit):
+    # fixed lengths on and off the chunk size, no initial state and none for the final state's gradient, both k-splits
+    # of the passes (each has an fp16 instance)
+    inp = random_inputs(2, 45, 2, 128, seed=4, device='cuda', state=None, A_log=None, dtype=torch.float32)
+    go = torch.randn_like(inp['v'])
+    check_fp16_grads(inp, {}, go, None, ksplit=ksplit)
+
+
+@needs_kernels
+def test_kda_fp16_gradient_on_the_kernels(monkeypatch):
+    """With FP16_KERNELS and FP16_BACKWARD on, `kda` of float16 inputs under autograd: the backward plan says the
+    kernels, the gradients come out in fp16, and each is within 1.25 times (plus fp16's 2^-11; twice for the fp32
+    parameters' and state's, as `check_fp16_grads`) the error of the same call in bf16 against autograd of the fp64
+    recurrence on its own inputs; with FP16_BACKWARD off, the gradient runs on
+    the reference (the plan's reason), as before."""
+    import kda_nb.plan as P
+    from kda_nb.api import kda
+    from kda_nb.recurrence import kda_recurrent
+    monkeypatch.setattr(P, 'FP16_KERNELS', True)
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    inp = random_inputs(1, 0, 2, 128, seqlens=[40, 17, 1, 90], dtype=torch.float32, device='cuda', seed=31)
+    dev = torch.device('cuda')
+    assert P.backward_plan(dev, torch.float16, 128, 128).backend == 'reference'
+    monkeypatch.setattr(P, 'FP16_BACKWARD', True)
+    bp = P.backward_plan(dev, torch.float16, 128, 128, inputs_dtype=torch.float16)
+    assert bp.backend == 'cuda' and bp.grads_dtype == torch.float16
+    kw = dict(scale=inp['scale'], lower_bound=inp['lower_bound'], cu_seqlens=inp['cu_seqlens'])
+    torch.manual_seed(5)
+    go, gs = torch.randn_like(inp['v']), torch.randn_like(inp['initial_state'])
+    errs = {}
+    for dt in (torch.float16, torch.bfloat16):
+        x = {n: (inp[n].to(dt) if n in IN16 else inp[n]) for n in names}
+        leaves = {n: x[n].detach().clone().requires_grad_() for n in names}
+        o, s = kda(*(leaves[n] for n in names[:7]), initial_state=leaves['initial_state'], **kw)
+        assert o.dtype == dt
+        up = (go.to(dt), gs.to(s.dtype))                                # the upstream gradients in the outputs' dtypes
+        grads = torch.autograd.grad((o, s), [leaves[n] for n in names], up)
+        ref = {n: x[n].detach().double().requires_grad_() for n in names}
+        o64, s64 = kda_recurrent(*(ref[n] for n in names[:7]), initial_state=ref['initial_state'], **kw)
+        want = torch.autograd.grad((o64, s64), [ref[n] for n in names], tuple(u.double() for u in up))
+        for n, gx, gw in zip(names, grads, want):
+            assert gx.dtype == x[n].dtype and torch.isfinite(gx).all(), (dt, n)
+            errs[dt, n] = rel_rms(gx, gw)
+    for n in names:
+        factor = 1.25 if n in IN16 else 2
+        assert errs[torch.float16, n] <= factor * errs[torch.bfloat16, n] + 2 ** -11, (n, errs[torch.float16, n], errs[torch.bfloat16, n])
+
+@needs_kernels
+def test_backward_cuda_fp16_refusals():
+    "On the GPU: inputs of mixed dtypes and fp32 inputs refused by kda_backward_cuda and by the binding, by name."
+    inp, opts, go, gs = fp16_case(seqlens=(20,))
+    a, _ = same_values(inp)
+    with pytest.raises(ValueError, match='bfloat16 or float16'): kda_backward_cuda(**inp, plan=KERNELS_PLAN)
+    with pytest.raises(ValueError, match='grads_dtype'):
+        kda_backward_cuda(**a, plan=KERNELS_PLAN, grads_dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match='grads_dtype'):                  # a forced 16-bit dtype of another call's
+        kda_backward_cuda(**a, plan=KERNELS_PLAN.with_choice('grads_dtype', torch.bfloat16, 'forced'))
+    ext = load_kernels()
+    M, q = 2, a['q'].reshape(-1, 2, 128)
+    def prep(**t):
+        x = dict(q=q, k=q, g=q, beta=a['beta'].reshape(-1, 2), dout=q.new_empty(0)) | t
+        ext.kda_bwd_prepare(x['q'], x['k'], x['g'], x['beta'], x['dout'], a['A_log'].float(), a['dt_bias'].float(),
+                            torch.tensor([0, 16]), torch.tensor([16, 4], dtype=torch.int32), 1.0, -5.0,
+                            *(torch.empty(M, 2, 16, 128, device='cuda', dtype=torch.float16) for _ in range(3)),
+                            torch.empty(M, 2, 16, 128, device='cuda'), torch.empty(M, 2, 16, 16, device='cuda'),
+                            torch.empty(M, 2, 128, device='cuda'), torch.empty(M, 2, ext.kda_bwd_factor_floats(), device='cuda'), 0, M)
+    prep()                                                                # fp16 throughout: accepted
+    prep(dout=q.float())                                                  # and an fp32 dO
+    for n in ('k', 'g'):
+        with pytest.raises(RuntimeError, match=f"{n} must have q's dtype"): prep(**{n: q.bfloat16()})
+    with pytest.raises(RuntimeError, match="beta must have q's dtype"): prep(beta=a['beta'].reshape(-1, 2).bfloat16())
+    with pytest.raises(RuntimeError, match='dout must be'): prep(dout=q.bfloat16())
+    with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): prep(q=q.float(), k=q.float(), g=q.float())
+
+
+import os
+import shutil
+BWD_UNITS = ['kda_bwd_chunk.cu', 'kda_bwd_states.cu']
+
+def bwd_input_of(row: dict) -> str | None:
+    "The inputs' element type of a backward kernel's instance in `nvcc_resource_usage` (its last template argument, `IN`)."
+    m = re.search(r'Li([01])EEEvNS_\d+(?:Prep|Adjoint|States|DStates)ArgsE', row['entry'])
+    return ('bf16', 'fp16')[int(m.group(1))] if m else None
+
+@pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
+def test_backward_instances_compile_without_spills():
+    """nvcc on the backward's two units (no GPU needed): for bf16 inputs every instance there was (the chunk factors
+    and the adjoint once per gate form and once for FlashKDA's form, the adjoint for each states dtype; each pass per
+    k-split); for fp16 inputs the gate forms' instances with FORMS only (kda_switch.h: dispatch_bwd) and each pass per
+    k-split (dispatch_input). No instance spills."""
+    from kda_nb.kernels import nvcc_resource_usage
+    usage = nvcc_resource_usage(units=BWD_UNITS)
+    count = lambda kernel, dt: sum(r['kernel'] == kernel and bwd_input_of(r) == dt for r in usage)
+    want = {'kda_bwd_prepare': (4, 3), 'kda_bwd_adjoint': (8, 6), 'kda_bwd_states': (2, 2), 'kda_bwd_dstates': (2, 2)}
+    assert {k: (count(k, 'bf16'), count(k, 'fp16')) for k in want} == want
+    assert len(usage) == sum(map(sum, want.values())) and all(bwd_input_of(r) for r in usage)
+    for r in usage:
+        assert r['spill_stores'] == 0 and r['spill_loads'] == 0, r
+    adj = {bwd_input_of(r): r['registers'] for r in usage if r['kernel'] == 'kda_bwd_adjoint'}
+    assert adj['fp16'] <= 168 and adj['bf16'] <= 168                     # three blocks an SM (__launch_bounds__(128, 3))
+
+def test_binding_takes_one_backward_dtype(tmp_path):
+    """The binding against launchers that launch nothing, on the CPU: the backward's entry points take q, k, g, beta in
+    bfloat16 or float16 (as far as the tensors' device), refuse by name one of another dtype than q's, dO of neither
+    q's dtype nor fp32, gradients of neither, and q of a dtype with no instance; the passes take v and a 16-bit dO of
+    either type. The dtypes are checked before the devices, so the CPU reaches every refusal."""
+    from kda_nb.kernels import binding_with_stub_launchers
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_bwd_dtypes')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    def chunk(fn, dt, **other):
+        t = dict(q=torch.zeros(20, 1, 128, dtype=dt), beta=torch.zeros(20, 1, dtype=dt), dout=torch.zeros(0))
+        t.update(k=t['q'], g=t['q'], dq=torch.zeros(20, 1, 128, dtype=dt))
+        t.update(other)
+        head = (t['q'], t['k'], t['g'], t['beta'], t['dout'], torch.zeros(1), torch.zeros(1, 128),
+                torch.tensor([0, 16]), torch.tensor([16, 4], dtype=torch.int32), 1.0, -5.0)
+        z = torch.zeros(2, 1, 16, 128)
+        if fn == 'prepare':
+            return ext.kda_bwd_prepare(*head, z.half(), z.half(), z.half(), z, torch.zeros(2, 1, 16, 16),
+                                       torch.zeros(2, 1, 128), torch.zeros(2, 1, ext.kda_bwd_factor_floats()), 0, 2)
+        return ext.kda_bwd_adjoint(*head, torch.zeros(2, 1, 128, 128), torch.zeros(2, 1, 128, 128), z, z, z, z,
+                                   torch.zeros(2, 1, ext.kda_bwd_factor_floats()), t['dq'], t['dq'], t['dq'], t['dq'],
+                                   t['beta'], torch.zeros(2, 1), torch.zeros(2, 1, 128), 0, 2)
+    for fn in ('prepare', 'adjoint'):
+        for dt in (torch.bfloat16, torch.float16):
+            with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): chunk(fn, dt)
+            with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): chunk(fn, dt, dout=torch.zeros(20, 1, 128))
+            with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): chunk(fn, dt, dout=torch.zeros(20, 1, 128, dtype=dt))
+        for dt, other, name in ((torch.float16, torch.bfloat16, 'Half'), (torch.bfloat16, torch.float16, 'BFloat16'),
+                                (torch.bfloat16, torch.float32, 'BFloat16')):
+            for n in ('k', 'g', 'beta'):
+                x = torch.zeros((20, 1) if n == 'beta' else (20, 1, 128), dtype=other)
+                with pytest.raises(RuntimeError, match=f"{n} must have q's dtype {name}"): chunk(fn, dt, **{n: x})
+            if other != torch.float32:                                      # (fp32: a dO every call may pass)
+                with pytest.raises(RuntimeError, match=f"dout must be {name}"): chunk(fn, dt, dout=torch.zeros(20, 1, 128, dtype=other))
+        with pytest.raises(RuntimeError, match="dout must be Half"): chunk(fn, torch.float16, dout=torch.zeros(20, 1, 128, dtype=torch.float64))
+        for dt in (torch.float32, torch.float64):
+            with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): chunk(fn, dt)
+    with pytest.raises(RuntimeError, match="dq must be float32 or q's dtype"):
+        chunk('adjoint', torch.float16, dq=torch.zeros(20, 1, 128, dtype=torch.bfloat16))
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):           # fp32 gradients: accepted
+        chunk('adjoint', torch.float16, dq=torch.zeros(20, 1, 128))
+    def states(v):
+        z = torch.zeros(2, 1, 16, 128, dtype=torch.float16)
+        ext.kda_bwd_states(z, z, torch.zeros(2, 1, 16, 16), torch.zeros(2, 1, 128), v, torch.tensor([0, 16]),
+                           torch.tensor([16, 16], dtype=torch.int32), torch.zeros(1, 1, 128, 128), torch.tensor([0, 1, 2]),
+                           torch.tensor([2], dtype=torch.int32), torch.zeros(2, 1, 128, 128), torch.zeros(2, 1, 16, 128),
+                           torch.zeros(2, 1, 16, 128), 2, 0, 2)
+    for dt in (torch.bfloat16, torch.float16):
+        with pytest.raises(RuntimeError, match='must be a CUDA tensor'): states(torch.zeros(40, 1, 128, dtype=dt))
+    with pytest.raises(RuntimeError, match='v must be bfloat16 or float16'): states(torch.zeros(40, 1, 128))
+    def dstates(dout):
+        z = torch.zeros(2, 1, 16, 128, dtype=torch.float16)
+        ext.kda_bwd_dstates(z, z, z, torch.zeros(2, 1, 16, 16), torch.zeros(2, 1, 128), dout, 1.0, torch.tensor([0, 16]),
+                            torch.tensor([16, 16], dtype=torch.int32), torch.zeros(1, 1, 128, 128), torch.tensor([0, 1, 2]),
+                            torch.tensor([2], dtype=torch.int32), torch.zeros(2, 1, 16, 128), torch.zeros(2, 1, 128, 128),
+                            torch.zeros(2, 1, 16, 128), torch.zeros(1, 1, 128, 128), 2, 0, 2)
+    for dt in (torch.bfloat16, torch.float16, torch.float32):
+        with pytest.raises(RuntimeError, match='must be a CUDA tensor'): dstates(torch.zeros(40, 1, 128, dtype=dt))
+    with pytest.raises(RuntimeError, match='dout must be bfloat16, float16 or float32'): dstates(torch.zeros(40, 1, 128, dtype=torch.float64))
+
+
 def test_step_rows_table():
     from kda_nb.recurrence import step_schedule
     counts = [5, 0, 2, 2, 7, 1]

@@ -372,13 +372,13 @@ REASON = kernels_unavailable_reason()
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
 def switched(on: bool):
-    "A context: `ONE_LAUNCH_VERIFY` set to `on` inside it, back off after."
+    "A context: `ONE_LAUNCH_VERIFY` set to `on` inside it, back to what it was after."
     glob = verify_drafts.__globals__
     @contextmanager
     def ctx():
-        glob['ONE_LAUNCH_VERIFY'] = on
+        was, glob['ONE_LAUNCH_VERIFY'] = glob['ONE_LAUNCH_VERIFY'], on
         try: yield
-        finally: glob['ONE_LAUNCH_VERIFY'] = False
+        finally: glob['ONE_LAUNCH_VERIFY'] = was
     return ctx()
 
 def counting_k3(calls: list):
@@ -609,13 +609,13 @@ def k2_stand_in(k2=k2_on_the_host):
     return ctx()
 
 def ckpt_switched(on: bool):
-    "A context: `ONE_LAUNCH_CHECKPOINTS` set to `on` inside it, back off after."
+    "A context: `ONE_LAUNCH_CHECKPOINTS` set to `on` inside it, back to what it was after."
     glob = prefill_checkpoints.__globals__
     @contextmanager
     def ctx():
-        glob['ONE_LAUNCH_CHECKPOINTS'] = on
+        was, glob['ONE_LAUNCH_CHECKPOINTS'] = glob['ONE_LAUNCH_CHECKPOINTS'], on
         try: yield
-        finally: glob['ONE_LAUNCH_CHECKPOINTS'] = False
+        finally: glob['ONE_LAUNCH_CHECKPOINTS'] = was
     return ctx()
 
 def aligned_case(seqlens=(50, 7, 32, 0, 19, 16, 1), fixed=False, K=8, dtype=torch.float64, state=torch.float64,

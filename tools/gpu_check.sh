@@ -18,7 +18,8 @@
 # passes over segments, the serving helpers and fla's recurrent calls; the passes probe (each manner of the first
 # two passes: tools/segments_probe.py --passes) and a long sequence's training step whole and through the passes
 # (--train); each kernel of a training step in the softplus and given gates beside the safe one (python -m kda_nb.bench
-# train-stages --variants); the fp16 inputs' GPU tests and python -m kda_nb.bench dtypes (fp16 against bf16 in one run).
+# train-stages --variants); the fp16 inputs' GPU tests (the forward's and the backward's kernels) and python -m
+# kda_nb.bench dtypes (fp16 against bf16 in one run).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -122,7 +123,7 @@ if [ "$BENCH" = --new ]; then
   bounded python3 tools/segments_probe.py --train --out "$LOG/passes_train_probe.json" 2>&1 | tee "$LOG/passes_train_probe.txt" || status=1
   echo "== fp16 inputs on the forward's kernels (FP16_KERNELS on for the calls): the GPU tests of 04 and 04a, then fp16 against bf16"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" -k "fp16 or half" tests/test_04_kernels.py \
-    tests/test_04a_decode.py tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_fp16.txt" || status=1
+    tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_fp16.txt" || status=1
   bounded python3 -m kda_nb.bench dtypes 2>&1 | tee "$LOG/dtypes.txt" || status=1
   echo "== each kernel of a training step, KDA's other gates beside the safe one"
   bounded python3 -m kda_nb.bench train-stages --H 64 --variants softplus,given --out "$LOG" 2>&1 | tee "$LOG/train_stages_forms.txt" || status=1

@@ -11,7 +11,7 @@ padding sequence and an index outside the pool, misaligned views, the pipeline (
 kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, and the backward's two passes
-(`kda_backward_cuda`) on fixed, varlen and adversarial batches.
+(`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
 """
 import os
 import re
@@ -257,6 +257,23 @@ for opts, extra in ((dict(safe_gate=False), dict(A_log=math.log(16))), (dict(use
                                       grads_dtype=torch.bfloat16, form=Form(**opts))
             torch.cuda.synchronize()
             assert all(torch.isfinite(g).all() for g in grads if g is not None), (opts, cu)
+# fp16 inputs (kda_bwd_*'s fp16 instances, asked for by a plan of their own: kda_nb.plan.FP16_BACKWARD aside): the safe
+# gate's instance (FlashKDA's form in fp16) and the softplus gate's, both k-splits of the passes, an fp16 upstream gradient
+# (its loads in every kernel; 2 bytes past a 16-byte boundary, the element-wise copies) and fp16 gradients, offsets no
+# check saw
+from kda_nb.plan import BackwardPlan
+fp16_plan = BackwardPlan('cuda', 'the sanitizer: the fp16 instances')
+for opts, ks in (({}, 2), (dict(safe_gate=False), 1)):
+    for cu in ([0, 5, 17, 40], [-5, 10, 40]):
+        inp = random_inputs(1, 40, 2, 128, device='cuda', seed=13, dtype=torch.float16, **opts)
+        inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+        inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+        for go in (torch.randn(inp['v'].shape, device='cuda', dtype=torch.float16),
+                   shifted(torch.randn(inp['v'].shape, device='cuda', dtype=torch.float16))):
+            grads = kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=go, grad_state=torch.randn_like(inp['initial_state']),
+                                      grads_dtype=torch.float16, ksplit=ks, plan=fp16_plan, form=Form(**opts))
+            torch.cuda.synchronize()
+            assert grads[0].dtype == torch.float16 and all(torch.isfinite(g).all() for g in grads if g is not None), (opts, cu)
 print('sanitizer cases ran')
 '''
 
