@@ -75,8 +75,9 @@ def _static_refusal(device: torch.device, dtype: torch.dtype, K: int, V: int, st
     if reason: return reason
     return _shape_refusal(dtype, K, V, state_dtypes, fp16)
 
-FP16_KERNELS = False         # fp16 inputs on the forward's kernels (their fp16 instances, every path): off until the GPU
-                             # has checked them against the fp64 recurrence and timed them
+FP16_KERNELS = True          # fp16 inputs on the forward's kernels (their fp16 instances, every path): on since their GPU
+                             # tests passed against the fp64 recurrence and bf16 and they ran at 0.99x to 1.03x bf16's
+                             # time (benchmarks/dtypes_h100.md)
 FP16_BACKWARD = False        # fp16 inputs on the backward's kernels (their fp16 instances; with FP16_KERNELS on, the
                              # forward having run on the kernels): off until the GPU has checked them against the fp64
                              # recurrence's autograd and timed them; off, an fp16 call's gradient runs on the reference

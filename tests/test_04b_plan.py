@@ -36,7 +36,7 @@ def test_forms_follow_the_switch():
     assert kernel_routes(128, 128, 4, 4) == () and kernel_routes(128, 128, 4) == ()
     assert [r for r, _ in kernel_routes(64, 128, 2, 6)] == ['pad', 'expand'] and 'exact' in kernel_routes(64, 64, 2)[0][1]
     assert '3 times' in kernel_routes(128, 128, 2, 6)[0][1] and '4 times' in kernel_routes(64, 64, 2)[0][1]
-    assert 'bfloat16' in call_refusal(torch.float16, 128, 128, 4, 4)
+    assert 'bfloat16' in call_refusal(torch.float32, 128, 128, 4, 4)
     assert plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=Form(safe_gate=False)).path == 'reference'
     assert backward_plan('cpu', torch.bfloat16, 128, 128, form=Form(safe_gate=False)).backend == 'reference'
     with pytest.raises(TypeError, match='form'): plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, form=(0, 0, 0))
@@ -250,7 +250,8 @@ def test_fp16_follows_its_switch(monkeypatch):
     reference with the backward's own reason while FP16_BACKWARD is off (`test_fp16_backward_follows_its_switch`). The switch is part of the caches' keys: flipping it back refuses again."""
     import kda_nb.plan as P
     f16, bf, cuda = torch.float16, torch.bfloat16, torch.device('cuda')
-    assert P.FP16_KERNELS is False                                     # off until the GPU has checked and timed it
+    assert P.FP16_KERNELS is True                                      # on since the GPU checked and timed it
+    monkeypatch.setattr(P, 'FP16_KERNELS', False)                      # off first: refused
     off = 'the kernels take bfloat16 inputs, got torch.float16'
     assert P.call_refusal(f16, 128, 128, 4, 4) == off and P.call_refusal(f16, 128, 128, 4, 4, backward=True) == off
     monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
@@ -305,6 +306,7 @@ def test_fp16_backward_follows_its_switch(monkeypatch):
     import kda_nb.plan as P
     f16, bf, cuda = torch.float16, torch.bfloat16, torch.device('cuda')
     assert P.FP16_BACKWARD is False                                    # off until the GPU has checked and timed it
+    monkeypatch.setattr(P, 'FP16_KERNELS', False)                      # the forward's switch off first
     monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
     monkeypatch.setattr(P, 'load_kernels', lambda: None)
     monkeypatch.setattr(P, 'sm_count', lambda device: 132)

@@ -86,12 +86,14 @@ def test_fla_verifier_decisions():
                               (dict(q=q[..., :64], k=ok['k'][..., :64], g=ok['g'][..., :64],
                                     dt_bias=ok['dt_bias'][:, :64], initial_state=h0[..., :64]), 'padded'),   # K = 64: padded
                               (dict(q=q.half(), k=ok['k'].half(), v=v.half(), g=ok['g'].half(),
-                                    beta=ok['beta'].half()), 'bfloat16')]:
+                                    beta=ok['beta'].half()), 'bfloat16'),      # fp16: the forward's fp16 instances
+                              (dict(q=q.float(), k=ok['k'].float(), v=v.float(), g=ok['g'].float(),
+                                    beta=ok['beta'].float()), 'bfloat16')]:
             r = fla_gpu_refusal(**fla_call(**change))
             assert (r is None) == (Form(**{k: x for k, x in (('safe_gate', change.get('lower_bound', 1) is not None),
                                    ('use_gate_in_kernel', change.get('use_gate_in_kernel', True)),
                                    ('use_beta_sigmoid_in_kernel', change.get('use_beta_sigmoid_in_kernel', True)))})
-                                   in KERNEL_FORMS['forward'] and change.get('q', q).dtype == torch.bfloat16), (change, r)
+                                   in KERNEL_FORMS['forward'] and change.get('q', q).dtype in (torch.bfloat16, torch.float16)), (change, r)
             assert r is None or words in r, (change, r)
     finally:
         if saved is None: os.environ.pop(FLA_BACKEND_ENV, None)
@@ -308,8 +310,10 @@ def test_fla_recurrent_verifier_decisions():
     for change in ({}, dict(num_accepted_tokens=None), dict(plain, initial_state=k_first, state_v_first=False,
                    inplace_final_state=False), dict(lower_bound=None, A_log=None)):
         assert fla_recurrent_gpu_refusal(**fla_rec_call(**change)) is None, change
-    as_fp16 = {n: ok[n].half() for n in ('q', 'k', 'v', 'g', 'beta')}
-    assert 'bfloat16' in fla_recurrent_gpu_refusal(**fla_rec_call(**as_fp16))
+    as_fp16 = {n: ok[n].half() for n in ('q', 'k', 'v', 'g', 'beta')}         # fp16: the kernels' fp16 instances
+    assert fla_recurrent_gpu_refusal(**fla_rec_call(**as_fp16)) is None
+    as_fp32 = {n: ok[n].float() for n in ('q', 'k', 'v', 'g', 'beta')}
+    assert 'bfloat16' in fla_recurrent_gpu_refusal(**fla_rec_call(**as_fp32))
 
 
 import re

@@ -29,7 +29,8 @@ __all__ = ['STAGES_HELP', 'TRAIN_STAGES_HELP', 'TIMELINE_CASES', 'TIMELINE_HELP'
            'backward_at', 'inputs', 'stages', 'sequential', 'as_bf16', 'same_bits', 'stages_main', 'host_waits',
            'profile_case', 'train_stages_main', 'pick_case', 'make_call', 'kernels_of', 'idle_stretches',
            'timeline_main', 'compare', 'compare_main', 'per_call_us', 'e2e_us', 'replay_us', 'host_time_main',
-           'gate_sweep', 'plot_sweep', 'gate_sweep_main', 'fp16_kernels', 'dtypes_main', 'run_mode']
+           'gate_sweep', 'plot_sweep', 'gate_sweep_main', 'fp16_kernels', 'dtype_train_step', 'dtypes_main',
+           'dtypes_train', 'run_mode']
 
 # %% ../../nbs/07l_bench_modes.ipynb #0742f65a
 def timed_kernels(call, reps: int = 5) -> dict:
@@ -565,27 +566,47 @@ def gate_sweep_main(argv=None) -> int:
     return 0
 
 # %% ../../nbs/07l_bench_modes.ipynb #cd28f954
+from ..plan import backward_plan
+
 DTYPES_HELP = ("fp16 inputs against bf16 on the forward's kernels (kda_nb.plan.FP16_KERNELS on for these calls): the same "
                "values cast to each, fwd timed in the same interleaved rounds, on the anchor shapes, a decode batch and the "
-               "softplus gate.")
+               "softplus gate; with --train, training steps (kda forward and backward, FP16_BACKWARD on as well) on the "
+               "anchor shapes and the softplus gate.")
 
 DTYPES_CASES = [('H=64 fixed 8192', dict(B=1, T=8192, H=64)), ('H=96 six varlen', dict(seqlens=list(VARLEN_SIX), H=96)),
                 ('H=64 8 x 1024', dict(B=8, T=1024, H=64)), ('decode 256 x 1, H=32', dict(seqlens=[1] * 256, H=32)),
                 ('softplus H=64 fixed 8192', dict(B=1, T=8192, H=64, safe_gate=False))]
 
 @contextmanager
-def fp16_kernels():
-    "`kda_nb.plan.FP16_KERNELS` on inside the block, as it was after."
+def fp16_kernels(backward: bool = False):
+    "`kda_nb.plan.FP16_KERNELS` (and with `backward`, `FP16_BACKWARD`) on inside the block, as they were after."
     from kda_nb import plan as P
-    was, P.FP16_KERNELS = P.FP16_KERNELS, True
+    was = P.FP16_KERNELS, P.FP16_BACKWARD
+    P.FP16_KERNELS, P.FP16_BACKWARD = True, backward or was[1]
     try: yield
-    finally: P.FP16_KERNELS = was
+    finally: P.FP16_KERNELS, P.FP16_BACKWARD = was
+
+def dtype_train_step(inp: dict, weights: tuple):
+    "A training step on `inp` (fwd's keywords): `kda` forward, then the gradients of a fixed weighting of its outputs."
+    names = ('q', 'k', 'v', 'g', 'beta')
+    leaves = {n: inp[n].detach().requires_grad_() for n in names}
+    form = {n: inp[n] for n in ('use_gate_in_kernel', 'safe_gate', 'use_qk_l2norm_in_kernel',
+                                'use_beta_sigmoid_in_kernel', 'allow_neg_eigval') if n in inp}
+    def step():
+        o, s = kda_nb.kda(*(leaves[n] for n in names), inp.get('A_log'), inp.get('dt_bias'), scale=inp.get('scale'),
+                          lower_bound=inp.get('lower_bound'), initial_state=inp.get('initial_state'),
+                          cu_seqlens=inp.get('cu_seqlens'), **form)
+        return torch.autograd.grad((o.float() * weights[0]).sum() + (s.float() * weights[1]).sum(),
+                                   [leaves[n] for n in names])
+    return step
 
 def dtypes_main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog='python -m kda_nb.bench dtypes', description=DTYPES_HELP)
     ap.add_argument('--rounds', type=int, default=7, help='interleaved rounds (default 7)')
+    ap.add_argument('--train', action='store_true', help='training steps (forward and backward) instead of fwd')
     a = ap.parse_args(argv)
     if (why := kernels.kernels_unavailable_reason()) is not None: raise SystemExit(f"dtypes: cannot run here: {why}")
+    if a.train: return dtypes_train(a.rounds)
     with fp16_kernels():
         for name, kw in DTYPES_CASES:
             kw = dict(kw); B, T, H = kw.pop('B', 1), kw.pop('T', 0), kw.pop('H')
@@ -603,6 +624,30 @@ def dtypes_main(argv=None) -> int:
             b, h = t['bf16']['ms'], t['fp16']['ms']
             print(f"{name:26s} path {paths['fp16']:8s} bf16 {b:.4f} ms, fp16 {h:.4f} ms: fp16 / bf16 {h / b:.3f}; "
                   f"outputs' relative distance {d:.1e}", flush=True)
+    return 0
+
+def dtypes_train(rounds: int) -> int:
+    "`dtypes --train`: training steps in bf16 and fp16 on the same values, timed in the same interleaved rounds."
+    with fp16_kernels(backward=True):
+        for name, kw in [c for c in DTYPES_CASES if not c[0].startswith('decode')]:
+            kw = dict(kw); B, T, H = kw.pop('B', 1), kw.pop('T', 0), kw.pop('H')
+            base = random_inputs(B, T, H, 128, device='cuda', seed=3, **kw)
+            gen = torch.Generator(device='cuda').manual_seed(4)
+            weights = (torch.randn(base['v'].shape, device='cuda', generator=gen),
+                       torch.randn(base['initial_state'].shape, device='cuda', generator=gen))
+            calls, grads, how = {}, {}, {}
+            for dt in ('bf16', 'fp16'):
+                inp = dict(base, **{k: base[k].to(torch.bfloat16 if dt == 'bf16' else torch.float16)
+                                    for k in ('q', 'k', 'v', 'g', 'beta')})
+                calls[dt] = dtype_train_step(inp, weights)
+                how[dt] = backward_plan(inp['q'].device, inp['q'].dtype, 128, 128,
+                                                    inputs_dtype=inp['q'].dtype).backend
+                grads[dt] = [x.float() for x in calls[dt]()]; torch.cuda.synchronize()
+            t = interleaved(calls, rounds=rounds, reps=3)
+            dist = max(((a - b).norm() / b.norm()).item() for a, b in zip(grads['fp16'], grads['bf16']))
+            b, h = t['bf16']['ms'], t['fp16']['ms']
+            print(f"{name:26s} backward {how['fp16']:9s} bf16 {b:.3f} ms, fp16 {h:.3f} ms: fp16 / bf16 {h / b:.3f}; "
+                  f"gradients' largest relative distance {dist:.1e}", flush=True)
     return 0
 
 # %% ../../nbs/07l_bench_modes.ipynb #f6af9088
