@@ -85,6 +85,12 @@ struct FwdArgs : Args {
     // The inputs' element type (InputKind; last, as the checkpoints): a template parameter of the kernels, which read
     // no field for it; the launchers pick the instance by it.
     int input_kind = INPUT_BF16;
+    // The head dims (last, as above): K channels of q, k, g, dt_bias and of the states' rows, V channels of v and out and
+    // rows of the states; each a multiple of 8 in [8, 128]. Tensors are [.., K], [.., V] and states [.., V, K] (carry_in
+    // and carry_out stay [H, 128, 128]). Read only by the instances with DIMS (kda_switch.h: dispatch_fwd_dims), which
+    // the launchers pick where (K, V) != (128, 128); the others are built for K = V = 128 and read neither.
+    int dim_k = 128;
+    int dim_v = 128;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the
@@ -114,6 +120,8 @@ struct DecodeArgs : Args {
     int write_final = 1;
     int64_t token_slots_width = 0;      // W
     int input_kind = INPUT_BF16;        // as FwdArgs (last: read by the launcher only)
+    int dim_k = 128;                    // as FwdArgs (last: read by K3's instances with DIMS only)
+    int dim_v = 128;
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

@@ -64,7 +64,7 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
     a.seq_len = c.varlen ? 0 : T;                      // fixed length: the kernels need no tables
     if (c.varlen) {
         const cudaError_t err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order,
-                                                   c.o.data_ptr(), H * 128 * 2, c.stream);
+                                                   c.o.data_ptr(), H * c.V * static_cast<int64_t>(c.o.element_size()), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
     return a;
@@ -178,6 +178,12 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     check_records(records, reuse_records, path, steps);
     check_checkpoints(ckpt_offsets, ckpt_slots, path, final_state);
     input_kind_of(q, k, v, g, beta, out);             // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
+    // the head dims (kda_checks.h §dims), before the device: K and V multiples of 8 up to 128; the fused kernel 128 only
+    if (q.dim() == 4) check_head_dim(q.size(3), "q's K (its last dim)", q);
+    if (v.dim() == 4) check_head_dim(v.size(3), "v's V (its last dim)", v);
+    TORCH_CHECK(path != "fused" || (q.size(-1) == 128 && v.size(-1) == 128), "the fused kernel takes K = V = 128 only "
+                "(kda_fwd_fused.cu), got q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str(),
+                ": pad them, or take the 'chunked' or 'decode' path");
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,

@@ -34,14 +34,15 @@ void check_tensor(const torch::Tensor& t, const char* name, at::ScalarType dtype
 }
 
 int state_kind(const c10::optional<torch::Tensor>& s, const char* name, const torch::Tensor& like,
-               int64_t N, int64_t H) {
+               int64_t N, int64_t H, int64_t V = 128, int64_t K = 128) {
     if (!s.has_value()) return kda::STATE_NONE;
     const auto& t = *s;
     TORCH_CHECK(t.scalar_type() == at::kFloat || t.scalar_type() == at::kBFloat16, name,
                 " must be float32 or bfloat16, got ", t.scalar_type());
     check_tensor(t, name, t.scalar_type(), like);
-    TORCH_CHECK(t.dim() == 4 && t.size(0) == N && t.size(1) == H && t.size(2) == 128 && t.size(3) == 128,
-                name, " must have shape [", num(N).c_str(), ", ", num(H).c_str(), ", 128, 128], got ", shape_of(t).c_str());
+    TORCH_CHECK(t.dim() == 4 && t.size(0) == N && t.size(1) == H && t.size(2) == V && t.size(3) == K,
+                name, " must have shape [", num(N).c_str(), ", ", num(H).c_str(), ", ", num(V).c_str(), ", ", num(K).c_str(),
+                "] (V = v's last dim, K = q's), got ", shape_of(t).c_str());
     return t.scalar_type() == at::kFloat ? kda::STATE_FP32 : kda::STATE_BF16;
 }
 
@@ -89,11 +90,19 @@ int input_kind_of(const torch::Tensor& q, const torch::Tensor& k, const torch::T
     return dt == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;
 }
 
+// §dims: the forward's head dims, K (q, k, g, dt_bias, the states' rows) and V (v, out, the states' row count), each a
+// multiple of 8 from 8 to 128 (16-byte pieces of bf16 or fp16): the kernels' instances with DIMS (kda_switch.h) take
+// any such pair other than K = V = 128. Any other K or V is refused here; kda_nb's plan zero-pads those to 128.
+void check_head_dim(int64_t d, const char* what, const torch::Tensor& t) {
+    TORCH_CHECK(d >= 8 && d <= 128 && d % 8 == 0, what, " must be a multiple of 8 from 8 to 128 (the kernels' head dims), "
+                "got ", shape_of(t).c_str());
+}
+
 // The checked, kernel-ready form of a call's tensors, shared by every path (kda_forward's three, and a prepared
-// decode step). q, k: [B, T, Hq, 128] bf16 or fp16; v, g: [B, T, H, 128] with H = 2^s Hq (grouped value heads; Call::H
-// counts the value heads); beta [B, T, H]; out like v; q, k, v, g, beta and out of one dtype (`input_kind_of`); A_log [H], dt_bias [H, 128] fp32 (None for the given
-// gate, gate_form 2); states [N, H, 128, 128] fp32 or bf16, or pools [P, H, 128, 128] with state_indices [N]
-// (int32 or int64). cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
+// decode step). q, k: [B, T, Hq, K] bf16 or fp16; v: [B, T, H, V] with H = 2^s Hq (grouped value heads; Call::H
+// counts the value heads); g [B, T, H, K]; beta [B, T, H]; out like v; q, k, v, g, beta and out of one dtype
+// (`input_kind_of`); A_log [H], dt_bias [H, K] fp32 (None for the given gate, gate_form 2); states [N, H, V, K] fp32 or
+// bf16, or pools [P, H, V, K] with state_indices [N] (int32 or int64); K and V as check_head_dim says. cu_seqlens: int64 [N + 1] on the device, or none for a fixed-length batch (N = B).
 // Inputs that are misaligned or not contiguous are copied; outputs that are get a temporary (`o`,
 // `s_out`), which `finish` copies back.
 struct Call {
@@ -105,6 +114,7 @@ struct Call {
     int gate_form = 0, beta_form = 0, norm_form = 0;   // the form's codes (prepare checks them)
     int input_kind = kda::INPUT_BF16;                    // the dtype of q, k, v, g, beta and out (kda_args.h: InputKind)
     int64_t group = 1;                                   // value heads per q and k head (GVA)
+    int64_t K = 128, V = 128;                            // the head dims (§dims)
     cudaStream_t stream = nullptr;
 };
 
@@ -131,16 +141,20 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     // the given gate: stand-ins (q's own memory, never read) so that the checks below stay one code path
     const int64_t H0 = v.dim() == 4 ? v.size(2) : 1;
     const torch::Tensor A_log = given ? torch::empty({H0}, q.options().dtype(at::kFloat)) : *A_log_opt;
-    const torch::Tensor dt_bias = given ? torch::empty({H0, 128}, q.options().dtype(at::kFloat)) : *dt_bias_opt;
-    TORCH_CHECK(q.dim() == 4 && q.size(3) == 128, "q must be [B, T, H, 128], got ", shape_of(q).c_str());
+    TORCH_CHECK(q.dim() == 4, "q must be [B, T, H, K], got ", shape_of(q).c_str());
+    c.K = q.size(3);
+    check_head_dim(c.K, "q's K (its last dim)", q);
+    const torch::Tensor dt_bias = given ? torch::empty({H0, c.K}, q.options().dtype(at::kFloat)) : *dt_bias_opt;
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     c.B = q.size(0); c.T = q.size(1);
     // Grouped value heads (GVA): v, g, out, beta, A_log, dt_bias and the states have HV heads, a multiple of q's and k's
     // H; c.H counts the value heads, value head h reads q and k head h / group.
     const int64_t Hq = q.size(2);
-    TORCH_CHECK(v.dim() == 4 && v.size(0) == c.B && v.size(1) == c.T && v.size(3) == 128 && v.size(2) >= 1 && Hq >= 1 &&
-                v.size(2) % Hq == 0, "v must be [B, T, HV, 128] with q's B, T and HV a multiple of q's H = ", num(Hq).c_str(),
+    TORCH_CHECK(v.dim() == 4 && v.size(0) == c.B && v.size(1) == c.T && v.size(2) >= 1 && Hq >= 1 &&
+                v.size(2) % Hq == 0, "v must be [B, T, HV, V] with q's B, T and HV a multiple of q's H = ", num(Hq).c_str(),
                 " (grouped value heads), got ", shape_of(v).c_str());
+    c.V = v.size(3);
+    check_head_dim(c.V, "v's V (its last dim)", v);
     c.H = v.size(2);
     c.group = c.H / Hq;
     TORCH_CHECK((c.group & (c.group - 1)) == 0, "the value heads per query head (HV / H = ", num(c.group).c_str(),
@@ -157,14 +171,18 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
     TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
     c.input_kind = input_kind_of(q, k, v, g, beta, out);
-    const torch::Tensor* same_shape[] = {&q, &k, &v, &g, &out};
-    const char* names[] = {"q", "k", "v", "g", "out"};
-    for (int i = 0; i < 5; ++i) {
-        const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v, g and out: HV
+    const torch::Tensor* same_shape[] = {&q, &k, &v, &out};
+    const char* names[] = {"q", "k", "v", "out"};
+    for (int i = 0; i < 4; ++i) {
+        const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v and out: HV
         check_tensor(*same_shape[i], names[i], q.scalar_type(), q);
         TORCH_CHECK(same_shape[i]->sizes() == like.sizes(), names[i], " must have the shape of ", i < 2 ? "q " : "v ",
                     shape_of(like).c_str(), ", got ", shape_of(*same_shape[i]).c_str());
     }
+    check_tensor(g, "g", q.scalar_type(), q);            // g: v's heads, q's K
+    TORCH_CHECK(g.dim() == 4 && g.size(0) == c.B && g.size(1) == c.T && g.size(2) == c.H && g.size(3) == c.K,
+                "g must be [B, T, HV, K] = [", num(c.B).c_str(), ", ", num(c.T).c_str(), ", ", num(c.H).c_str(), ", ",
+                num(c.K).c_str(), "], got ", shape_of(g).c_str());
     check_tensor(beta, "beta", q.scalar_type(), q);
     TORCH_CHECK(beta.dim() == 3 && beta.size(0) == c.B && beta.size(1) == c.T && beta.size(2) == c.H,
                 "beta must be [B, T, HV] (v's heads), got ", shape_of(beta).c_str());
@@ -175,8 +193,8 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
         TORCH_CHECK(t->device() == q.device(), name, " must be on ", q.device(), ", got ", t->device());
     }
     TORCH_CHECK(A_log.dim() == 1 && A_log.size(0) == c.H, "A_log must be [H] = [", num(c.H).c_str(), "], got ", shape_of(A_log).c_str());
-    TORCH_CHECK(dt_bias.dim() == 2 && dt_bias.size(0) == c.H && dt_bias.size(1) == 128, "dt_bias must be [H, 128] = [",
-                num(c.H).c_str(), ", 128], got ", shape_of(dt_bias).c_str());
+    TORCH_CHECK(dt_bias.dim() == 2 && dt_bias.size(0) == c.H && dt_bias.size(1) == c.K, "dt_bias must be [H, K] = [",
+                num(c.H).c_str(), ", ", num(c.K).c_str(), "], got ", shape_of(dt_bias).c_str());
     {   // fwd leaves its inputs untouched: out and final_state must not share memory with them
         const torch::Tensor* ins[] = {&q, &k, &v, &g, &beta, &A_log, &dt_bias};
         const char* in_names[] = {"q", "k", "v", "g", "beta", "A_log", "dt_bias"};
@@ -214,17 +232,17 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
                     "initial_state and final_state must be pools of the same size");
     }
     if (initial_state.has_value()) {
-        state_kind(initial_state, "initial_state", q, c.P, c.H);
+        state_kind(initial_state, "initial_state", q, c.P, c.H, c.V, c.K);
         c.s_in = kernel_ready(*initial_state);
     }
     if (final_state.has_value()) {
-        state_kind(final_state, "final_state", q, c.P, c.H);
+        state_kind(final_state, "final_state", q, c.P, c.H, c.V, c.K);
         if (usable_as_is(*final_state)) c.s_out = *final_state;
         else if (c.pooled) c.s_out = final_state->contiguous().clone();      // slots no sequence names keep their values
         else c.s_out = torch::empty_like(*final_state, at::MemoryFormat::Contiguous);
     }
-    c.in_kind = state_kind(c.s_in, "initial_state", q, c.P, c.H);
-    c.out_kind = state_kind(c.s_out, "final_state", q, c.P, c.H);
+    c.in_kind = state_kind(c.s_in, "initial_state", q, c.P, c.H, c.V, c.K);
+    c.out_kind = state_kind(c.s_out, "final_state", q, c.P, c.H, c.V, c.K);
     c.stream = static_cast<cudaStream_t>(
         c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->getStream(q.device()).native_handle());
     return c;
@@ -323,6 +341,7 @@ void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.state_out_kind = c.out_kind;
     a.n_slots = c.P;
     a.n_seq = static_cast<int>(c.N); a.H = static_cast<int>(c.H);
+    a.dim_k = static_cast<int>(c.K); a.dim_v = static_cast<int>(c.V);     // (K = V = 128: the instances without DIMS)
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
 }
 

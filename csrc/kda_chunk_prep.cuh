@@ -70,48 +70,63 @@ struct Fetched {
 // A warp asks for the next item's gate rows as soon as it has used the current ones, and for its q and
 // k rows as soon as the current ones are used (prep_item), so the loads overlap the current item's
 // arithmetic.
-template <GateForm GF, int IN>
+template <GateForm GF, bool DIMS, int IN>
 __device__ __forceinline__ void prep_fetch(const FwdArgs& p, Fetched<IN>& f, int lane) {   // loads only: nothing waits
     using T = typename In<IN>::T;
     const int g = lane >> 2, H = p.H;
-    const int64_t HD = static_cast<int64_t>(H) * D;
+    const int KD = DIMS ? p.dim_k : D;
+    const bool kin = !DIMS || 4 * lane < KD;
+    const int64_t HD = static_cast<int64_t>(H) * KD;
     const int last = f.it.len - 1;                  // rows past the end re-read the last one; masked at use
-    const T* gp = static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * D + 4 * lane;
+    const T* gp = kin ? static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * KD + 4 * lane
+                      : static_cast<const T*>(p.g) + f.it.t0 * HD + f.it.h * KD;
 #pragma unroll
-    for (int r = 0; r < CHUNK; ++r) f.graw[r] = __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD));
+    for (int r = 0; r < CHUNK; ++r)
+        f.graw[r] = kin ? __ldg(reinterpret_cast<const uint2*>(gp + min(r, last) * HD)) : make_uint2(0u, 0u);
     const T* beta_g = static_cast<const T*>(p.beta);
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) f.beta[hf] = beta_g[(f.it.t0 + min(g + 8 * hf, last)) * H + f.it.h];
     if constexpr (GF != GateForm::Given) {         // the given gate has no A_log, no dt_bias
-        f.bias = __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * D + 4 * lane));
+        f.bias = kin ? __ldg(reinterpret_cast<const float4*>(p.dt_bias + f.it.h * KD + 4 * lane)) : make_float4(0.f, 0.f, 0.f, 0.f);
         f.A_log = __ldg(p.A_log + f.it.h);
     } else {
         f.bias = make_float4(0.f, 0.f, 0.f, 0.f);
         f.A_log = 0.f;
     }
 }
-template <bool FORMS, int IN>
+template <bool FORMS, bool DIMS, int IN>
 __device__ __forceinline__ void prep_fetch_qk(const FwdArgs& p, const Item& it, K1Warp& sm, int lane) {
     using T = typename In<IN>::T;
     const int g = lane >> 2, t = lane & 3;
     const int shift = group_shift_of<FORMS>(p);
-    const int64_t HD = static_cast<int64_t>(p.H >> shift) * D;    // q and k: H / 2^group_shift heads (GVA)
+    const int KD = DIMS ? p.dim_k : D;
+    const int64_t HD = static_cast<int64_t>(p.H >> shift) * KD;   // q and k: H / 2^group_shift heads (GVA)
     const int hq = it.h >> shift;
 #pragma unroll
     for (int hf = 0; hf < 2; ++hf) {
         const int r = g + 8 * hf;
         const bool in = r < it.len;
-        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + hq * D;
+        const int64_t off = (in ? (it.t0 + r) * HD : it.t0 * HD) + hq * KD;
 #pragma unroll
         for (int q4 = 0; q4 < 4; ++q4) {
             const int piece = (4 * q4 + t) ^ (4 * (r & 1));
-            cp_async16(&sm.qk[0][r][8 * piece], static_cast<const T*>(p.q) + off + 32 * q4 + 8 * t, in ? 16 : 0);
-            cp_async16(&sm.qk[1][r][8 * piece], static_cast<const T*>(p.k) + off + 32 * q4 + 8 * t, in ? 16 : 0);
+            const bool kin = !DIMS || 32 * q4 + 8 * t < KD;           // channels >= K: zeros, nothing read
+            cp_async16(&sm.qk[0][r][8 * piece], kin ? static_cast<const T*>(p.q) + off + 32 * q4 + 8 * t
+                                                    : static_cast<const T*>(p.q) + off, in && kin ? 16 : 0);
+            cp_async16(&sm.qk[1][r][8 * piece], kin ? static_cast<const T*>(p.k) + off + 32 * q4 + 8 * t
+                                                    : static_cast<const T*>(p.k) + off, in && kin ? 16 : 0);
         }
     }
     cp_async_commit();
 }
 
+// §dims: K below 128 (DIMS: K = FwdArgs::dim_k, a multiple of 8; without it 128): g is [.., K], dt_bias [H, K], q and
+// k [.., K], read at those strides. A lane's 4 gate channels and each of its 16-byte pieces of q and k lie all below K
+// or all at or above it; those at or above K are not read and stand as zeros (prep_fetch, prep_fetch_qk), exactly the
+// values of inputs zero-padded to 128, so the record is the padded call's, bit for bit. Zeros are exact: a zero channel
+// adds nothing to |q|^2 and |k|^2, so the norms are the K channels'; its kd, qd, kr are 0 (k_hat and q_hat are 0 there,
+// whatever 2^G the gate's g = 0 and dt_bias = 0 make), so it adds nothing to L = kd ki^T or to Mqk; and its decay,
+// finite and in [0, 1], only ever multiplies the state's column there, which is 0 (kda_recurrence.cuh §dims).
 // §decay: lane l takes channels 4 l .. 4 l + 3 down the 16 rows: the gate's log-decay in base 2 (the safe gate:
 // lb2 * sigmoid(A (g + bias)); the softplus gate: -A log2(e) softplus(g + bias); a given gate: log2(e) g), summed
 // over the rows into G, the cumulative decay, written to the scratch for the lanes that need it in the mma layout.
@@ -400,7 +415,7 @@ __device__ __forceinline__ void inverse_column(const K1Warp& sm, int lane, float
 // The item f.it, whose loads prep_fetch and prep_fetch_qk have issued, into the record at `rec` (global
 // or shared memory). next(Item&) says whether the warp has a next item and which: its loads are issued
 // here, into f and the scratch, as soon as the current ones are used.
-template <GateForm GF, bool FORMS, int IN, class Next>
+template <GateForm GF, bool FORMS, bool DIMS, int IN, class Next>
 __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched<IN>& f, K1Warp& sm, uint8_t* rec, Next&& next, int lane) {
     const int g = lane >> 2, t = lane & 3;
     const int len = f.it.len;
@@ -411,7 +426,7 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched<IN>& f, K1Wa
     const bool split = gate_decay<GF, IN>(p, f, sm, rec, len, lane);
     Item nx;
     const bool more = next(nx);
-    if (more) { f.it = nx; prep_fetch<GF, IN>(p, f, lane); }     // the next item's gate rows, while this one computes
+    if (more) { f.it = nx; prep_fetch<GF, DIMS, IN>(p, f, lane); }     // the next item's gate rows, while this one computes
     cp_async_wait<0>();                                 // this item's q and k rows
     __syncwarp();
 
@@ -423,7 +438,7 @@ __device__ __forceinline__ void prep_item(const FwdArgs& p, Fetched<IN>& f, K1Wa
     else if (split) decayed_keys<IN>(sm, rq, rk, rec, lane, Lacc, Macc);     // warp-uniform
     else decayed_keys_exact<IN>(sm, rq, rk, rec, lane, Lacc, Macc);
     __syncwarp();                                     // every lane is done with q and k: fetch the next item's
-    if (more) prep_fetch_qk<FORMS, IN>(p, f.it, sm, lane);
+    if (more) prep_fetch_qk<FORMS, DIMS, IN>(p, f.it, sm, lane);
 
     // L (strictly lower, row i times beta_i) to the scratch; Mqk (lower, diagonal included) to the scratch's
     // copy of the record's small matrices.

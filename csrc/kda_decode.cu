@@ -89,36 +89,38 @@ __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_
 }
 
 // Zero rows [a, b) of this block's columns of `out` (head h): padding sequences and tokens no sequence covers.
-template <int IN>
-__device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase, int64_t a, int64_t b) {
+template <bool DIMS, int IN>
+__device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase, int64_t a, int64_t b, int vd) {
     typename In<IN>::T* out = static_cast<typename In<IN>::T*>(p.out);
     for (int64_t i = threadIdx.x; i < (b - a) * (DEC_BLOCK_ROWS / 8); i += DEC_THREADS) {
         const int64_t tok = a + i / (DEC_BLOCK_ROWS / 8);
-        *reinterpret_cast<uint4*>(out + (tok * p.H + h) * D + vbase + 8 * (i % (DEC_BLOCK_ROWS / 8))) = make_uint4(0, 0, 0, 0);
+        if (!DIMS || vbase + 8 * (i % (DEC_BLOCK_ROWS / 8)) < vd)
+            *reinterpret_cast<uint4*>(out + (tok * p.H + h) * vd + vbase + 8 * (i % (DEC_BLOCK_ROWS / 8))) = make_uint4(0, 0, 0, 0);
     }
 }
 
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
-template <GateForm GF, bool FORMS, int IN>
+template <GateForm GF, bool FORMS, bool DIMS, int IN>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
-                                             int nt, float A, float dtb) {
+                                             int nt, float A, float dtb, int kd, int vd) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
-    const int64_t e0 = (tb * p.H + h) * D + c;                      // token tb; the next ones H * D further
+    const bool kin = !DIMS || c < kd;                               // channels >= K: zeros, nothing read
+    const int64_t e0 = (tb * p.H + h) * kd + (kin ? c : 0);         // token tb; the next ones H * K further
     const int shift = group_shift_of<FORMS>(p);
     const int hq = p.H >> shift;                                    // q and k: H / 2^group_shift heads (GVA)
-    const int64_t eq = (tb * hq + (h >> shift)) * D + c;
+    const int64_t eq = (tb * hq + (h >> shift)) * kd + (kin ? c : 0);
     using T = typename In<IN>::T;
     const T* qp = static_cast<const T*>(p.q) + eq;
     const T* kp = static_cast<const T*>(p.k) + eq;
     const T* gp = static_cast<const T*>(p.g) + e0;
-    const int stride = p.H * D, qstride = hq * D;
+    const int stride = p.H * kd, qstride = hq * kd;
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
         if (i >= nt) break;
-        const float q = In<IN>::to_float(qp[i * qstride]), k = In<IN>::to_float(kp[i * qstride]),
-                    g = In<IN>::to_float(gp[i * stride]);
+        const float q = kin ? In<IN>::to_float(qp[i * qstride]) : 0.f, k = kin ? In<IN>::to_float(kp[i * qstride]) : 0.f,
+                    g = kin ? In<IN>::to_float(gp[i * stride]) : 0.f;
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
         // the token's decay of channel c, in [0, 1] for every gate form (0 below fp32's range)
@@ -135,7 +137,8 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         if (lane == 0) { sm.sums[i][warp][0] = sq; sm.sums[i][warp][1] = sk; }
     }
     if (c < DEC_BLOCK_ROWS)
-        for (int i = 0; i < nt; ++i) sm.v[i][c] = input_at<IN>(p.v, ((tb + i) * p.H + h) * D + vbase + c);
+        for (int i = 0; i < nt; ++i)
+            sm.v[i][c] = !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
     if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
@@ -155,12 +158,20 @@ struct DecodeItem {
     int64_t sbase;            // the first slice's first element in the state tensors (the second follows it)
 };
 
+// §dims: the instances with DIMS take the head dims of DecodeArgs::dim_k, dim_v (multiples of 8, at most 128): q, k, g
+// [.., K], dt_bias [H, K], v and out [.., V], the states [.., V, K]. Only the pairs of slices that hold rows < V are
+// launched (V = 64: half the blocks of V = 128), and a slice with no row < V is skipped. A slice's bulk copy brings its
+// rows < V, each K wide, packed (row stride K in shared memory); the registers hold zeros for channels >= K and rows
+// >= V, which are never written out. Staging thread c >= K holds zeros for q, k (so the norms are the K channels'), and
+// a decay of its own (g = 0 there) that only ever multiplies zeros: a zero channel of k and q keeps S k^, S q^ and the
+// state's column c at 0. Without DIMS, K = V = 128 and the kernel is as it is without the feature.
 // §slot: the state a sequence reads and writes: its own (n), or a pool slot; a slot outside the pool
 // (-1 marks padding) means no state is read or written, and zero outputs.
-__device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t it) {
+// (pairs: the pairs of slices per (sequence, head), DEC_PAIRS without DIMS; kd, vd: K and V)
+__device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t it, int pairs, int kd, int vd) {
     DecodeItem x;
-    x.vp = static_cast<int>(it % DEC_PAIRS);
-    it /= DEC_PAIRS;
+    x.vp = static_cast<int>(it % pairs);
+    it /= pairs;
     x.h = static_cast<int>(it % p.H);
     x.n = static_cast<int>(it / p.H);
     int64_t slot = x.n;
@@ -168,24 +179,28 @@ __device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t i
                                           : static_cast<const int64_t*>(p.state_slot)[x.n];
     x.has_slot = slot >= 0 && slot < p.n_slots;
     x.reads = x.has_slot && p.state_in_kind != STATE_NONE;
-    x.sbase = ((slot * p.H + x.h) * D + x.vp * DEC_BLOCK_ROWS) * D;
+    x.sbase = ((slot * p.H + x.h) * vd + x.vp * DEC_BLOCK_ROWS) * kd;
     return x;
 }
 
 // §state_in: one bulk copy per slice (16 KB in fp32) into its buffer, completing its barrier's phase;
-// both are asked for at once, and a block keeps no registers waiting for them
-__device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& x) {
+// both are asked for at once, and a block keeps no registers waiting for them. With DIMS a slice is its rows < V, K
+// wide (none: the barrier's phase completes with no copy)
+template <bool DIMS>
+__device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& x, int kd, int vd) {
     if (!x.reads) return;
     const int bytes = p.state_in_kind == STATE_FP32 ? 4 : 2;
 #pragma unroll
     for (int s = 0; s < DEC_SLICES; ++s) {
-        mbar_arrive_expect_tx(&sm.bar[s], DEC_VB * D * bytes);
-        bulk_copy_g2s(sm.state[s], static_cast<const uint8_t*>(p.state_in) + (x.sbase + s * DEC_VB * D) * bytes,
-                      DEC_VB * D * bytes, &sm.bar[s]);
+        const int rows = DIMS ? max(0, min(DEC_VB, vd - (x.vp * DEC_BLOCK_ROWS + s * DEC_VB))) : DEC_VB;
+        mbar_arrive_expect_tx(&sm.bar[s], rows * kd * bytes);
+        if (!DIMS || rows > 0)
+            bulk_copy_g2s(sm.state[s], static_cast<const uint8_t*>(p.state_in) + (x.sbase + s * DEC_VB * kd) * bytes,
+                          rows * kd * bytes, &sm.bar[s]);
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, int IN>
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
@@ -193,12 +208,14 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane & (DEC_LANES - 1), r = lane / DEC_LANES;
     // local rows of this thread: 4 DEC_ROWS warp + r + 4 i, i < DEC_ROWS (a warp's rows are contiguous)
     auto row_of = [&](int i) { return 4 * DEC_ROWS * warp + r + 4 * i; };
-    const DecodeItem cur = decode_item(p, blockIdx.x);
+    const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // the head dims (§dims)
+    const int pairs = DIMS ? (VD + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
+    const DecodeItem cur = decode_item(p, blockIdx.x, pairs, KD, VD);
     if (threadIdx.x == 0) {                                         // the slices are asked for before anything else
 #pragma unroll
         for (int s = 0; s < DEC_SLICES; ++s) mbar_init(&sm.bar[s], 1);
         mbar_init_fence();
-        issue_state(p, sm, cur);
+        issue_state<DIMS>(p, sm, cur, KD, VD);
     }
     __syncthreads();
     T* out = static_cast<T*>(p.out);
@@ -206,15 +223,16 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         const int n = cur.n, h = cur.h, vbase = cur.vp * DEC_BLOCK_ROWS;
         int64_t t0, t1;
         decode_bounds(p, n, t0, t1, sm.red);
-        if (n == 0) zero_rows<IN>(p, h, vbase, 0, t0);                  // before the first sequence
-        if (n == p.n_seq - 1) zero_rows<IN>(p, h, vbase, t1, p.total);  // after the last
+        if (n == 0) zero_rows<DIMS, IN>(p, h, vbase, 0, t0, VD);                  // before the first sequence
+        if (n == p.n_seq - 1) zero_rows<DIMS, IN>(p, h, vbase, t1, p.total, VD);  // after the last
         if (!cur.has_slot) {                                            // padding: no copy was issued for it
-            zero_rows<IN>(p, h, vbase, t0, t1);
+            zero_rows<DIMS, IN>(p, h, vbase, t0, t1, VD);
             return;
         }
 
         const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(__ldg(p.A_log + h));   // the given gate: no A_log,
-        const float dtb = GF == GateForm::Given ? 0.f : __ldg(p.dt_bias + h * D + threadIdx.x);   // no dt_bias
+        const float dtb = GF == GateForm::Given || (DIMS && static_cast<int>(threadIdx.x) >= KD) ? 0.f
+                          : __ldg(p.dt_bias + h * KD + threadIdx.x);   // no dt_bias
 
         float S[DEC_ROWS][4 * DEC_PIECES];
         const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
@@ -222,7 +240,10 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
-        const int64_t sbase = cur.sbase + static_cast<int64_t>(sl) * DEC_VB * D;
+        if (DIMS && vbase + vrow >= VD) break;          // no row < V (block-uniform; the first slice always has one)
+        const int64_t sbase = cur.sbase + static_cast<int64_t>(sl) * DEC_VB * KD;
+        // with DIMS: whether local row `row` of the slice and channel `col` lie inside [V, K]
+        auto inside = [&](int row, int col) { return !DIMS || (vbase + vrow + row < VD && col < KD); };
         // the slice, from shared memory to registers
         auto load_state = [&]() {
             if (cur.reads) mbar_wait(&sm.bar[sl], 0);
@@ -231,8 +252,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
 #pragma unroll
                 for (int m = 0; m < DEC_PIECES; ++m) {
                     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-                    const int e = row_of(i) * D + 32 * m + 4 * j;
-                    if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[sl] + e);
+                    const int e = row_of(i) * KD + 32 * m + 4 * j;
+                    if (!inside(row_of(i), 32 * m + 4 * j)) {
+                    } else if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[sl] + e);
                     else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[sl]) + e));
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
@@ -246,7 +268,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int i = 0; i < DEC_ROWS; ++i)
 #pragma unroll
                     for (int m = 0; m < DEC_PIECES; ++m)
-                        *reinterpret_cast<float4*>(base + row_of(i) * D + 32 * m + 4 * j) =
+                        if (inside(row_of(i), 32 * m + 4 * j))
+                        *reinterpret_cast<float4*>(base + row_of(i) * KD + 32 * m + 4 * j) =
                             make_float4(S[i][4 * m], S[i][4 * m + 1], S[i][4 * m + 2], S[i][4 * m + 3]);
             } else if (p.state_out_kind == STATE_BF16) {
                 __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + at;
@@ -254,7 +277,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int i = 0; i < DEC_ROWS; ++i)
 #pragma unroll
                     for (int m = 0; m < DEC_PIECES; ++m)
-                        *reinterpret_cast<uint2*>(base + row_of(i) * D + 32 * m + 4 * j) =
+                        if (inside(row_of(i), 32 * m + 4 * j))
+                        *reinterpret_cast<uint2*>(base + row_of(i) * KD + 32 * m + 4 * j) =
                             make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
             }
         };
@@ -266,7 +290,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if (sl == 0 || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens<GF, FORMS, IN>(p, sm, h, vbase, tb, nt, A, dtb);
+                stage_tokens<GF, FORMS, DIMS, IN>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -319,9 +343,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
             }
             __syncwarp();
-            if (lane == 0) {
+            if (lane == 0 && (!DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD)) {
                 const float* w = sm.o + 4 * DEC_ROWS * warp;
-                T* dst = out + ((tb + i) * p.H + h) * D + vbase + vrow + 4 * DEC_ROWS * warp;
+                T* dst = out + ((tb + i) * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
                 *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
                                                             In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
             }
@@ -334,7 +358,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                     const int64_t e = static_cast<int64_t>(n) * p.token_slots_width + t;
                     const int64_t slot = p.token_slots_int32 ? static_cast<int64_t>(static_cast<const int*>(p.token_slots)[e])
                                                              : static_cast<const int64_t*>(p.token_slots)[e];
-                    if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * D + vbase + vrow) * D);
+                    if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
                 }
             }
         }
@@ -346,17 +370,22 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
 }
 
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
-    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * DEC_PAIRS;   // one per (sequence, head, pair of slices)
+    if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
+    const bool dims = native_dims(a.dim_k, a.dim_v);
+    // one per (sequence, head, pair of slices); with DIMS the pairs that hold rows < V
+    const int pairs = dims ? (a.dim_v + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
+    const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * pairs;
     if (blocks == 0) return cudaSuccess;
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
-    // the call's form and the inputs' type pick the instantiation (kda_switch.h: dispatch_fwd), and a table of
-    // per-token stores the one with STORES
+    // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
+    // and a table of per-token stores the one with STORES
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
-        return dispatch_fwd(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, [&](auto gf, auto forms, auto in) {
+        return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
+                                 [&](auto gf, auto forms, auto in, auto dm) {
             kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(stores)::value,
-                       decltype(in)::value>
+                       decltype(dm)::value, decltype(in)::value>
                 <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
             return cudaGetLastError();
         });

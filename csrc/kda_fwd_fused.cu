@@ -24,7 +24,7 @@ static_assert(FUSED_STAGES % FUSED_PREP == 0 && FusedLayout::VB == D, "the whole
 // arrives on full[stage] from every lane (each lane's arrive releases its own writes). FUSED_STAGES is a
 // multiple of FUSED_PREP, so each stage has one preparing warp and its phases come in order. Each next
 // item's loads are issued while the current one computes, as in K1.
-template <GateForm GF, bool FORMS, int IN>
+template <GateForm GF, bool FORMS, bool DIMS, int IN>
 struct FusedPrepare {
     static __device__ __forceinline__ void warp(const FwdArgs& p, int w, int h, int64_t tok0, int64_t tok1, int nch,
                                                 int lane, uint8_t* smem, uint64_t* full, uint64_t* empty) {
@@ -41,13 +41,13 @@ struct FusedPrepare {
         if (w < nch) {
             Fetched<IN> f;
             f.it = item_of(w);
-            prep_fetch<GF, IN>(p, f, lane);
-            prep_fetch_qk<FORMS, IN>(p, f.it, scratch, lane);
+            prep_fetch<GF, DIMS, IN>(p, f, lane);
+            prep_fetch_qk<FORMS, DIMS, IN>(p, f.it, scratch, lane);
 #pragma unroll 1
             for (int c = w; c < nch; c += PREP) {
                 const int stage = c % NSTAGE;
                 if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
-                prep_item<GF, FORMS, IN>(p, f, scratch, smem + stage * Ly::STAGE,
+                prep_item<GF, FORMS, DIMS, IN>(p, f, scratch, smem + stage * Ly::STAGE,
                           [&](Item& nx) { if (c + PREP >= nch) return false; nx = item_of(c + PREP); return true; }, lane);
                 mbar_arrive(&full[stage]);
             }
@@ -56,41 +56,46 @@ struct FusedPrepare {
     }
 };
 
-template <GateForm GF, bool FORMS, int IN>
+// DIMS: the head dims of FwdArgs::dim_k, dim_v (kda_recurrence.cuh, kda_chunk_prep.cuh §dims). The template takes it,
+// but the launcher builds no instance with it: at this kernel's budget of 168 registers (one block of 12 warps per SM)
+// the DIMS instances spill in the chunk loop (the softplus gate's: 44 to 96 bytes, by how the addresses are formed), so
+// the head dims below 128 reach the fused kernel zero-padded (kda_nb.plan keeps the 'pad' route for its path)
+template <GateForm GF, bool FORMS, bool DIMS, int IN>
 __global__ void __launch_bounds__(32 * (FUSED_WARPS + FUSED_PREP), 1) kda_fwd_fused(FwdArgs p) {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[FUSED_STAGES];     // full[s]: stage s's record has been made
     __shared__ __align__(8) uint64_t empty[FUSED_STAGES];    // empty[s]: every recurrence warp is done with stage s
-    recurrence_block<FUSED_WARPS, FUSED_STAGES, FUSED_PREP, FusedPrepare<GF, FORMS, IN>, false, IN>(p, smem, full, empty);
+    recurrence_block<FUSED_WARPS, FUSED_STAGES, FUSED_PREP, FusedPrepare<GF, FORMS, DIMS, IN>, false, DIMS, IN>(p, smem, full, empty);
 }
 
 // The whole batch in one launch: one block per (sequence, head)
 // ready: the form's own, per device (launch_fused keeps them: a template's static would be one object for every
 // build loaded in a process)
-template <GateForm GF, bool FORMS, int IN>
+template <GateForm GF, bool FORMS, bool DIMS, int IN>
 cudaError_t launch_fused_form(const FwdArgs& a, cudaStream_t stream, bool* ready) {
     int device = 0;
     cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
     constexpr int smem = FUSED_STAGES * FusedLayout::STAGE + FusedLayout::OUT_BYTES + FUSED_PREP * static_cast<int>(sizeof(K1Warp));
     if (!ready[device]) {
-        err = cudaFuncSetAttribute(kda_fwd_fused<GF, FORMS, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        err = cudaFuncSetAttribute(kda_fwd_fused<GF, FORMS, DIMS, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         ready[device] = true;
     }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     const dim3 grid(a.H, ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
-    kda_fwd_fused<GF, FORMS, IN><<<grid, FusedLayout::THREADS + 32 * FUSED_PREP, smem, stream>>>(a);
+    kda_fwd_fused<GF, FORMS, DIMS, IN><<<grid, FusedLayout::THREADS + 32 * FUSED_PREP, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
 cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
+    if (a.dim_k != D || a.dim_v != D) return cudaErrorInvalidValue;    // K = V = 128 only (see kda_fwd_fused above)
     static bool ready[FWD_INPUT_INSTANCES][MAX_DEVICES] = {};    // the shared-memory attribute, once per instance and device
     return dispatch_fwd(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, [&](auto gf, auto forms, auto in) {
         constexpr int F = decltype(gf)::value, IN = decltype(in)::value;
         constexpr bool FORMS = decltype(forms)::value;
-        return launch_fused_form<static_cast<GateForm>(F), FORMS, IN>(a, stream, ready[fwd_input_instance(F, FORMS, IN)]);
+        return launch_fused_form<static_cast<GateForm>(F), FORMS, false, IN>(a, stream, ready[fwd_input_instance(F, FORMS, IN)]);
     });
 }
 

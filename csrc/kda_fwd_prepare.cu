@@ -36,7 +36,7 @@ __device__ __forceinline__ Item locate(const FwdArgs& p, int64_t item) {
     return it;
 }
 
-template <GateForm GF, bool FORMS, int IN>
+template <GateForm GF, bool FORMS, bool DIMS, int IN>
 __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     extern __shared__ __align__(16) uint8_t smem_raw[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -54,12 +54,12 @@ __global__ void __launch_bounds__(K1_THREADS, 3) kda_fwd_prepare(FwdArgs p) {
     if (item >= item_end) return;                       // the whole warp: nothing below waits for other warps
     Fetched<IN> f;
     f.it = locate(p, item);
-    prep_fetch<GF, IN>(p, f, lane);
-    prep_fetch_qk<FORMS, IN>(p, f.it, sm, lane);
+    prep_fetch<GF, DIMS, IN>(p, f, lane);
+    prep_fetch_qk<FORMS, DIMS, IN>(p, f.it, sm, lane);
 #pragma unroll 1
     for (; item < item_end; item += stride) {
         const int64_t next = item + stride;
-        prep_item<GF, FORMS, IN>(p, f, sm, static_cast<uint8_t*>(p.workspace) + item * REC_BYTES,
+        prep_item<GF, FORMS, DIMS, IN>(p, f, sm, static_cast<uint8_t*>(p.workspace) + item * REC_BYTES,
                   [&](Item& nx) { if (next >= item_end) return false; nx = locate(p, next); return true; }, lane);
     }
     cp_async_wait<0>();
@@ -69,17 +69,17 @@ size_t record_bytes() { return REC_BYTES; }
 
 // blocks_per_sm: the form's own, per device, set on its first launch (launch_prepare keeps them: a template's static
 // would be one object for every build loaded in a process)
-template <GateForm GF, bool FORMS, int IN>
+template <GateForm GF, bool FORMS, bool DIMS, int IN>
 cudaError_t launch_prepare_form(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream, int* blocks_per_sm) {
     constexpr int smem = K1_WARPS * sizeof(K1Warp);
     int device = 0;
     cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
     if (blocks_per_sm[device] == 0) {
-        err = cudaFuncSetAttribute(kda_fwd_prepare<GF, FORMS, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        err = cudaFuncSetAttribute(kda_fwd_prepare<GF, FORMS, DIMS, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         int bps = 0;
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare<GF, FORMS, IN>, K1_THREADS, smem);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, kda_fwd_prepare<GF, FORMS, DIMS, IN>, K1_THREADS, smem);
         blocks_per_sm[device] = bps > 0 ? bps : 1;
     }
     // The grid is the plan's (kda_nb.plan, FwdPlan::k1_persistent): persistent, as many blocks as fit at once on
@@ -92,20 +92,21 @@ cudaError_t launch_prepare_form(const FwdArgs& a, bool persistent, int sms, cuda
     const int64_t resident = static_cast<int64_t>(blocks_per_sm[device]) * sms;
     const int64_t needed = ((hi - a.chunk_lo) * a.H + K1_WARPS - 1) / K1_WARPS;
     const int64_t grid = persistent ? (needed < resident ? needed : resident) : (needed + K1_STEP_ITEMS - 1) / K1_STEP_ITEMS;
-    kda_fwd_prepare<GF, FORMS, IN><<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
+    kda_fwd_prepare<GF, FORMS, DIMS, IN><<<static_cast<unsigned>(grid), K1_THREADS, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
-// the call's form and the inputs' type pick the instantiation (kda_switch.h: dispatch_fwd)
+// the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims)
 cudaError_t launch_prepare(const FwdArgs& a, bool persistent, int sms, cudaStream_t stream) {
     if (a.max_chunks == 0) return cudaSuccess;
-    static int blocks_per_sm[FWD_INPUT_INSTANCES][MAX_DEVICES] = {};     // per instance and device
-    return dispatch_fwd(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind,
-                        [&](auto gf, auto forms, auto in) {
+    if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
+    static int blocks_per_sm[FWD_DIMS_INSTANCES][MAX_DEVICES] = {};     // per instance and device
+    return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind,
+                             native_dims(a.dim_k, a.dim_v), [&](auto gf, auto forms, auto in, auto dims) {
         constexpr int F = decltype(gf)::value, IN = decltype(in)::value;
-        constexpr bool FORMS = decltype(forms)::value;
-        return launch_prepare_form<static_cast<GateForm>(F), FORMS, IN>(a, persistent, sms, stream,
-                                                                        blocks_per_sm[fwd_input_instance(F, FORMS, IN)]);
+        constexpr bool FORMS = decltype(forms)::value, DIMS = decltype(dims)::value;
+        return launch_prepare_form<static_cast<GateForm>(F), FORMS, DIMS, IN>(
+            a, persistent, sms, stream, blocks_per_sm[fwd_dims_instance(F, FORMS, IN, DIMS)]);
     });
 }
 

@@ -70,19 +70,23 @@ __device__ __forceinline__ void init_stage_barriers(uint64_t* full, uint64_t* em
 }
 
 // §state_in: S[j][.] is the C fragment of channels 8j..8j+7: rows vrow+g (+8), channels 8j+2t (+1);
-// from the step before, through the carry, if the sequence began before this step's chunks
+// from the step before, through the carry, if the sequence began before this step's chunks. The caller's state is
+// [.., vd, kd] (K = V = 128 without DIMS): rows >= vd and channels >= kd are not read and start at 0 (§dims)
+template <bool DIMS>
 __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, int64_t state_off, int h, int vrow,
-                                           int lane, float (&S)[16][4]) {
+                                           int lane, float (&S)[16][4], int kd, int vd) {
     const int g = lane >> 2, t = lane & 3;
     const int64_t carry_off = static_cast<int64_t>(h) * D * D;
 #pragma unroll
     for (int j = 0; j < 16; ++j) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
+            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * kd + 8 * j + 2 * t;
+            const bool inside = !DIMS || (vrow + g + 8 * half < vd && 8 * j < kd);
             float2 s = make_float2(0.f, 0.f);
             if (!from_caller) {
                 s = *reinterpret_cast<const float2*>(p.carry_in + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t);
+            } else if (!inside) {
             } else if (p.state_in_kind == STATE_FP32) {
                 s = *reinterpret_cast<const float2*>(static_cast<const float*>(p.state_in) + off);
             } else if (p.state_in_kind == STATE_BF16) {
@@ -95,6 +99,15 @@ __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, i
     }
 }
 
+// §dims: head dims below 128 (DIMS; FwdArgs::dim_k = K, dim_v = V, multiples of 8). The record is K1's, 128 channels
+// wide, with zeros in kd, qd and kr past K (kda_chunk_prep.cuh §dims), so every product runs at 128 as it does for
+// K = 128. The state is read and written at [.., V, K]: load_state leaves channels >= K and rows >= V at 0, and
+// store_state writes neither; a zero column of S stays zero, since S diag(decay) keeps it zero whatever the decay there
+// and U^T kr adds U^T times kr's zero column. The grid has only the row slices that hold rows < V (V = 64: one of
+// the two slices of 64 rows, half the blocks of V = 128; the fused kernel's one block holds all 128 rows either way).
+// A lane's 8 rows of the value tile and of the outputs lie all below V or all at or above it: the values' copy brings
+// zeros for those at or above V (so U's rows there are 0), and their outputs are not stored. Without DIMS the kernel is
+// the one built for K = V = 128.
 // §products: the state as bf16 A fragments (for either input type: kda_common.cuh §input), then W = S kd^T and
 // P = S qd^T (16 rows x 16 tokens).
 // W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
@@ -161,10 +174,12 @@ __device__ __forceinline__ void u_product(const float (&X)[2][4], const __half* 
 
 // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
 // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row], rounded to the inputs' type
-template <int WARPS, int IN>
+// (DIMS: out is [.., V]; the lane's 8 rows go to element t * tstride + tcol of token t, if lane_in, §dims)
+template <int WARPS, bool DIMS, int IN>
 __device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float scale, int H, int h, int64_t tok0, int ntok,
                                               float (&P)[2][4], const uint32_t (&Ua)[4], const __half* mqk, float sc0,
-                                              float sc1, typename In<IN>::T* otile, int c, int vrow, int lane) {
+                                              float sc1, typename In<IN>::T* otile, int c, int vrow, int lane,
+                                              int tstride, int tcol, bool lane_in) {
     using Ly = K2Layout<WARPS>;
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;
     uint32_t b[4];
@@ -179,9 +194,13 @@ __device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float sca
     __syncwarp();
     const int tok = lane >> 1, part = lane & 1;
     const int64_t gtok = tok0 + (c * CHUNK + tok);
-    if (c * CHUNK + tok < ntok)
+    if constexpr (DIMS) {
+        if (c * CHUNK + tok < ntok && lane_in)
+            *reinterpret_cast<uint4*>(out + gtok * tstride + tcol) = *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
+    } else if (c * CHUNK + tok < ntok) {
         *reinterpret_cast<uint4*>(out + (gtok * H + h) * D + vrow + 8 * part) =
             *reinterpret_cast<const uint4*>(otile + tok * Ly::OROW + 8 * part);
+    }
 }
 
 // §state: S <- S diag(decay) + U^T kr, the decay already applied (in the scaled frame if rows were rescaled)
@@ -207,15 +226,18 @@ __device__ __forceinline__ void update_state(float (&S)[16][4], const uint32_t (
 }
 
 // §store: the warp's 16 rows of S into pool element `state_off` (the first of the slot's head) of state_out, in
-// its kind (fp32, or rounded to bf16): the state out, and the checkpoints
+// its kind (fp32, or rounded to bf16): the state out, and the checkpoints. The state is [.., vd, kd]: with DIMS, rows
+// >= vd and channels >= kd are not written
+template <bool DIMS>
 __device__ __forceinline__ void store_state(const FwdArgs& p, int64_t state_off, int vrow, int lane,
-                                            const float (&S)[16][4]) {
+                                            const float (&S)[16][4], int kd, int vd) {
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < 16; ++j)
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * D + 8 * j + 2 * t;
+            const int64_t off = state_off + static_cast<int64_t>(vrow + g + 8 * half) * kd + 8 * j + 2 * t;
+            if (DIMS && !(vrow + g + 8 * half < vd && 8 * j < kd)) continue;
             if (p.state_out_kind == STATE_FP32)
                 *reinterpret_cast<float2*>(static_cast<float*>(p.state_out) + off) =
                     make_float2(S[j][2 * half], S[j][2 * half + 1]);
@@ -246,29 +268,34 @@ __device__ __forceinline__ int64_t ckpt_next(const FwdArgs& p, int n, int64_t le
     return next;
 }
 // every checkpoint of sequence n stored after `done` chunks, from the warp's rows of S
+template <bool DIMS>
 __device__ __forceinline__ void ckpt_store(const FwdArgs& p, int n, int64_t len, int64_t done, int h, int vrow,
-                                           int lane, const float (&S)[16][4]) {
+                                           int lane, const float (&S)[16][4], int kd, int vd) {
     int64_t slot;
 #pragma unroll 1
     for (int64_t c = 0; c < p.ckpt_count; ++c)
-        if (ckpt_chunks(p, n, c, len, slot) == done) store_state(p, (slot * p.H + h) * D * D, vrow, lane, S);
+        if (ckpt_chunks(p, n, c, len, slot) == done) store_state<DIMS>(p, (slot * p.H + h) * vd * kd, vrow, lane, S, kd, vd);
 }
 
 // The block's whole work. PREP = 0: K2, the record from K1's workspace (Prepare: NoPrepare); PREP > 0: the
 // fused kernel, PREP more warps make it (Prepare::warp). CKPT (K2 only): the checkpoints of FwdArgs::ckpt_offsets.
-// IN: the inputs' element type (kda_args.h: InputKind), of v and of the outputs here.
+// IN: the inputs' element type (kda_args.h: InputKind), of v and of the outputs here. DIMS: the head dims K, V of
+// FwdArgs::dim_k, dim_v (§dims); without it K = V = 128.
 struct NoPrepare {};
 
-template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, int IN>
+template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, bool DIMS, int IN>
 __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem, uint64_t* full, uint64_t* empty) {
     using Ly = K2Layout<WARPS>;
     using T = typename In<IN>::T;
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
     static_assert(!(CKPT && PREP > 0), "checkpoints are K2's");
     constexpr int VSPLIT = D / Ly::VB;
+    // the head dims K and V (§dims; 128 without DIMS); the grid's row slices are those that hold rows < V
+    const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;
+    const int vsplit = DIMS ? (VD + Ly::VB - 1) / Ly::VB : VSPLIT;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
-    const int H = p.H, vblk = blockIdx.x % VSPLIT, h = blockIdx.x / VSPLIT;
+    const int H = p.H, vblk = blockIdx.x % vsplit, h = blockIdx.x / vsplit;
     const int rank = blockIdx.z * K2_MAX_GRID_Y + blockIdx.y;
     if (rank >= p.n_seq) return;
     const int n = p.seq_order ? p.seq_order[rank] : rank;
@@ -293,13 +320,14 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     // (read again before the state is written, rather than kept in a register across the chunk loop)
     auto state_offset = [&]() -> int64_t {
         const int64_t slot = p.state_slot ? __ldg(p.state_slot + n) : n;
-        return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * D * D;
+        return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * VD * KD;
     };
     if (state_offset() < 0) {
         T* out = static_cast<T*>(p.out);
         for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
             const int64_t tok = tok0 + i / (Ly::VB / 8);
-            *reinterpret_cast<uint4*>(out + (tok * H + h) * D + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
+            if (!DIMS || vbase + 8 * (i % (Ly::VB / 8)) < VD)
+                *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
         }
         return;
     }
@@ -316,7 +344,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     }
 
     float S[16][4];
-    load_state(p, from_caller, state_off, h, vrow, lane, S);
+    load_state<DIMS>(p, from_caller, state_off, h, vrow, lane, S, KD, VD);
     const int64_t carry_off = static_cast<int64_t>(h) * D * D;
 
     // §checkpoints: `next`, the fewest chunks of the sequence done after which a checkpoint is due, from the chunks
@@ -327,7 +355,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         len = p.seq_len > 0 ? p.seq_len : p.cu_seqlens[n + 1] - p.cu_seqlens[n];
         next = ckpt_next(p, n, len, from_caller ? 0 : done0 + 1);
         if (next == 0) {
-            ckpt_store(p, n, len, 0, h, vrow, lane, S);
+            ckpt_store<DIMS>(p, n, len, 0, h, vrow, lane, S, KD, VD);
             next = ckpt_next(p, n, len, 1);
         }
     }
@@ -343,6 +371,11 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         __syncthreads();
     }
     const T* v = static_cast<const T*>(p.v);
+    // (§dims) the lane's 8 rows of the values it copies and of the outputs it stores are rows lrow .. lrow + 7 of the
+    // state, all below V or none (V a multiple of 8); with DIMS, those of token t sit at t * tstride + tcol of v and out
+    [[maybe_unused]] const int lrow = vrow + 8 * (lane & 1);
+    [[maybe_unused]] const bool lane_in = !DIMS || lrow < VD;
+    [[maybe_unused]] const int tstride = DIMS ? H * VD : 0, tcol = DIMS ? h * VD + lrow : 0;
     auto load_chunk = [&](int c, int stage) {
         if (c < nch) {
             uint8_t* st = smem + stage * Ly::STAGE;
@@ -354,8 +387,13 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             }
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const bool inside = c * CHUNK + r < ntok;
-            const T* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
-            cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
+            if constexpr (DIMS) {                                    // rows >= V: zeros, nothing read
+                const T* src = v + (tok0 + (inside ? c * CHUNK + r : 0)) * tstride + (lane_in ? tcol : 0);
+                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside && lane_in ? 16 : 0);
+            } else {
+                const T* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
+                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
+            }
         }
         cp_async_commit();
     };
@@ -417,14 +455,15 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
-        write_outputs<WARPS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane);
+        write_outputs<WARPS, DIMS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane,
+                                       tstride, tcol, lane_in);
 
         update_state(S, Ua, kr, scaled, sc0, sc1, lane);
         __syncwarp();                        // every lane is done reading the stage
         if (lane == 0) mbar_arrive(&empty[c % NSTAGE]);
         if constexpr (CKPT) {                // the state after the sequence's chunk done0 + c (true: rescaling undone)
             if (done0 + c + 1 == next) {
-                ckpt_store(p, n, len, next, h, vrow, lane, S);
+                ckpt_store<DIMS>(p, n, len, next, h, vrow, lane, S, KD, VD);
                 next = ckpt_next(p, n, len, next + 1);
             }
         }
@@ -441,7 +480,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
                     make_float2(S[j][2 * half], S[j][2 * half + 1]);
     } else if (p.state_out_kind != STATE_NONE) {
         state_off = state_offset();
-        store_state(p, state_off, vrow, lane, S);
+        store_state<DIMS>(p, state_off, vrow, lane, S, KD, VD);
     }
 }
 

@@ -70,6 +70,34 @@ cudaError_t dispatch_fwd(int gate, int beta, int norm, int group_shift, int inpu
     if (input != INPUT_F16 || beta < 0 || beta > 2 || norm < 0 || norm > 1 || group_shift < 0) return cudaErrorInvalidValue;
     return dispatch_gate(gate, [&](auto gf) { return f(gf, std::true_type{}, std::integral_constant<int, INPUT_F16>{}); });
 }
+// §dims: the head dims as a template flag. The forward's kernels take K, V <= 128 (multiples of 8) natively in their
+// instances with DIMS true, which read FwdArgs::dim_k, dim_v (DecodeArgs's) at run time; the instances with DIMS false
+// are the kernels built for K = V = 128, their machine code as it is without the feature. dims: (K, V) != (128, 128).
+// DIMS true goes with the gate's instance with FORMS true (as fp16: FlashKDA's form reads its forms, 0, 0, at run time),
+// for either input type: six more instances of K1 and of K3 (each of its STORES), and K2 twice its own (dispatch_bool
+// on dims); the fused kernel has none (kda_fwd_fused.cu says why). f(std::integral_constant<int, gate>{}, std::bool_constant<FORMS>{},
+// std::integral_constant<int, input>{}, std::bool_constant<DIMS>{}); per-instance state at
+// `fwd_dims_instance(gate, FORMS, input, DIMS)`, 0 to FWD_DIMS_INSTANCES - 1 (fwd_input_instance's first).
+constexpr int FWD_DIMS_INSTANCES = FWD_INPUT_INSTANCES + 6;
+constexpr int fwd_dims_instance(int gate, bool forms, int input, bool dims) {
+    return dims ? FWD_INPUT_INSTANCES + 3 * (input == INPUT_F16 ? 1 : 0) + gate : fwd_input_instance(gate, forms, input);
+}
+template <typename F>
+cudaError_t dispatch_fwd_dims(int gate, int beta, int norm, int group_shift, int input, bool dims, F&& f) {
+    if (!dims)
+        return dispatch_fwd(gate, beta, norm, group_shift, input, [&](auto gf, auto forms, auto in) {
+            return f(gf, forms, in, std::false_type{});
+        });
+    if (beta < 0 || beta > 2 || norm < 0 || norm > 1 || group_shift < 0) return cudaErrorInvalidValue;
+    return dispatch<INPUT_BF16, INPUT_F16>(input, [&](auto in) {
+        return dispatch_gate(gate, [&](auto gf) { return f(gf, std::true_type{}, in, std::true_type{}); });
+    });
+}
+// whether a call's head dims need the instances with DIMS; a K or V outside [8, 128] or not a multiple of 8 is no
+// shape of theirs (the binding refuses it first: kda_checks.h)
+constexpr bool dims_valid(int k, int v) { return k >= 8 && k <= 128 && k % 8 == 0 && v >= 8 && v <= 128 && v % 8 == 0; }
+constexpr bool native_dims(int k, int v) { return k != 128 || v != 128; }
+
 // The inputs' element type alone (K2, whose instances have no form): f(std::integral_constant<int, input>{})
 template <typename F>
 cudaError_t dispatch_input(int input, F&& f) {

@@ -67,11 +67,15 @@ def _pad_to(x, *dims):
     for d, size in zip(reversed(dims), reversed(x.shape[-len(dims):])): pad += [0, d - size]
     return x if not any(pad) else torch.nn.functional.pad(x, pad)
 
-def _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, HV):
-    """The inputs on the kernels' shapes: q, k repeated over the HV value heads; q, k, g, dt_bias zero-padded along K
-    and v along V to 128, the state [.., V, K] along both (exact: `kda_nb.plan.kernel_routes` says why)."""
+def _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, HV, pad: bool = True):
+    """The inputs on the kernels' shapes: q, k repeated over the HV value heads; with `pad` (the plan's 'pad' route) q,
+    k, g, dt_bias zero-padded along K and v along V to 128, the state [.., V, K] along both (exact:
+    `kda_nb.plan.kernel_routes` says why). Without it (K, V the forward's kernels take natively: `NATIVE_DIMS`) only
+    the heads are expanded."""
+    q, k = expand_heads(q, HV), expand_heads(k, HV)
+    if not pad: return q, k, v, g, beta, A_log, dt_bias, initial_state
     D = KERNEL_DIM
-    q, k = (_pad_to(expand_heads(x, HV), D) for x in (q, k))
+    q, k = _pad_to(q, D), _pad_to(k, D)
     g, v = _pad_to(g, D), _pad_to(v, D)
     dt_bias = None if dt_bias is None else _pad_to(dt_bias, D)
     h0 = None if initial_state is None else _pad_to(initial_state, D, D)
@@ -79,14 +83,18 @@ def _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, HV):
 
 def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                    cu_seqlens, state_indices, form):
-    "The kernels on padded and expanded copies (the plan's routes), the results copied back into `out` and `final_state`."
+    """The kernels on padded and expanded copies (the plan's routes), the results copied back into `out` and `final_state`.
+    Without a 'pad' route (K, V the forward's kernels take natively) nothing is padded and `out`, `final_state` are
+    written in place."""
     K, V = q.shape[-1], v.shape[-1]
-    q_, k_, v_, g_, beta_, A_, dt_, h0 = _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, v.shape[2])
-    out_ = out if out.shape[-1] == KERNEL_DIM else out.new_empty(*out.shape[:-1], KERNEL_DIM)
+    pad = any(r == 'pad' for r, _ in how.routes)
+    D = KERNEL_DIM if pad else V
+    q_, k_, v_, g_, beta_, A_, dt_, h0 = _routed_inputs(q, k, v, g, beta, A_log, dt_bias, initial_state, v.shape[2], pad)
+    out_ = out if out.shape[-1] == D else out.new_empty(*out.shape[:-1], D)
     fs = None
     if final_state is not None:
         fs = (h0 if final_state is initial_state else                   # one pool, updated in place
-              final_state if final_state.shape[-2:] == (KERNEL_DIM, KERNEL_DIM) else
+              final_state if not pad or final_state.shape[-2:] == (KERNEL_DIM, KERNEL_DIM) else
               _pad_to(final_state, KERNEL_DIM, KERNEL_DIM).contiguous())   # (slots no sequence names stay as they were)
     launch(how, q_, k_, v_, g_, beta_, scale, out_, A_, dt_, lower_bound, h0, fs, cu_seqlens, state_indices, form=form)
     if out_ is not out: out.copy_(out_[..., :V])

@@ -17,18 +17,19 @@ from .kernels import KERNEL_PATHS, kernels_unavailable_reason, launch, load_kern
 from .layout import ALL_FORMS, CHUNK, Form, max_chunks
 
 # %% auto #0
-__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'FP16_BACKWARD', 'KERNEL_DIM', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS',
-           'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS',
-           'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES',
-           'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES',
-           'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN',
-           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
-           'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS',
-           'Plan', 'form_words', 'form_refusal', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
-           'use_fused', 'pipeline_steps', 'k1_grid', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
-           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
-           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
-           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
+__all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'FP16_KERNELS', 'FP16_BACKWARD', 'KERNEL_DIM', 'NATIVE_DIMS', 'NATIVE_DIM_STEP',
+           'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX', 'FUSED_MIN_CHUNKS',
+           'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS', 'PIPELINE_GROWTH',
+           'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM', 'K2_BLOCKS_PER_HEAD',
+           'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED',
+           'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US',
+           'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT',
+           'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims',
+           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
+           'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
+           'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
+           'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward',
+           'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -90,7 +91,12 @@ def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False, fp16_
     if dtype == torch.float16 and fp16: return None
     return f"the kernels take bfloat16 inputs, got {dtype}"
 
-KERNEL_DIM = 128             # the kernels' K and V; smaller ones reach them zero-padded (`kernel_routes`)
+KERNEL_DIM = 128             # the kernels' K and V; smaller ones reach them zero-padded (`kernel_routes`), or natively:
+NATIVE_DIMS = False          # the forward's kernels on K, V <= 128 (multiples of 8) as they are, no padded copies (their
+                             # instances with DIMS, 04_kernels §head dims below 128): off until the GPU has checked them
+                             # against the fp64 recurrence and the padded route, and timed them (tools/dims_probe.py);
+                             # the backward pads always
+NATIVE_DIM_STEP = 8          # ... K and V must be multiples of this (16-byte loads); others keep the 'pad' route
 
 def _shape_refusal(dtype: torch.dtype, K: int, V: int, state_dtypes, fp16: bool | None = None) -> str | None:
     refusal = _dtype_refusal(dtype, FP16_KERNELS if fp16 is None else fp16)
@@ -123,17 +129,27 @@ def form_refusal(form: Form, direction: str = 'forward') -> str | None:
     if form in KERNEL_FORMS[direction]: return None
     return f"the kernels' {direction} for {form_words(form)} is not measured on the GPU yet"
 
-def kernel_routes(K: int, V: int, H: int, HV: int | None = None) -> tuple:
+def pad_route(K: int, V: int, why: str = "") -> tuple:
+    "The 'pad' route of K, V below 128 with its reason and cost (`why`: why the kernels do not take them natively)."
+    grow = KERNEL_DIM * KERNEL_DIM / (K * V)
+    return ('pad', f"K = {K}, V = {V} zero-padded to {KERNEL_DIM}: exact (a zero channel leaves the L2 norms as they "
+                   "were, meets k = 0 whatever its gate, keeps its state column or row at 0, and the outputs' padded "
+                   f"columns are dropped); cost: padded copies of q, k, g, v and the states (the states {grow:.3g} times "
+                   "their bytes)" + (f" ({why})" if why else ""))
+
+def native_dims(K: int, V: int) -> bool:
+    "Whether the forward's kernels take K and V as they are (`NATIVE_DIM_STEP`'s multiples up to 128)."
+    return all(0 < d <= KERNEL_DIM and d % NATIVE_DIM_STEP == 0 for d in (K, V))
+
+def kernel_routes(K: int, V: int, H: int, HV: int | None = None, native: bool = False) -> tuple:
     """The exact routes that bring a call of these shapes onto the kernels' (K = V = 128, as many value heads as query
     heads), `((route, reason and cost), ...)`: 'pad' zero-pads K and V to 128, 'expand' repeats q and k over the
-    value heads. Only for shapes the kernels can reach (K, V <= 128; HV a multiple of H)."""
+    value heads. Only for shapes the kernels can reach (K, V <= 128; HV a multiple of H). `native` (the forward with
+    `NATIVE_DIMS` on): K, V that `native_dims` takes need no 'pad'; the others keep it, the reason saying why."""
     routes = []
-    if (K, V) != (KERNEL_DIM, KERNEL_DIM):
-        grow = KERNEL_DIM * KERNEL_DIM / (K * V)
-        routes.append(('pad', f"K = {K}, V = {V} zero-padded to {KERNEL_DIM}: exact (a zero channel leaves the L2 norms "
-                              "as they were, meets k = 0 whatever its gate, keeps its state column or row at 0, and the "
-                              f"outputs' padded columns are dropped); cost: padded copies of q, k, g, v and the states "
-                              f"(the states {grow:.3g} times their bytes)"))
+    if (K, V) != (KERNEL_DIM, KERNEL_DIM) and not (native and native_dims(K, V)):
+        routes.append(pad_route(K, V, f"the kernels' native head dims are multiples of {NATIVE_DIM_STEP}, for their "
+                                      "16-byte loads" if native else ""))
     if HV not in (None, H):
         routes.append(('expand', f"q, k repeated from H = {H} to HV = {HV} heads (kda_nb.activations.expand_heads, the "
                                  "gradients summed back by reduce_heads): exact; cost: q and k "
@@ -300,12 +316,12 @@ def sm_count(device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None,
-          form=Form(), fp16=False) -> Plan:
+          form=Form(), fp16=False, native=False) -> Plan:
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == 'reference': return Plan('reference', "backend='reference' was asked for")
     refusal = _kernel_refusal(device, dtype, K, V, state_dtypes, fp16)
     if refusal is None: refusal = call_refusal(dtype, K, V, H, HV, form)
-    routes = () if refusal is not None else kernel_routes(K, V, H, HV)
+    routes = () if refusal is not None else kernel_routes(K, V, H, HV, native)
     if routes and step:
         refusal = ("a prepared decode step reads the caller's buffers in place, and " + " and ".join(r for r, _ in routes)
                    + " would copy them")
@@ -313,17 +329,24 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
     if step: return Plan('decode', "a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)")
-    if routes:
-        p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step,
-                  force, None, form, fp16)
-        return dataclasses.replace(p, routes=routes)
+    if routes:                # the plan at the shapes the routes make (native K, V stay as they are)
+        pad = any(r == 'pad' for r, _ in routes)
+        p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM if pad else K, KERNEL_DIM if pad else V, N, varlen, max_len,
+                  state_dtypes, backend, step, force, None, form, fp16, native)
+        return dataclasses.replace(p, routes=p.routes + routes)
     if force is not None and force != WHOLE:
         path, steps, growth, segments = force
         why = (f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "")
                + (f", segments={segments}" if segments else "") + ")")
         p = path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth)
-        return with_passes(p, segments, "forced") if segments else p
-    return kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE)
+        p = with_passes(p, segments, "forced") if segments else p
+    else:
+        p = kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE)
+    if p.path == 'fused' and (K, V) != (KERNEL_DIM, KERNEL_DIM):     # native K, V: the fused kernel takes 128 only
+        p = _plan(device, dtype, B, T, H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step, force,
+                  None, form, fp16, native)
+        return dataclasses.replace(p, routes=(pad_route(K, V, "the fused kernel takes K = V = 128 only"),))
+    return p
 
 def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bool, sms: int, steps: int = 1,
               growth: float | None = None) -> Plan:
@@ -386,7 +409,7 @@ def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varle
     `HV` value heads (default `H`); `form`, the KDA it computes (`kda_nb.layout.Form`, FlashKDA's by default)."""
     if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
-                 _forced[-1] if _forced else None, HV, form, FP16_KERNELS)
+                 _forced[-1] if _forced else None, HV, form, FP16_KERNELS, NATIVE_DIMS)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."

@@ -16,6 +16,11 @@ import pytest
 # chunk; every H200 timing of the backward was taken with it. Any other spill fails.
 ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
+def dims_of(row: dict) -> bool | None:
+    "Whether a forward kernel's instance in `nvcc_resource_usage` takes the head dims at run time (its `DIMS`, the template argument before `IN`)."
+    m = re.search(r'Lb([01])ELi[01]EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
+    return bool(int(m.group(1))) if m else None
+
 def input_of(row: dict) -> str | None:
     "The inputs' element type of a forward kernel's instance in `nvcc_resource_usage` (its last template argument, `IN`)."
     m = re.search(r'Li([01])EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
@@ -27,18 +32,26 @@ def test_kernels_compile_without_spills():
     assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
                                            SCAN_KERNEL}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
-    # bf16 inputs: K1, the fused kernel and K3 once per gate form (safe, softplus, given) and once for FlashKDA's form;
-    # fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd); K3 each of them with and without per-token stores
-    # (STORES, dispatch_bool)
+    # K = V = 128 (DIMS false): bf16 inputs: K1, the fused kernel and K3 once per gate form (safe, softplus, given) and
+    # once for FlashKDA's form; fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd). Head dims below 128 (DIMS
+    # true, dispatch_fwd_dims): K1 and K3 once per gate form and input type, the fused kernel never (kda_fwd_fused.cu).
+    # K3 each of them with and without per-token stores (STORES, dispatch_bool)
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         rows = [r for r in usage if r['kernel'] == k]
         per = 2 if k == DECODE_KERNEL else 1
-        assert sum(input_of(r) == 'bf16' for r in rows) == 4 * per, f"{k}: one bf16 instance per gate form, one for FlashKDA's"
-        assert sum(input_of(r) == 'fp16' for r in rows) == 3 * per, f"{k}: one fp16 instance per gate form"
-        assert len(rows) == 7 * per
-    # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool), each for bf16 and fp16 inputs
-    k2 = [input_of(r) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
-    assert k2.count('bf16') == k2.count('fp16') == 2 * 2 and len(k2) == 8, "K2: two stage counts, with and without checkpoints"
+        plain, dims = [r for r in rows if dims_of(r) is False], [r for r in rows if dims_of(r)]
+        assert sum(input_of(r) == 'bf16' for r in plain) == 4 * per, f"{k}: one bf16 instance per gate form, one for FlashKDA's"
+        assert sum(input_of(r) == 'fp16' for r in plain) == 3 * per, f"{k}: one fp16 instance per gate form"
+        want = 0 if k == FUSED_KERNEL else 3 * per
+        assert sum(input_of(r) == 'bf16' for r in dims) == sum(input_of(r) == 'fp16' for r in dims) == want, \
+            f"{k}: one instance with DIMS per gate form and input type"
+        assert len(rows) == 7 * per + 2 * want
+    # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool), each for bf16 and fp16 inputs, each
+    # with and without DIMS
+    k2 = [(input_of(r), dims_of(r)) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
+    for dims in (False, True):
+        assert [i for i, d in k2 if d is dims].count('bf16') == [i for i, d in k2 if d is dims].count('fp16') == 2 * 2
+    assert len(k2) == 16, "K2: two stage counts, with and without checkpoints, with and without DIMS"
     assert sum(r['kernel'] == SCAN_KERNEL for r in usage) == 3, "the entry scan: 8, 16 and 32 state rows a block"
     for r in usage:
         print(r)
@@ -94,6 +107,28 @@ def test_binding_takes_one_input_dtype(tmp_path):
             with pytest.raises(RuntimeError, match=f"{n} must have q's dtype {name}"): ext.kda_forward(*args(dt, **{n: x}))
     for dt in (torch.float32, torch.float64):
         with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): ext.kda_forward(*args(dt))
+
+
+def test_binding_takes_head_dims(tmp_path):
+    """The binding against launchers that launch nothing: K and V multiples of 8 up to 128 (K and V apart too) get as far
+    as the tensors on the 'chunked' and 'decode' paths; any other K or V is refused by name before the device is looked
+    at, and so is the fused path for any K, V but 128 (its kernel is built for 128 only)."""
+    import torch
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_dims')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    def args(K, V, path='chunked'):
+        q, v = torch.zeros(1, 16, 2, K, dtype=torch.bfloat16), torch.zeros(1, 16, 2, V, dtype=torch.bfloat16)
+        return (q, q, v, q.clone(), torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, v.clone(), torch.zeros(2),
+                torch.zeros(2, K), -5.0, None, None, None, None, path, 1, 1.0, 4, True, 132, False, 0, 0, 0)
+    for K, V in ((64, 64), (64, 128), (128, 64), (96, 40), (8, 120), (128, 128)):
+        for path in ('chunked', 'decode'):
+            with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args(K, V, path))
+    for K, V, words in ((60, 64, "q's K"), (64, 100, "v's V"), (256, 128, "q's K"), (128, 136, "v's V"), (4, 64, "q's K")):
+        with pytest.raises(RuntimeError, match=words + r" \(its last dim\) must be a multiple of 8 from 8 to 128"):
+            ext.kda_forward(*args(K, V))
+    for K, V in ((64, 64), (128, 64), (64, 128)):
+        with pytest.raises(RuntimeError, match='the fused kernel takes K = V = 128 only'): ext.kda_forward(*args(K, V, 'fused'))
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args(128, 128, 'fused'))
 
 
 import inspect
@@ -488,6 +523,129 @@ def test_fp16_pool_with_padding(path):
     o64, s64 = kda_recurrent(**dict(inp, initial_state=before[[4, 1, 0, 2]]))
     keep = torch.cat([torch.arange(0, 20), torch.arange(27, 62)])
     assert rel_rms(o[0, keep], o64[0, keep]) < 6e-3 and rel_rms(p[[4, 0, 2]], s64[[0, 2, 3]]) < 6e-3
+
+
+import torch.nn.functional as F
+
+NATIVE_DIMS_CASES = [(64, 64), (64, 128), (128, 64), (96, 40), (32, 96)]
+NATIVE_PATHS = [('chunked', 1), ('chunked', 3), ('decode', 1)]      # the fused kernel takes K = V = 128 only
+
+def padded(inp: dict) -> dict:
+    "`inp` zero-padded to K = V = 128: the copies of the plan's 'pad' route."
+    K, V = inp['q'].shape[-1], inp['v'].shape[-1]
+    x = dict(inp)
+    for n in ('q', 'k', 'g'): x[n] = F.pad(inp[n], (0, 128 - K))
+    x['v'] = F.pad(inp['v'], (0, 128 - V))
+    if x.get('dt_bias') is not None: x['dt_bias'] = F.pad(inp['dt_bias'], (0, 128 - K))
+    if x.get('initial_state') is not None: x['initial_state'] = F.pad(inp['initial_state'], (0, 128 - K, 0, 128 - V))
+    return x
+
+def same_as_padded(o, s, op, sp, K, V):
+    "Native results against the padded route's: equal bit for bit, and the padded state zero past V and K."
+    assert torch.equal(o, op[..., :V]), f"outputs differ from the padded route's by {(o.float() - op[..., :V].float()).abs().max():.3g}"
+    if s is not None:
+        assert torch.equal(s, sp[..., :V, :K]), "states differ from the padded route's"
+        assert (sp[..., V:, :] == 0).all() and (sp[..., :, K:] == 0).all(), "the padded state is not zero past V and K"
+
+def check_native_dims(inp, path='chunked', steps=1, state_out='fp32', tol=6e-3):
+    """The kernels on `inp` at its own K, V (the instances with DIMS) against the fp64 recurrence of the same form, and
+    against the padded route on the same values."""
+    K, V = inp['q'].shape[-1], inp['v'].shape[-1]
+    o, s = run_form(inp, path, steps, state_out)
+    assert o.shape == inp['v'].shape and (s is None or s.shape[-2:] == (V, K))
+    assert_near_fp64(o, s, *kda_recurrent(**inp), state_out, tol)
+    same_as_padded(o, s, *run_form(padded(inp), path, steps, state_out), K, V)
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', NATIVE_PATHS)
+@pytest.mark.parametrize('K,V', NATIVE_DIMS_CASES)
+def test_native_dims_paths(K, V, path, steps):
+    "Varlen with awkward lengths (fp32 state in and out), fixed length (bf16 state in and out), no state in or out."
+    check_native_dims(random_inputs(1, 0, 2, K, V, seqlens=AWKWARD, device='cuda', seed=K + V), path, steps)
+    check_native_dims(random_inputs(2, 40, 2, K, V, state='bf16', device='cuda', seed=K * V), path, steps, 'bf16')
+    check_native_dims(random_inputs(1, 0, 2, K, V, seqlens=[5, 16, 1, 40], state=None, device='cuda', seed=3), path, steps, None)
+    check_native_dims(random_inputs(1, 0, 2, K, V, seqlens=[5, 16, 1, 40], state='fp32', device='cuda', seed=4), path, steps, 'bf16')
+
+@needs_kernels
+@pytest.mark.parametrize('path,steps', NATIVE_PATHS)
+@pytest.mark.parametrize('form', list(GATE_FORMS) + list(BETA_NORM_FORMS))
+def test_native_dims_forms(form, path, steps):
+    "Every gate form, and beta's and the norm's, at K = 96, V = 40 and K = 64, V = 128."
+    opts = {**GATE_FORMS, **BETA_NORM_FORMS}[form]
+    for K, V in ((96, 40), (64, 128)):
+        check_native_dims(random_inputs(1, 0, 2, K, V, seqlens=AWKWARD, device='cuda', seed=51, **opts), path, steps)
+
+@needs_kernels
+@pytest.mark.parametrize('path', ['chunked', 'decode'])
+@pytest.mark.parametrize('K,V', NATIVE_DIMS_CASES)
+def test_native_dims_pool(K, V, path):
+    """A state pool [P, H, V, K] read and written in place, with a padding sequence (slot -1): its outputs zero, the
+    slots no entry names untouched, the others what the fp64 recurrence gives, all as the padded pool has them."""
+    inp = random_inputs(1, 0, 2, K, V, seqlens=[20, 7, 0, 35], state=None, device='cuda', seed=47)
+    idx = torch.tensor([4, -1, 0, 2], device='cuda')
+    before = torch.randn(6, 2, V, K, device='cuda')
+    pool, pool_p = before.clone(), F.pad(before, (0, 128 - K, 0, 128 - V))
+    o, _ = run_form(inp, path, state_indices=idx, pool=pool)
+    op, _ = run_form(padded(inp), path, state_indices=idx, pool=pool_p)
+    same_as_padded(o, pool, op, pool_p, K, V)
+    assert (o[0, 20:27] == 0).all() and torch.equal(pool[[1, 3, 5]], before[[1, 3, 5]])
+    o64, s64 = kda_recurrent(**dict(inp, initial_state=before[[4, 4, 0, 2]]))
+    live = torch.ones(o.shape[1], dtype=torch.bool, device='cuda')
+    live[20:27] = False
+    assert rel_rms(o[:, live], o64[:, live]) < 6e-3 and rel_rms(pool[[4, 0, 2]], s64[[0, 2, 3]]) < 6e-3
+
+@needs_kernels
+@pytest.mark.parametrize('K,V', [(64, 64), (128, 64), (96, 40)])
+def test_native_dims_checkpoints(K, V):
+    """K2's checkpoints into a pool [P, H, V, K]: the states after chosen offsets of each sequence, the same as the
+    padded pool's, the one at a sequence's length its final state, the finals what the fp64 recurrence gives."""
+    inp = random_inputs(1, 0, 2, K, V, seqlens=[40, 64], state=None, device='cuda', seed=5)
+    offs = torch.tensor([[0, 16, 40], [32, 64, 48]], device='cuda')
+    slots = torch.tensor([[0, 1, 2], [3, 4, 5]], device='cuda')
+    idx = torch.tensor([6, 7], device='cuda')
+    before = torch.randn(8, 2, V, K, device='cuda')
+    def run(x, pool):
+        out = torch.full_like(x['v'], float('nan'))
+        p = path_plan('chunked', 'a test', 1, x['q'].shape[1], 2, 2, True, sm_count(x['q'].device))
+        launch(p, x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
+               pool, pool, x['cu_seqlens'], idx, ckpt_offsets=offs, ckpt_slots=slots)
+        return out
+    pool, pool_p = before.clone(), F.pad(before, (0, 128 - K, 0, 128 - V))
+    o, op = run(inp, pool), run(padded(inp), pool_p)
+    same_as_padded(o, pool, op, pool_p, K, V)
+    assert torch.equal(pool[0], before[6]) and torch.equal(pool[2], pool[6]) and torch.equal(pool[4], pool[7])
+    o64, s64 = kda_recurrent(**dict(inp, initial_state=before[[6, 7]]))
+    assert rel_rms(o, o64) < 6e-3 and rel_rms(pool[[6, 7]], s64) < 6e-3
+
+@needs_kernels
+def test_native_dims_fused_refused():
+    "The fused kernel is built for K = V = 128 only: the binding says so for any other K, V."
+    with pytest.raises(RuntimeError, match='the fused kernel takes K = V = 128 only'):
+        run_form(random_inputs(1, 64, 2, 64, 64, device='cuda', seed=1), 'fused')
+
+@needs_kernels
+@pytest.mark.parametrize('K,V', [(64, 64), (96, 40), (128, 64)])
+def test_native_dims_through_fwd(K, V, monkeypatch):
+    """`kda_nb.fwd` with `NATIVE_DIMS` on: its plan has no 'pad' route (K1 + K2 here, and K3 for a decode batch), and
+    gives what the switch off (the padded route) gives, bit for bit."""
+    import kda_nb.plan as P
+    from kda_nb.api import fwd
+    def run(inp):
+        N = inp['cu_seqlens'].numel() - 1
+        out, fs = torch.empty_like(inp['v']), torch.empty(N, 2, V, K, device='cuda')
+        fwd(**inp, out=out, final_state=fs)
+        return out, fs
+    for seqlens in ([100, 1, 37], [1, 1, 2, 1]):
+        inp = random_inputs(1, 0, 2, K, V, seqlens=seqlens, device='cuda', seed=8)
+        P._plan.cache_clear()
+        assert [r for r, _ in P.plan_for(inp['q'], inp['v'], cu_seqlens=inp['cu_seqlens']).routes] == ['pad']
+        o0, s0 = run(inp)
+        monkeypatch.setattr(P, 'NATIVE_DIMS', True)
+        assert P.plan_for(inp['q'], inp['v'], cu_seqlens=inp['cu_seqlens']).routes == ()
+        o1, s1 = run(inp)
+        monkeypatch.setattr(P, 'NATIVE_DIMS', False)
+        assert torch.equal(o0, o1) and torch.equal(s0, s1)
+    P._plan.cache_clear()
 
 
 ADVERSARIAL = [[0, 19, 60], [0, 30, 10, 40], [-5, 10, 40], [0, 10, 2**62], [0, -3, -7], [40, 0, 40], [0, 0, 0],

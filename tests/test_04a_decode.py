@@ -465,3 +465,83 @@ def test_decode_fp16_prepared_step():
     try: run()
     finally: free()
     assert torch.equal(out, want) and torch.equal(fs, s_want)
+
+
+import torch.nn.functional as F
+
+def pad128(x, *dims):
+    "`x` zero-padded at the end of its last `len(dims)` dimensions (K or V, or [V, K]) to 128."
+    pad = []
+    for size in reversed(x.shape[-len(dims):]): pad += [0, 128 - size]
+    return F.pad(x, pad)
+
+def padded_inputs(inp: dict) -> dict:
+    "A `random_inputs` problem zero-padded to K = V = 128 (the plan's 'pad' route)."
+    x = dict(inp)
+    for n in ('q', 'k', 'g', 'v'): x[n] = pad128(inp[n], 1)
+    if x.get('dt_bias') is not None: x['dt_bias'] = pad128(inp['dt_bias'], 1)
+    if x.get('initial_state') is not None: x['initial_state'] = pad128(inp['initial_state'], 1, 1)
+    return x
+
+@needs_kernels
+@pytest.mark.parametrize('state_out', ['fp32', 'bf16'])
+@pytest.mark.parametrize('K,V', [(64, 64), (64, 128), (128, 64), (96, 40), (32, 96)])
+def test_decode_native_dims(K, V, state_out):
+    "K3 at its own K, V: the fp64 recurrence's results, and the padded call's bit for bit (zero past V and K there)."
+    for B, T, seqlens in ((3, 1, None), (2, 7, None), (1, 0, [1, 0, 2, 9, 1])):
+        inp = random_inputs(B, T, 2, K, V, seqlens=seqlens, state='bf16' if state_out == 'bf16' else 'fp32',
+                            device='cuda', seed=K + V + T)
+        o, s = check_decode(inp, state_out)
+        assert o.shape == inp['v'].shape and s.shape[-2:] == (V, K)
+        op, sp = run_decode(padded_inputs(inp), state_out)
+        assert torch.equal(o, op[..., :V]) and torch.equal(s, sp[..., :V, :K])
+        assert (sp[..., V:, :] == 0).all() and (sp[..., :, K:] == 0).all()
+
+@needs_kernels
+@pytest.mark.parametrize('idx_dtype', [torch.int32, torch.int64])
+@pytest.mark.parametrize('K,V', [(64, 64), (96, 40), (128, 64)])
+def test_decode_native_dims_pool_and_stores(K, V, idx_dtype):
+    """A pool [P, H, V, K] read and written in place with per-token stores, a padding sequence (-1) and a sequence of no
+    tokens: the same pool and outputs as the padded pool's, bit for bit, the slots no entry names untouched."""
+    seqlens, W, P = [1, 0, 3, 8, 2], 4, 20
+    inp = random_inputs(1, 0, 2, K, V, seqlens=seqlens, state=None, device='cuda', seed=K * V)
+    read = torch.tensor([0, 1, 2, -1, 3], device='cuda', dtype=idx_dtype)
+    ts = torch.full((5, W), -1, dtype=idx_dtype, device='cuda')
+    ts[:, :3] = torch.arange(4, 19, device='cuda', dtype=idx_dtype).view(5, 3)      # each slot named once
+    before = torch.randn(P, 2, V, K, device='cuda')
+    pool, pool_p = before.clone(), pad128(before, 1, 1)
+    out = run_stores(inp, pool, read, ts, write_final=True)
+    out_p = run_stores(padded_inputs(inp), pool_p, read, ts, write_final=True)
+    assert torch.equal(out, out_p[..., :V]) and torch.equal(pool, pool_p[..., :V, :K])
+    assert (pool_p[..., V:, :] == 0).all() and (pool_p[..., :, K:] == 0).all() and (out[0, 4:12] == 0).all()
+    named = set(read.tolist()) | set(ts.flatten().tolist())
+    for slot in range(P):
+        if slot not in named: assert torch.equal(pool[slot], before[slot]), slot
+
+@needs_kernels
+@pytest.mark.parametrize('K,V', [(64, 64), (96, 40)])
+def test_decode_step_native_dims(K, V, monkeypatch):
+    """A prepared decode step (`DecodeStep`) at K, V below 128: refused onto the reference with `NATIVE_DIMS` off (a
+    step takes no copy), on K3 with it on, computing what the padded call computes."""
+    import kda_nb.plan as P
+    from kda_nb.api import DecodeStep
+    inp = random_inputs(4, 1, 2, K, V, device='cuda', seed=9)
+    args = {n: x for n, x in inp.items() if n not in ('initial_state',)}
+    pool = torch.randn(6, 2, V, K, device='cuda')
+    idx = torch.tensor([5, 0, -1, 2], device='cuda')
+    def step():
+        out, p = torch.empty_like(inp['v']), pool.clone()
+        s = DecodeStep(**args, out=out, initial_state=p, final_state=p, state_indices=idx)
+        s()
+        backend = s.backend
+        s.close()
+        return backend, out, p
+    assert step()[0] == 'reference'
+    monkeypatch.setattr(P, 'NATIVE_DIMS', True)
+    backend, out, p = step()
+    assert backend == 'cuda'
+    out_p, pool_p = torch.full_like(pad128(inp['v'], 1), float('nan')), pad128(pool, 1, 1)
+    pi = padded_inputs(inp)
+    decode_cuda(**{n: x for n, x in pi.items() if n != 'initial_state'}, out=out_p, initial_state=pool_p,
+                final_state=pool_p, state_indices=idx)
+    assert torch.equal(out, out_p[..., :V]) and torch.equal(p, pool_p[..., :V, :K])

@@ -449,3 +449,47 @@ def test_routes_plan_on_a_stand_in_gpu(monkeypatch):
             assert p.path in ('chunked', 'fused') and [r for r, _ in p.routes] == want, (K, V, HV, p)
     finally:
         P.kernel_refusal.cache_clear()
+
+
+def test_native_dims_follow_their_switch(monkeypatch):
+    """NATIVE_DIMS off: K, V below 128 take the 'pad' route, exactly as without the switch. On (a stand-in GPU: kernels
+    built, 132 SMs): the forward's plan takes K, V that are multiples of 8 as they are on K1 + K2 and K3 (no 'pad', the
+    path of their own shapes, a prepared decode step allowed), pads them where the path is the fused kernel (built for
+    128 only), keeps 'pad' for the others with the reason, and the backward's plan keeps 'pad' whatever the switch. The switch is part of the plan cache's key: flipping it back pads again."""
+    import dataclasses
+    import kda_nb.plan as P
+    assert P.NATIVE_DIMS is False                                      # off until the GPU has checked and timed it
+    monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
+    monkeypatch.setattr(P, 'load_kernels', lambda: None)
+    monkeypatch.setattr(P, 'sm_count', lambda device: 132)
+    P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+    bf, cuda = torch.bfloat16, torch.device('cuda')
+    shapes = [(64, 64), (64, 128), (128, 64), (96, 40), (8, 120)]
+    def routes(p): return [r for r, _ in p.routes]
+    try:
+        off = {kv: P.plan(cuda, bf, 1, 4096, 2, *kv, 1, varlen=False) for kv in shapes}
+        assert all(routes(p) == ['pad'] for p in off.values()), off
+        assert P.plan(cuda, bf, 4, 1, 2, 64, 64, 4, varlen=False, step=True).path == 'reference'
+        monkeypatch.setattr(P, 'NATIVE_DIMS', True)
+        for kv in shapes:
+            p = P.plan(cuda, bf, 1, 4096, 2, *kv, 1, varlen=False)                # K1 + K2
+            assert routes(p) == [] and p.path == 'chunked', (kv, p)
+            assert dataclasses.replace(p, routes=off[kv].routes) == off[kv]      # the same path and choices, unpadded
+            p = P.plan(cuda, bf, 8, 1024, 64, *kv, 8, varlen=False)               # the fused kernel: 128 only, padded
+            assert p.path == 'fused' and routes(p) == ['pad'] and 'fused kernel takes K = V = 128' in p.routes[0][1]
+            with P.forced('fused'):
+                assert routes(P.plan(cuda, bf, 1, 4096, 2, *kv, 1, varlen=False)) == ['pad']
+            assert routes(P.backward_plan(cuda, bf, *kv, H=2)) == ['pad']        # the backward pads always
+        for kv in ((60, 64), (64, 100), (60, 100), (4, 128)):                   # not multiples of 8: 'pad', saying why
+            p = P.plan(cuda, bf, 1, 4096, 2, *kv, 1, varlen=False)
+            assert routes(p) == ['pad'] and 'multiples of 8' in p.routes[0][1], (kv, p)
+        p = P.plan(cuda, bf, 1, 4096, 2, 64, 64, 1, varlen=False, HV=4)
+        assert routes(p) == ['expand'] and p.path == 'chunked'                  # grouped heads: expanded, unpadded
+        assert routes(P.plan(cuda, bf, 8, 1024, 32, 64, 64, 8, varlen=False, HV=64)) == ['pad', 'expand']   # fused
+        assert P.plan(cuda, bf, 4, 1, 2, 64, 64, 4, varlen=False, step=True).path == 'decode'
+        assert P.plan(cuda, bf, 4, 1, 2, 64, 64, 4, varlen=False).path == 'decode'
+        assert P.native_dims(64, 128) and not P.native_dims(60, 64) and not P.native_dims(256, 128)
+        monkeypatch.setattr(P, 'NATIVE_DIMS', False)
+        assert routes(P.plan(cuda, bf, 1, 4096, 2, 64, 64, 1, varlen=False)) == ['pad']
+    finally:
+        P.kernel_refusal.cache_clear(); P._plan.cache_clear()

@@ -302,13 +302,17 @@ def test_decode_step_and_fwd_in_a_form():
 def test_routes_onto_the_kernels_are_exact(monkeypatch):
     """The plan's routes (K, V zero-padded to 128; q, k repeated over grouped value heads) are exact: with the kernels
     stood in for by the reference on the copies they would get, the forward (pools too) and the gradients equal the
-    reference on the caller's shapes, in fp64 and a non-default form."""
+    reference on the caller's shapes, in fp64 and a non-default form. Without 'pad' (K, V the forward's kernels take
+    natively, `NATIVE_DIMS`) the kernels get the caller's K and V, heads expanded, and the same results."""
     import kda_nb.api as api
     from kda_nb.backward import kda_chunked_backward
+    from kda_nb.plan import Plan, kernel_routes
     form = dict(safe_gate=False, allow_neg_eigval=True)
     fm = Form(**form)
     def fake_launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu, idx, form=None):
-        assert q.shape[-1] == v.shape[-1] == 128 and q.shape[2] == v.shape[2]        # the kernels' shapes
+        pad = any(r == 'pad' for r, _ in how.routes)
+        assert (q.shape[-1], v.shape[-1]) == ((128, 128) if pad else (16, 24)) and q.shape[2] == v.shape[2]   # the kernels' shapes
+        assert h0 is None or h0.shape[-2:] == (v.shape[-1], q.shape[-1])
         api._forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu, 'reference', False, idx, form)
     def fake_backward(*a, plan=None, form=FLASH_FORM, **kw):
         assert a[0].shape[-1] == 128 and a[0].shape[2] == a[2].shape[2]
@@ -319,17 +323,22 @@ def test_routes_onto_the_kernels_are_exact(monkeypatch):
                         A_log=None, **form)
     args = [inp[n] for n in TENSORS[:7]]
     h0, cu = inp['initial_state'], inp['cu_seqlens']
-    out, fs = torch.empty_like(inp['v']), torch.empty_like(h0)
-    api._launch_routed(None, *args[:5], 0.25, out, *args[5:7], None, h0, fs, cu, None, fm)
     o, s = kda_chunked(*args, scale=0.25, initial_state=h0, cu_seqlens=cu, dtype=torch.float64, **form)
-    assert rel_rms(out, o) < 1e-13 and rel_rms(fs, s) < 1e-13
-    pool = torch.randn(5, *h0.shape[1:], dtype=torch.float64)                   # a pool updated in place
-    before, idx = pool.clone(), torch.tensor([3, 0, -1])
-    out2 = torch.empty_like(out)
-    api._launch_routed(None, *args[:5], 0.25, out2, *args[5:7], None, pool, pool, cu, idx, fm)
-    want_out, want_pool = torch.empty_like(out), before.clone()
-    api._forward(*args[:5], 0.25, want_out, *args[5:7], None, want_pool, want_pool, cu, 'reference', False, idx, fm)
-    assert rel_rms(out2, want_out) < 1e-13 and rel_rms(pool, want_pool) < 1e-13 and torch.equal(pool[[1, 2, 4]], before[[1, 2, 4]])
+    want_out, want_pool = torch.empty_like(o), None
+    for native in (False, True):
+        how = Plan('chunked', 'a test', routes=kernel_routes(16, 24, 2, 4, native=native))
+        assert [r for r, _ in how.routes] == (['expand'] if native else ['pad', 'expand'])
+        out, fs = torch.empty_like(inp['v']), torch.empty_like(h0)
+        api._launch_routed(how, *args[:5], 0.25, out, *args[5:7], None, h0, fs, cu, None, fm)
+        assert rel_rms(out, o) < 1e-13 and rel_rms(fs, s) < 1e-13
+        pool = torch.randn(5, *h0.shape[1:], dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        before, idx = pool.clone(), torch.tensor([3, 0, -1])               # a pool updated in place
+        out2 = torch.empty_like(out)
+        api._launch_routed(how, *args[:5], 0.25, out2, *args[5:7], None, pool, pool, cu, idx, fm)
+        if want_pool is None:
+            want_pool = before.clone()
+            api._forward(*args[:5], 0.25, want_out, *args[5:7], None, want_pool, want_pool, cu, 'reference', False, idx, fm)
+        assert rel_rms(out2, want_out) < 1e-13 and rel_rms(pool, want_pool) < 1e-13 and torch.equal(pool[[1, 2, 4]], before[[1, 2, 4]])
     go, gs = torch.randn_like(out), torch.randn_like(fs)
     kw = dict(scale=0.25, lower_bound=None, initial_state=h0, cu_seqlens=cu, grad_out=go, grad_state=gs)
     got = api._routed_backward(*args, kw, None, dict(form=fm))

@@ -8,7 +8,8 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, the chain of entry states
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
 """
@@ -161,6 +162,42 @@ for pool_dtype, steps, cu in ((torch.float32, 1, [0, 40, 41, 41, 75]), (torch.bf
            ckpt_offsets=offs, ckpt_slots=slots)
     torch.cuda.synchronize()
     assert torch.isfinite(out).all() and torch.isfinite(pool.float()).all()
+# head dims below 128 (the instances with DIMS, kda_switch.h §dims): tensors at their own K, V, no padding around them, so
+# a read or write past V or K lands outside them: K1 + K2 in one step and in three, K3, fixed and varlen, states in and
+# out in fp32 and bf16, adversarial offsets, a pool [P, H, V, K] with a padding sequence and an index outside it, K2's
+# checkpoints into it
+from kda_nb.plan import path_plan, sm_count
+from kda_nb.kernels import launch
+for K, V in ((64, 64), (96, 40), (128, 64), (64, 128)):
+    for path, steps in (('chunked', 1), ('chunked', 3), ('decode', 1)):
+        for seqlens, B, T, st in ((None, 2, 40, 'bf16'), ([5, 17, 0, 33], 1, 0, 'fp32')):
+            inp = random_inputs(B, T, 2, K, V, seqlens=seqlens, state=st, device='cuda', seed=K + V)
+            o, s = run_kernels(inp, 'fp32' if st == 'bf16' else 'bf16', path=path, steps=steps)
+            torch.cuda.synchronize()
+            assert torch.isfinite(o).all() and torch.isfinite(s.float()).all()
+        for cu in ([0, 19, 60], [-5, 10, 40], [40, 0, 40]):
+            inp = random_inputs(1, 40, 2, K, V, device='cuda', seed=K)
+            inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+            inp['initial_state'] = torch.randn(len(cu) - 1, 2, V, K, device='cuda')
+            run_kernels(inp, path=path, steps=steps)
+            torch.cuda.synchronize()
+        inp = random_inputs(1, 0, 2, K, V, seqlens=[50, 17, 9, 30], device='cuda', seed=V)
+        pool = torch.randn(3, 2, V, K, device='cuda')
+        out = torch.empty_like(inp['v'])
+        fwd_cuda(**{k: x for k, x in inp.items() if k != 'initial_state'}, out=out, initial_state=pool,
+                 final_state=pool, state_indices=torch.tensor([2, -1, 99, 0], device='cuda'), path=path, steps=steps)
+        torch.cuda.synchronize()
+        assert torch.isfinite(out).all() and (out[:, 50:67] == 0).all()
+    inp = random_inputs(1, 0, 2, K, V, seqlens=[40, 64], state=None, device='cuda', seed=6)
+    pool = torch.randn(8, 2, V, K, device='cuda')
+    out = torch.empty_like(inp['v'])
+    launch(path_plan('chunked', 'sanitize', 1, 104, 2, 2, True, sm_count('cuda')), inp['q'], inp['k'], inp['v'], inp['g'],
+           inp['beta'], inp['scale'], out, inp['A_log'], inp['dt_bias'], inp['lower_bound'], pool, pool,
+           inp['cu_seqlens'], torch.tensor([6, 7], device='cuda'),
+           ckpt_offsets=torch.tensor([[0, 16, 40], [32, 64, 17]], device='cuda'),
+           ckpt_slots=torch.tensor([[0, 1, 2], [3, 99, -1]], device='cuda'))
+    torch.cuda.synchronize()
+    assert torch.isfinite(out).all() and torch.isfinite(pool).all()
 # the chain of entry states (kda_entry_scan.cu) on grids no check has seen (values negative, the padding row P, past it,
 # the int64 extremes, a row after the padding), every instance (8, 16, 32 rows a block), K = V = 128, V = 100 with
 # K = 64, an odd K (its 4-byte copies and padded rows)
