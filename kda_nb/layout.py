@@ -16,7 +16,8 @@ import torch
 __all__ = ['FORM_OPTIONS', 'ALL_FORMS', 'CHUNK', 'GATE_CASES', 'ANCHOR_T', 'ANCHOR_HEADS', 'VARLEN_SIX', 'EVEN_SEQS', 'FLOATS',
            'STATE_DTYPES', 'Form', 'form_options', 'check_form', 'n_chunks', 'max_chunks', 'safe_cu_seqlens',
            'chunk_offsets', 'longest_first', 'seqlens_of', 'check_slots', 'put_rows', 'seq_bounds', 'to_padded',
-           'from_padded', 'random_inputs', 'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs', 'rel_rms']
+           'from_padded', 'random_inputs', 'same_values', 'scaled_six', 'anchor_workloads', 'Problem', 'check_inputs',
+           'rel_rms']
 
 # %% ../nbs/00_layout.ipynb #f4831d51
 @dataclass(frozen=True)
@@ -277,6 +278,17 @@ def random_inputs(B: int = 1, T: int = 64, H: int = 2, K: int = 128, V: int | No
         inp['cu_seqlens'] = torch.tensor([0] + list(seqlens), dtype=torch.long).cumsum(0).to(device)
     inp.update({n: x for n, x in form.items() if x != getattr(Form(), n)})
     return inp
+
+def same_values(inp: dict) -> tuple[dict, dict]:
+    """`inp` with q, k, v, g and beta in float16 and in bfloat16 holding the same values: each rounded to fp16, and any
+    value bf16 cannot hold exactly (a tiny fp16 subnormal, more than 8 significant bits) set to 0 in both. For
+    comparing the kernels' fp16 instances with their bf16 ones on equal inputs."""
+    f16, bf = dict(inp), dict(inp)
+    for n in ('q', 'k', 'v', 'g', 'beta'):
+        x = inp[n].half()
+        x = torch.where(x.bfloat16().half() == x, x, torch.zeros_like(x))
+        f16[n], bf[n] = x, x.bfloat16()
+    return f16, bf
 
 # %% ../nbs/00_layout.ipynb #9c730914
 ANCHOR_T = 8192                                    # tokens of every anchor problem

@@ -445,15 +445,7 @@ def test_forms_grouped_value_heads(HV, gate, path, steps):
                             path, steps)
 
 
-def same_values(inp: dict) -> tuple[dict, dict]:
-    """`inp` with q, k, v, g and beta in float16 and in bfloat16 holding the same values: each rounded to fp16, and any
-    value bf16 cannot hold exactly (a tiny fp16 subnormal, more than 8 significant bits) set to 0 in both."""
-    f16, bf = dict(inp), dict(inp)
-    for n in ('q', 'k', 'v', 'g', 'beta'):
-        x = inp[n].half()
-        x = torch.where(x.bfloat16().half() == x, x, torch.zeros_like(x))
-        f16[n], bf[n] = x, x.bfloat16()
-    return f16, bf
+from kda_nb.layout import same_values
 
 def check_fp16(inp, path='chunked', steps=1, state_out='fp32', tol=6e-3):
     """The kernels on `inp` in fp16 (its draws, fp32 or bf16, rounded to fp16) against the fp64 recurrence; then on the

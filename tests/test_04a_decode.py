@@ -391,21 +391,14 @@ def test_decode_token_stores_binding_without_gpu(tmp_path):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(**kw)
 
 
-def half_and_bf16(inp: dict) -> tuple[dict, dict]:
-    "`inp` (fp32 draws) with q, k, v, g, beta in fp16 and in bf16 holding the same values (any value bf16 cannot hold: 0 in both)."
-    f16, bf = dict(inp), dict(inp)
-    for n in ('q', 'k', 'v', 'g', 'beta'):
-        x = inp[n].half()
-        x = torch.where(x.bfloat16().half() == x, x, torch.zeros_like(x))
-        f16[n], bf[n] = x, x.bfloat16()
-    return f16, bf
+from kda_nb.layout import same_values
 
 def check_decode_fp16(inp, state_out='fp32'):
     "K3 on fp16 inputs against fp64 (`check_decode`'s tolerances), and against bf16 on the same values."
     i16 = {n: (x.half() if n in ('q', 'k', 'v', 'g', 'beta') else x) for n, x in inp.items()}
     o, _ = check_decode(i16, state_out)
     assert o.dtype == torch.float16
-    a, b = half_and_bf16(inp)
+    a, b = same_values(inp)
     (o16, s16), (obf, sbf) = run_decode(a, state_out), run_decode(b, state_out)
     if state_out is not None: assert torch.equal(s16, sbf), "the same values in, another state out"
     assert ((o16.float() - obf.float()).abs() <= 2 ** -7 * obf.float().abs() + 2 ** -24).all()
@@ -437,7 +430,7 @@ def test_decode_fp16_token_stores(form):
     seqlens, W, H, P = [1, 0, 3, 8, 2, 9], 8, 2, 32
     inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, dtype=torch.float32, device='cuda', seed=52,
                         **({} if form == 'safe' else DECODE_FORMS['softplus']))
-    a, b = half_and_bf16(inp)
+    a, b = same_values(inp)
     pool0 = torch.randn(P, H, 128, 128, device='cuda')
     read = torch.tensor([0, 1, 2, -1, 3, 4], device='cuda')
     ts = torch.arange(len(seqlens) * W, device='cuda').view(len(seqlens), W) % (P - 6) + 6

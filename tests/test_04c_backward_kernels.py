@@ -285,15 +285,8 @@ def test_kernels_rounding_model_every_form(name):
 
 
 import re
-import sys
-from pathlib import Path
 from kda_nb.plan import BackwardPlan
-import kda_nb
-
-try: from test_04_kernels import same_values           # the forward's fp16 tests' helper (tests/ on pytest's path)
-except ImportError:                                      # (a notebook run: tests/ beside the package)
-    sys.path.insert(0, str(Path(kda_nb.__file__).resolve().parents[1] / 'tests'))
-    from test_04_kernels import same_values
+from kda_nb.layout import same_values
 
 IN16 = ('q', 'k', 'v', 'g', 'beta')                      # the inputs of the kernels' element type
 GRADS16 = ('dq', 'dk', 'dv', 'dg', 'dbeta')              # the gradients the kernel writes in it (grads_dtype)
