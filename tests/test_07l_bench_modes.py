@@ -32,6 +32,20 @@ def test_fp16_kernels_restores_the_switch():
     assert P.FP16_KERNELS == was
 
 
+def test_dims_mode_here():
+    "The switch's context restores it, also when the block raises; the mode says why it cannot run without the kernels."
+    from kda_nb import plan as P
+    was = P.NATIVE_DIMS
+    with native_dims(not was): assert P.NATIVE_DIMS is (not was)
+    with pytest.raises(RuntimeError):
+        with native_dims(not was): raise RuntimeError('inside')
+    assert P.NATIVE_DIMS is was
+    assert {c[0] for c in DIMS_CASES} and all(c[4] % 8 == 0 and c[5] % 8 == 0 for c in DIMS_CASES)
+    from kda_nb.kernels import kernels_unavailable_reason
+    if kernels_unavailable_reason() is not None:
+        with pytest.raises(SystemExit, match='dims: cannot run here'): dims_main([])
+
+
 def test_modes_help(capsys):
     "Every mode answers --help without a GPU; an unknown mode is refused with the list."
     for mode in MODES:

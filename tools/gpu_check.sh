@@ -125,6 +125,9 @@ if [ "$BENCH" = --new ]; then
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" -k "fp16 or half" tests/test_04_kernels.py \
     tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_fp16.txt" || status=1
   bounded python3 -m kda_nb.bench dtypes 2>&1 | tee "$LOG/dtypes.txt" || status=1
+  bounded python3 -m kda_nb.bench dtypes --train 2>&1 | tee "$LOG/dtypes_train.txt" || status=1
+  echo "== head dims below 128, native against padded"
+  bounded python3 -m kda_nb.bench dims --out "$LOG/dims.json" 2>&1 | tee "$LOG/dims.txt" || status=1
   echo "== each kernel of a training step, KDA's other gates beside the safe one"
   bounded python3 -m kda_nb.bench train-stages --H 64 --variants softplus,given --out "$LOG" 2>&1 | tee "$LOG/train_stages_forms.txt" || status=1
   exit $status
