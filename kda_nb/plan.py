@@ -92,10 +92,10 @@ def _dtype_refusal(dtype: torch.dtype, fp16: bool, backward: bool = False, fp16_
     return f"the kernels take bfloat16 inputs, got {dtype}"
 
 KERNEL_DIM = 128             # the kernels' K and V; smaller ones reach them zero-padded (`kernel_routes`), or natively:
-NATIVE_DIMS = False          # the forward's kernels on K, V <= 128 (multiples of 8) as they are, no padded copies (their
-                             # instances with DIMS, 04_kernels §head dims below 128): off until the GPU has checked them
-                             # against the fp64 recurrence and the padded route, and timed them (tools/dims_probe.py);
-                             # the backward pads always
+NATIVE_DIMS = True           # the forward's kernels on K, V <= 128 (multiples of 8) as they are, no padded copies (their
+                             # instances with DIMS, 04_kernels §head dims below 128): on since their GPU tests passed
+                             # against the fp64 recurrence and bit for bit against the padded route, and they ran 1.25x
+                             # to 8x faster (python -m kda_nb.bench dims; benchmarks/dims_h100.md); the backward pads always
 NATIVE_DIM_STEP = 8          # ... K and V must be multiples of this (16-byte loads); others keep the 'pad' route
 
 def _shape_refusal(dtype: torch.dtype, K: int, V: int, state_dtypes, fp16: bool | None = None) -> str | None:

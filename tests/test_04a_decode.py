@@ -529,6 +529,7 @@ def test_decode_step_native_dims(K, V, monkeypatch):
         backend = s.backend
         s.close()
         return backend, out, p
+    monkeypatch.setattr(P, 'NATIVE_DIMS', False)
     assert step()[0] == 'reference'
     monkeypatch.setattr(P, 'NATIVE_DIMS', True)
     backend, out, p = step()

@@ -444,9 +444,12 @@ def test_routes_plan_on_a_stand_in_gpu(monkeypatch):
     monkeypatch.setattr(P, 'sm_count', lambda device: 132)
     P.kernel_refusal.cache_clear()
     try:
-        for K, V, HV, want in ((64, 100, None, ['pad']), (128, 128, 8, ['expand']), (64, 64, 4, ['pad', 'expand'])):
-            p = P.plan('cuda', torch.bfloat16, 1, 4096, 2, K, V, 1, varlen=False, HV=HV)
-            assert p.path in ('chunked', 'fused') and [r for r, _ in p.routes] == want, (K, V, HV, p)
+        for native in (False, True):                 # K = V = 64 natively on K1 + K2 with NATIVE_DIMS on
+            monkeypatch.setattr(P, 'NATIVE_DIMS', native)
+            for K, V, HV, want in ((64, 100, None, ['pad']), (128, 128, 8, ['expand']),
+                                   (64, 64, 4, ['expand'] if native else ['pad', 'expand'])):
+                p = P.plan('cuda', torch.bfloat16, 1, 4096, 2, K, V, 1, varlen=False, HV=HV)
+                assert p.path in ('chunked', 'fused') and [r for r, _ in p.routes] == want, (K, V, HV, native, p)
     finally:
         P.kernel_refusal.cache_clear()
 
@@ -458,7 +461,8 @@ def test_native_dims_follow_their_switch(monkeypatch):
     128 only), keeps 'pad' for the others with the reason, and the backward's plan keeps 'pad' whatever the switch. The switch is part of the plan cache's key: flipping it back pads again."""
     import dataclasses
     import kda_nb.plan as P
-    assert P.NATIVE_DIMS is False                                      # off until the GPU has checked and timed it
+    assert P.NATIVE_DIMS is True                                       # on since the GPU checked and timed it
+    monkeypatch.setattr(P, 'NATIVE_DIMS', False)                       # off first: the 'pad' route
     monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
     monkeypatch.setattr(P, 'load_kernels', lambda: None)
     monkeypatch.setattr(P, 'sm_count', lambda device: 132)
