@@ -276,12 +276,13 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: float, 
     lower_bound * sigmoid(exp(A_log) * (g + dt_bias)), in [lower_bound, 0). So pass q, k, beta and g as the
     projections give them, not normalised, not sigmoided.
 
-    q, k, g: [B, T, H, K]; v, out: [B, T, H, V]; beta: [B, T, H]; all one float dtype (bfloat16 for the kernels).
+    q, k, g: [B, T, H, K]; v, out: [B, T, H, V]; beta: [B, T, H]; all one float dtype (bf16 or fp16 for the kernels).
     A_log: [H], dt_bias: [H, K], float32 or float64. scale: a float, usually K ** -0.5. lower_bound: a float in [-5,
     0), the gate's floor. initial_state, final_state: [N, H, V, K] (V-first, fla's state_v_first=True) in bfloat16,
     float32 or float64, or None. cu_seqlens: int64 [N + 1] token offsets of a variable-length batch (then B = 1 and
     N sequences), or None (N = B rows of T tokens). backend: 'auto' (the CUDA kernels where they run: Hopper GPU,
-    bfloat16, K, V <= 128 (smaller zero-padded); else the PyTorch reference), 'cuda' (the kernels or an error) or 'reference';
+    bfloat16 or float16, K, V <= 128 (smaller: natively where multiples of 8, else zero-padded); else the PyTorch
+    reference), 'cuda' (the kernels or an error) or 'reference';
     `kda_nb.plan_for(...)` says which kernel runs and why. state_indices: int32 or int64 [N], for state pools:
     initial_state and final_state are then pools [P, H, V, K] (they may be one tensor, updated in place), sequence n
     reads and writes slot state_indices[n], -1 marks a padding sequence (no state read or written, zero outputs),
