@@ -404,7 +404,7 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
         if how is not None:
             return _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool,
                                        checkpoint_offsets, checkpoint_slots, _ints(state_indices, 'state_indices', N, dev),
-                                       has_initial_state, cu_seqlens, *how)
+                                       None, cu_seqlens, *how, fresh=[slots[n] for n in range(N) if live[n] and not init[n]])
     h = torch.zeros(N, HV, V, K, dtype=_scratch_dtype(pool), device=dev)
     reads = [n for n in range(N) if live[n] and slots is not None and init[n]]
     if reads: h[reads] = pool[[slots[n] for n in reads]].to(h.dtype)
@@ -457,20 +457,26 @@ def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | No
     return how, fm
 
 def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, offsets, ck_slots, slots: Tensor,
-                        has_initial_state: Tensor | None, cu_seqlens, how, form: Form) -> tuple[Tensor, Tensor]:
+                        has_initial_state: Tensor | None, cu_seqlens, how, form: Form,
+                        fresh: list | None = None) -> tuple[Tensor, Tensor]:
     """The prefill on `pool` in place in one launch of K1 + K2 (`how`), K2 storing the checkpoints of the table
     (`ckpt_offsets`, `ckpt_slots`); a live sequence (slot inside the pool) without an initial state starts from its
-    slot zeroed. Returns `(out, final_state)` as the composed path does (zeros for padding sequences). Device ops
-    only: nothing is read on the host, so a CUDA graph can capture it."""
+    slot zeroed: the slots in `fresh` where the host has them, else those `has_initial_state` marks, on the device
+    (every live slot rewritten, none where all start from their slots). Returns `(out, final_state)` as the composed
+    path does (zeros for padding sequences). Without `fresh`, device ops only: nothing is read on the host, so a CUDA
+    graph can capture it."""
     dev, N, P = q.device, slots.numel(), pool.shape[0]
     live = (slots >= 0) & (slots < P)
-    init = torch.ones_like(live) if has_initial_state is None else has_initial_state.to(dev, torch.bool).reshape(N)
-    put_rows(pool, slots, pool.new_zeros(1, *pool.shape[1:]).expand(N, *pool.shape[1:]), live & ~init)
+    if fresh is not None:
+        if fresh: pool[fresh] = 0
+    elif has_initial_state is not None:
+        zero = pool.new_zeros(1, *pool.shape[1:]).expand(N, *pool.shape[1:])
+        put_rows(pool, slots, zero, live & ~has_initial_state.to(dev, torch.bool).reshape(N))
     A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
     out = v.new_empty(v.shape)
     cu = None if cu_seqlens is None else cu_seqlens.to(dev, torch.long)
     launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool, pool, cu,
            torch.where(live, slots, -1), form=form, ckpt_offsets=offsets.to(dev, torch.long).contiguous(),
            ckpt_slots=ck_slots.to(dev, torch.long).contiguous())
-    fs = torch.where(live.view(N, 1, 1, 1), pool.index_select(0, slots.clamp(0, P - 1)), 0)
-    return out, fs
+    fs = pool.index_select(0, slots.clamp(0, P - 1))
+    return out, fs.masked_fill_(~live.view(N, 1, 1, 1), 0)
