@@ -364,7 +364,8 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
 
     `check=True` reads the lengths, slots and table on the host (one wait for the GPU each) and refuses bad values
     with a `ValueError`. `check=False`, and any call made while a CUDA graph is captured, reads nothing on the host
-    where the one launch applies: the caller vouches for the table. There an offset that is neither a multiple of 16
+    where the one launch applies (keep the index tensors on the GPU; one on the CPU is copied over): the caller
+    vouches for the table. There an offset that is neither a multiple of 16
     nor its sequence's length, or lies outside it, and a slot outside the pool, are skipped by K2 without a word
     (that checkpoint is not written); a `state_indices` entry outside the pool makes its sequence padding; a slot named
     twice races. Where the one launch does not apply (the switch off, the reference backend, no `state_indices`, a
