@@ -342,28 +342,56 @@ def _check_checkpoints(lens: list, offs: list, cks: list, slots: list | None, P:
             if s >= 0 and s in named: raise ValueError(f"{name} = {s}: slot {s} is named twice (also {named[s]})")
             if s >= 0: named[s] = name
 
+def _check_table_shape(offsets: Tensor, ck_slots: Tensor, N: int) -> None:
+    C = offsets.shape[-1] if offsets.dim() == 2 else -1
+    if offsets.shape != (N, C) or ck_slots.shape != (N, C):
+        raise ValueError(f"checkpoint_offsets and checkpoint_slots must both be [N, C] with N = {N}, got "
+                         f"{tuple(offsets.shape)} and {tuple(ck_slots.shape)}")
+
 def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor | None = None,
                         dt_bias: Tensor | None = None, *, pool: Tensor, checkpoint_offsets: Tensor,
                         checkpoint_slots: Tensor, state_indices: Tensor | None = None,
                         has_initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
-                        scale: float | None = None, lower_bound: float | None = None, backend: str = 'auto',
-                        **form) -> tuple[Tensor, Tensor]:
+                        scale: float | None = None, lower_bound: float | None = None, check: bool = True,
+                        backend: str = 'auto', **form) -> tuple[Tensor, Tensor]:
     """A prefill that also writes the state after `checkpoint_offsets[n, c]` tokens of sequence n into
     `pool[checkpoint_slots[n, c]]` (slot -1: none). Sequence n starts from `pool[state_indices[n]]` where
     `has_initial_state[n]` (default: all), else from zero, and its final state is written back there; -1 marks a
     padding sequence. Without `state_indices`, every sequence starts from zero. Returns `(out, final_state [N, HV,
     V, K])`. One `fwd` per stretch between checkpoints, the states chained in fp32 between them; with
     `ONE_LAUNCH_CHECKPOINTS` on, one launch of K1 + K2 that writes the checkpoints itself, where the kernels take the
-    call and every checkpoint's offset is a multiple of 16 or its sequence's length (`_checkpoint_plan`)."""
+    call and every checkpoint's offset is a multiple of 16 or its sequence's length (`_checkpoint_plan`).
+
+    `check=True` reads the lengths, slots and table on the host (one wait for the GPU each) and refuses bad values
+    with a `ValueError`. `check=False`, and any call made while a CUDA graph is captured, reads nothing on the host
+    where the one launch applies (keep the index tensors on the GPU; one on the CPU is copied over): the caller
+    vouches for the table. There an offset that is neither a multiple of 16
+    nor its sequence's length, or lies outside it, and a slot outside the pool, are skipped by K2 without a word
+    (that checkpoint is not written); a `state_indices` entry outside the pool makes its sequence padding; a slot named
+    twice races. Where the one launch does not apply (the switch off, the reference backend, no `state_indices`, a
+    device or shapes the kernels do not take), `check=False` runs the composed path with its host reads and checks,
+    as `check=True` does; while a graph is captured there, it raises a `ValueError` instead."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     M, dev, P = B * T, q.device, pool.shape[0]
+    if not check or _capturing(q):      # no host read where the one launch applies
+        N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+        _check_table_shape(checkpoint_offsets, checkpoint_slots, N)
+        if has_initial_state is not None and has_initial_state.numel() != N:
+            raise ValueError(f"has_initial_state must have N = {N} entries, got {has_initial_state.numel()}")
+        how = None if state_indices is None else _checkpoint_plan(q, v, pool, cu_seqlens, None, backend, form)
+        if how is not None:
+            return _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool,
+                                       checkpoint_offsets, checkpoint_slots, _ints(state_indices, 'state_indices', N, dev),
+                                       has_initial_state, cu_seqlens, *how)
+        if _capturing(q):
+            raise ValueError("prefill_checkpoints is captured in a CUDA graph only where it runs in one launch "
+                             "(ONE_LAUNCH_CHECKPOINTS on, state_indices given, kernels that take the call); the "
+                             "composed path reads its offsets on the host")
     if cu_seqlens is not None: seqlens_of(cu_seqlens.tolist(), M)
     bounds = seq_bounds(B, T, cu_seqlens)
-    N, C = len(bounds), checkpoint_offsets.shape[-1] if checkpoint_offsets.dim() == 2 else -1
-    if checkpoint_offsets.shape != (N, C) or checkpoint_slots.shape != (N, C):
-        raise ValueError(f"checkpoint_offsets and checkpoint_slots must both be [N, C] with N = {N}, got "
-                         f"{tuple(checkpoint_offsets.shape)} and {tuple(checkpoint_slots.shape)}")
+    N = len(bounds)
+    _check_table_shape(checkpoint_offsets, checkpoint_slots, N)
     slots = None if state_indices is None else _ints(state_indices, 'state_indices', N, dev).tolist()
     init = [True] * N if has_initial_state is None else [bool(x) for x in has_initial_state.tolist()]
     if len(init) != N: raise ValueError(f"has_initial_state must have N = {N} entries, got {len(init)}")
@@ -376,8 +404,8 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
         how = _checkpoint_plan(q, v, pool, cu_seqlens, lens, backend, form)
         if how is not None:
             return _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool,
-                                       checkpoint_offsets, checkpoint_slots, state_indices, cu_seqlens, slots, live, init,
-                                       *how)
+                                       checkpoint_offsets, checkpoint_slots, _ints(state_indices, 'state_indices', N, dev),
+                                       None, cu_seqlens, *how, fresh=[slots[n] for n in range(N) if live[n] and not init[n]])
     h = torch.zeros(N, HV, V, K, dtype=_scratch_dtype(pool), device=dev)
     reads = [n for n in range(N) if live[n] and slots is not None and init[n]]
     if reads: h[reads] = pool[[slots[n] for n in reads]].to(h.dtype)
@@ -411,37 +439,45 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
 # %% ../nbs/11_serving.ipynb #c4ec9b02
 ONE_LAUNCH_CHECKPOINTS = True   # checkpoints stored by K2 in the prefill's own launch: on since the GPU timed it against the composed path (benchmarks/BENCHMARK_SERVING_H100.md)
 
-def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | None, lens: list, backend: str,
+def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | None, lens: list | None, backend: str,
                      form: dict) -> tuple | None:
     """`(plan, Form)` where a prefill with checkpoints runs in one launch of K1 + K2 ('chunked', the only kernels
     that store checkpoints): `ONE_LAUNCH_CHECKPOINTS` on, and the kernels take the call as it is (the plan picks no
-    reference and no route; K = V = 128, as many query heads as value heads). None: the composed path."""
+    reference and no route; K = V = 128, as many query heads as value heads). None: the composed path. `lens`: the
+    sequences' lengths where the host has them (None: planned from the shapes alone, reading nothing)."""
     if not ONE_LAUNCH_CHECKPOINTS or backend == 'reference' or not q.is_cuda: return None
     B, T, H, K = q.shape
     if K != 128 or v.shape[-1] != 128 or v.shape[2] != H: return None
     fm = Form(**form)
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     how = plan_for(q, v, pool, pool, cu_seqlens, seqlens=lens, backend=backend, form=fm)
     if how.path == 'reference' or how.routes: return None
     if how.path != 'chunked' or how.segments:
-        how = path_plan('chunked', f"checkpoints are stored by K2 (the rules' choice: {how.reason})", B, T, H, len(lens),
+        how = path_plan('chunked', f"checkpoints are stored by K2 (the rules' choice: {how.reason})", B, T, H, N,
                         cu_seqlens is not None, sm_count(q.device), how.steps if how.path == 'chunked' else 1)
     return how, fm
 
-def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, offsets, ck_slots, state_indices,
-                        cu_seqlens, slots: list, live: list, init: list, how, form: Form) -> tuple[Tensor, Tensor]:
+def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, offsets, ck_slots, slots: Tensor,
+                        has_initial_state: Tensor | None, cu_seqlens, how, form: Form,
+                        fresh: list | None = None) -> tuple[Tensor, Tensor]:
     """The prefill on `pool` in place in one launch of K1 + K2 (`how`), K2 storing the checkpoints of the table
-    (`ckpt_offsets`, `ckpt_slots`); a live sequence without an initial state starts from its slot zeroed. Returns
-    `(out, final_state)` as the composed path does (zeros for padding sequences)."""
-    dev, N = q.device, len(slots)
-    fresh = [slots[n] for n in range(N) if live[n] and not init[n]]
-    if fresh: pool[fresh] = 0
+    (`ckpt_offsets`, `ckpt_slots`); a live sequence (slot inside the pool) without an initial state starts from its
+    slot zeroed: the slots in `fresh` where the host has them, else those `has_initial_state` marks, on the device
+    (every live slot rewritten, none where all start from their slots). Returns `(out, final_state)` as the composed
+    path does (zeros for padding sequences). Without `fresh`, device ops only: nothing is read on the host, so a CUDA
+    graph can capture it."""
+    dev, N, P = q.device, slots.numel(), pool.shape[0]
+    live = (slots >= 0) & (slots < P)
+    if fresh is not None:
+        if fresh: pool[fresh] = 0
+    elif has_initial_state is not None:
+        zero = pool.new_zeros(1, *pool.shape[1:]).expand(N, *pool.shape[1:])
+        put_rows(pool, slots, zero, live & ~has_initial_state.to(dev, torch.bool).reshape(N))
     A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
     out = v.new_empty(v.shape)
     cu = None if cu_seqlens is None else cu_seqlens.to(dev, torch.long)
     launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool, pool, cu,
-           state_indices.to(dev, torch.long), form=form, ckpt_offsets=offsets.to(dev, torch.long).contiguous(),
+           torch.where(live, slots, -1), form=form, ckpt_offsets=offsets.to(dev, torch.long).contiguous(),
            ckpt_slots=ck_slots.to(dev, torch.long).contiguous())
-    fs = pool.new_zeros(N, *pool.shape[1:])
-    done = [n for n in range(N) if live[n]]
-    if done: fs[done] = pool[[slots[n] for n in done]]
-    return out, fs
+    fs = pool.index_select(0, slots.clamp(0, P - 1))
+    return out, fs.masked_fill_(~live.view(N, 1, 1, 1), 0)

@@ -682,6 +682,87 @@ def test_checkpoints_switch_on_without_gpu_keeps_the_composed_path():
     with ckpt_switched(False): assert check_prefill() < 1e-12
 
 
+_NO_READ = ('tolist', 'item', '__bool__', '__int__', '__float__', '__index__', 'numpy', 'cpu')
+
+@contextmanager
+def no_host_reads():
+    """A context: inside it, every way of reading a tensor's values on the host (`tolist`, `item`, `bool`, `int`,
+    `float`, `index`, `numpy`, `cpu`) raises, except inside `reads_allowed()` (for the stand-in of the kernels)."""
+    saved = {n: torch.Tensor.__dict__.get(n) for n in _NO_READ}
+    real = {n: getattr(torch.Tensor, n) for n in _NO_READ}
+    def refuse(name):
+        def f(self, *a, **kw):
+            if _reads_ok[0]: return real[name](self, *a, **kw)
+            raise AssertionError(f"a host read: Tensor.{name}")
+        return f
+    for n in _NO_READ: setattr(torch.Tensor, n, refuse(n))
+    try: yield
+    finally:
+        for n, f in saved.items():
+            if f is None: delattr(torch.Tensor, n)
+            else: setattr(torch.Tensor, n, f)
+
+_reads_ok = [False]
+@contextmanager
+def reads_allowed():
+    _reads_ok[0] = True
+    try: yield
+    finally: _reads_ok[0] = False
+
+def k2_reading(calls: list):
+    "`k2_on_the_host` with host reads allowed (it reads the tables on the host as a stand-in), its calls counted."
+    def k2(*a, **kw):
+        calls.append(1)
+        with reads_allowed(): return k2_on_the_host(*a, **kw)
+    return k2
+
+def test_checkpoints_unchecked_as_checked_without_host_reads():
+    """check=False on the one-launch path (K1 + K2 stood in for): the same outputs, final states and pool as check=True
+    (varlen and fixed, a padding sequence, initial states mixed), with every host read of a tensor refused during the
+    call; check=True under the same refusal fails, so the refusal bites."""
+    for fixed in (False, True):
+        args, kw = aligned_case(fixed=fixed)
+        start = kw['pool'].clone()
+        with k2_stand_in(): o1, f1 = prefill_checkpoints(*args, **kw)
+        p1 = kw['pool'].clone()
+        kw['pool'].copy_(start)
+        calls = []
+        with k2_stand_in(k2_reading(calls)), no_host_reads(): o2, f2 = prefill_checkpoints(*args, **kw, check=False)
+        assert calls == [1] and not torch.equal(p1, start)
+        assert torch.equal(o1, o2) and torch.equal(f1, f2) and torch.equal(p1, kw['pool'])
+        with k2_stand_in(k2_reading(calls)), no_host_reads(), pytest.raises(AssertionError, match='host read'):
+            prefill_checkpoints(*args, **dict(kw, pool=start.clone()))
+    assert torch.tensor([1]).tolist() == [1]                                   # reads work again after the context
+
+def test_checkpoints_unchecked_table_is_the_callers():
+    """check=False on the one-launch path: a misaligned offset, an offset past its sequence and a slot outside the pool
+    are skipped without a word (those checkpoints not written, every other slot as check=True leaves it on the aligned
+    rest). Where the one launch does not apply (the switch off here, on the CPU), check=False runs the composed path
+    with its checks: the same ValueError as check=True."""
+    args, kw = aligned_case()
+    start, P = kw['pool'].clone(), kw['pool'].shape[0]
+    with k2_stand_in(): prefill_checkpoints(*args, **kw)
+    good = kw['pool'].clone()
+    bad = dict(kw, pool=start.clone(), checkpoint_offsets=kw['checkpoint_offsets'].clone(),
+               checkpoint_slots=kw['checkpoint_slots'].clone())
+    skipped = [int(bad['checkpoint_slots'][n, 1]) for n in (1, 3)]
+    bad['checkpoint_offsets'][1, 1] = 3                                      # misaligned (sequence 1 has 7 tokens)
+    bad['checkpoint_offsets'][3, 1] = 64                                     # past sequence 3 (no tokens)
+    bad['checkpoint_slots'][4, 1] = P                                        # outside the pool
+    skipped.append(int(kw['checkpoint_slots'][4, 1]))
+    calls = []
+    with k2_stand_in(k2_reading(calls)), no_host_reads(): prefill_checkpoints(*args, **bad, check=False)
+    assert calls == [1]
+    for s in range(P):
+        assert torch.equal(bad['pool'][s], start[s] if s in skipped else good[s]), s
+    for c in (True, False):                                                  # composed: checked either way
+        with pytest.raises(ValueError, match='outside the pool'):
+            prefill_checkpoints(*args, **dict(bad, pool=start.clone(), checkpoint_offsets=kw['checkpoint_offsets']), check=c)
+    o1, f1 = prefill_checkpoints(*args, **dict(kw, pool=start.clone()), check=False)
+    o2, f2 = prefill_checkpoints(*args, **dict(kw, pool=start.clone()))
+    assert torch.equal(o1, o2) and torch.equal(f1, f2)
+
+
 import contextlib
 def counting_launch(calls: list):
     "A context: `launch` as `prefill_checkpoints` calls it, counted into `calls`."
@@ -777,3 +858,54 @@ def test_checkpoint_table_cannot_write_outside_the_pool(steps):
     _, S16 = kda_recurrent(*(x[n][:, 40:56] for n in NAMES), initial_state=before[1 + 3][None].double(), **par)
     assert rel_rms(pool[0].double(), S16[0]) < 6e-3                              # sequence 1 after 16 tokens
     assert torch.equal(pool[4], before[1 + 1])                                   # sequence 2 (no tokens) entering
+
+
+@needs_kernels
+@pytest.mark.parametrize('fixed', [False, True])
+def test_checkpoints_unchecked_on_the_kernels(fixed):
+    """check=False with every index tensor on the GPU: one launch, within the kernels' rounding of the fp64 recurrence
+    and of check=True's result on the same call."""
+    args, kw = aligned_case(seqlens=(50, 7, 32, 0, 19, 16, 1, 100), fixed=fixed, K=128, dtype=torch.bfloat16,
+                            state=torch.float32, device='cuda', seed=23)
+    kw.update({n: kw[n].cuda() for n in ('checkpoint_offsets', 'checkpoint_slots', 'has_initial_state')})
+    before, calls = kw['pool'].clone(), []
+    kw2 = dict(kw, pool=before.clone())
+    with ckpt_switched(True), counting_launch(calls):
+        o1, f1 = prefill_checkpoints(*args, **kw)
+        o2, f2 = prefill_checkpoints(*args, **kw2, check=False)
+    assert len(calls) == 2
+    assert prefill_errors(args, kw2, before, o2, f2) < 6e-3
+    assert rel_rms(o2.double(), o1.double()) < 6e-3 and rel_rms(kw2['pool'].double(), kw['pool'].double()) < 6e-3
+
+@needs_kernels
+def test_checkpoints_graph_replay():
+    """prefill_checkpoints (check=False, a fixed batch) captured once in a CUDA graph replays new slots, initial-state
+    flags, offsets, checkpoint slots and tokens written into its buffers as eager calls compute them."""
+    N, T, H, K, P = 3, 64, 2, 128, 12
+    x = random_inputs(N, T, H, K, state=None, device='cuda', seed=5)
+    par = dict(A_log=x['A_log'], dt_bias=x['dt_bias'], lower_bound=x['lower_bound'])
+    pool = torch.randn(P, H, K, K, device='cuda')
+    cuda = lambda v: torch.tensor(v, device='cuda')
+    slots, has = cuda([4, 0, 2]), cuda([True, False, True])
+    offs, ck = cuda([[0, 16, 64], [32, 48, 64], [16, 0, 5]]), cuda([[5, 6, 7], [8, 9, 10], [11, 1, -1]])
+    kw = dict(checkpoint_offsets=offs, checkpoint_slots=ck, state_indices=slots, has_initial_state=has, **par)
+    step = lambda pool: prefill_checkpoints(*(x[n] for n in NAMES), pool=pool, check=False, **kw)
+    with ckpt_switched(True):
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side): step(pool.clone())
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph): o_g, f_g = step(pool)
+        cases = [([4, 0, 2], [True, False, True], [[0, 16, 64], [32, 48, 64], [16, 0, 5]], [[5, 6, 7], [8, 9, 10], [11, 1, -1]]),
+                 ([1, -1, 3], [False, True, True], [[48, 64, 0], [16, 32, 48], [64, 16, 32]], [[2, 5, 6], [7, 8, 9], [10, 11, 0]]),
+                 ([7, 6, 5], [True, True, False], [[64, 0, 32], [0, 0, 16], [48, 48, 64]], [[0, -1, 1], [-1, 2, 3], [4, 8, -1]])]
+        for new in cases:
+            for buf, val in zip((slots, has, offs, ck), new): buf.copy_(cuda(val))
+            for n in NAMES: x[n].copy_(torch.randn_like(x[n].float()).to(x[n].dtype))
+            before = pool.clone()
+            e_pool = pool.clone()
+            e_o, e_f = step(e_pool)
+            graph.replay()
+            assert torch.equal(o_g, e_o) and torch.equal(f_g, e_f) and torch.equal(pool, e_pool), new
+            assert prefill_errors([x[n] for n in NAMES], dict(kw, pool=pool, cu_seqlens=None), before, o_g, f_g) < 6e-3

@@ -297,7 +297,8 @@ def checkpoint_offsets(lens: list[int]) -> list[list[int]]:
 
 def prefill_part(case: Case, device, seed: int = 2) -> tuple[dict, list]:
     """The prefill of `case` on a pool of 3N slots (sequence n from and to slot n, its checkpoints into slots N + 2n
-    and N + 2n + 1): plain, and with two checkpoints per sequence composed and in one launch (all eager, CUDA events)."""
+    and N + 2n + 1): plain, and with two checkpoints per sequence composed and in one launch, the latter with and
+    without the host's checks (`check=False`: no host read); all eager, CUDA events."""
     dev = torch.device(device)
     inp = make_inputs(case, dev, seed=seed)
     init, N = inp.pop('initial_state'), case.N
@@ -313,25 +314,28 @@ def prefill_part(case: Case, device, seed: int = 2) -> tuple[dict, list]:
         def run(bufs): fwd(**inp, out=bufs['p_out'], initial_state=bufs['p_pool'], final_state=bufs['p_pool'],
                            state_indices=idx, backend=backend, **case.options)
         return run
-    def checkpoints(one):
+    def checkpoints(one, check=True):
         def run(bufs):
             with switch('ONE_LAUNCH_CHECKPOINTS', one):
                 bufs['p_out'] = prefill_checkpoints(*(x[n] for n in NAMES), pool=bufs['p_pool'], checkpoint_offsets=offs,
                                                     checkpoint_slots=cks, state_indices=idx, cu_seqlens=cu,
-                                                    backend='cuda', **par, **case.options)[0]
+                                                    check=check, backend='cuda', **par, **case.options)[0]
         return run
     if dev.type == 'cuda':
         with switch('ONE_LAUNCH_CHECKPOINTS', True):
             taken = lib._checkpoint_plan(x['q'], x['v'], pool, cu, case.seqlens, 'cuda', case.options) is not None
     else: taken = False
     keys = ('p_pool', 'p_out')
+    one_why = None if taken else "the one-launch path does not take this call (kda_nb.serving._checkpoint_plan)"
     return start, [
         Contender('reference: prefill', plain('reference'), keys),
         Contender('prefill', plain('cuda'), keys, 'events', 'reference: prefill', role='base'),
         Contender('two checkpoints, composed', checkpoints(False), keys, 'events', 'reference: prefill',
                   rows={'p_pool': idx}),
         Contender('two checkpoints, one launch', checkpoints(True), keys, 'events', 'two checkpoints, composed (events)',
-                  why_not=None if taken else "the one-launch path does not take this call (kda_nb.serving._checkpoint_plan)")]
+                  why_not=one_why),
+        Contender('two checkpoints, one launch, check=False', checkpoints(True, False), keys, 'events',
+                  'two checkpoints, composed (events)', why_not=one_why)]
 
 # %% ../../nbs/07n_bench_serving.ipynb #5e1a0011
 def relate(rows: list[dict], rate: float | None) -> list[dict]:
