@@ -23,8 +23,8 @@ from .layout import Form
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
            'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES',
            'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units', 'nvcc_resource_usage',
-           'check_binding_compiles', 'binding_with_stub_launchers', 'kernels_unavailable_reason', 'load_kernels',
-           'binding_entry_points', 'build_extension', 'launch']
+           'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers', 'kernels_unavailable_reason',
+           'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
@@ -108,6 +108,12 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
                          spill_stores=int(spill.group(1)), spill_loads=int(spill.group(2)),
                          static_smem=int(smem.group(1)) if smem else 0))
     return rows
+
+def instance_input(row: dict) -> str | None:
+    """The inputs' element type, 'bf16' or 'fp16', of a kernel instance in `nvcc_resource_usage` (its template argument
+    `IN`, the last before the args struct, forward and backward); None for a kernel without one."""
+    m = re.search(r'Li([01])EEEvNS_\d+(?:Fwd|Decode|Prep|Adjoint|States|DStates)Args', row['entry'])
+    return ('bf16', 'fp16')[int(m.group(1))] if m else None
 
 # %% ../nbs/04_kernels.ipynb #2f83e39c
 def check_binding_compiles() -> str:

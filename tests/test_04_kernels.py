@@ -6,6 +6,7 @@ from kda_nb.kernels import *
 
 import os
 import re
+from kda_nb.kernels import instance_input
 import shutil
 from pathlib import Path
 import pytest
@@ -21,11 +22,6 @@ def dims_of(row: dict) -> bool | None:
     m = re.search(r'Lb([01])ELi[01]EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
     return bool(int(m.group(1))) if m else None
 
-def input_of(row: dict) -> str | None:
-    "The inputs' element type of a forward kernel's instance in `nvcc_resource_usage` (its last template argument, `IN`)."
-    m = re.search(r'Li([01])EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
-    return ('bf16', 'fp16')[int(m.group(1))] if m else None
-
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
@@ -40,15 +36,15 @@ def test_kernels_compile_without_spills():
         rows = [r for r in usage if r['kernel'] == k]
         per = 2 if k == DECODE_KERNEL else 1
         plain, dims = [r for r in rows if dims_of(r) is False], [r for r in rows if dims_of(r)]
-        assert sum(input_of(r) == 'bf16' for r in plain) == 4 * per, f"{k}: one bf16 instance per gate form, one for FlashKDA's"
-        assert sum(input_of(r) == 'fp16' for r in plain) == 3 * per, f"{k}: one fp16 instance per gate form"
+        assert sum(instance_input(r) == 'bf16' for r in plain) == 4 * per, f"{k}: one bf16 instance per gate form, one for FlashKDA's"
+        assert sum(instance_input(r) == 'fp16' for r in plain) == 3 * per, f"{k}: one fp16 instance per gate form"
         want = 0 if k == FUSED_KERNEL else 3 * per
-        assert sum(input_of(r) == 'bf16' for r in dims) == sum(input_of(r) == 'fp16' for r in dims) == want, \
+        assert sum(instance_input(r) == 'bf16' for r in dims) == sum(instance_input(r) == 'fp16' for r in dims) == want, \
             f"{k}: one instance with DIMS per gate form and input type"
         assert len(rows) == 7 * per + 2 * want
     # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool), each for bf16 and fp16 inputs, each
     # with and without DIMS
-    k2 = [(input_of(r), dims_of(r)) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
+    k2 = [(instance_input(r), dims_of(r)) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
     for dims in (False, True):
         assert [i for i, d in k2 if d is dims].count('bf16') == [i for i, d in k2 if d is dims].count('fp16') == 2 * 2
     assert len(k2) == 16, "K2: two stage counts, with and without checkpoints, with and without DIMS"

@@ -454,26 +454,21 @@ import os
 import shutil
 BWD_UNITS = ['kda_bwd_chunk.cu', 'kda_bwd_states.cu']
 
-def bwd_input_of(row: dict) -> str | None:
-    "The inputs' element type of a backward kernel's instance in `nvcc_resource_usage` (its last template argument, `IN`)."
-    m = re.search(r'Li([01])EEEvNS_\d+(?:Prep|Adjoint|States|DStates)ArgsE', row['entry'])
-    return ('bf16', 'fp16')[int(m.group(1))] if m else None
-
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_backward_instances_compile_without_spills():
     """nvcc on the backward's two units (no GPU needed): for bf16 inputs every instance there was (the chunk factors
     and the adjoint once per gate form and once for FlashKDA's form, the adjoint for each states dtype; each pass per
     k-split); for fp16 inputs the gate forms' instances with FORMS only (kda_switch.h: dispatch_bwd) and each pass per
     k-split (dispatch_input). No instance spills."""
-    from kda_nb.kernels import nvcc_resource_usage
+    from kda_nb.kernels import instance_input, nvcc_resource_usage
     usage = nvcc_resource_usage(units=BWD_UNITS)
-    count = lambda kernel, dt: sum(r['kernel'] == kernel and bwd_input_of(r) == dt for r in usage)
+    count = lambda kernel, dt: sum(r['kernel'] == kernel and instance_input(r) == dt for r in usage)
     want = {'kda_bwd_prepare': (4, 3), 'kda_bwd_adjoint': (8, 6), 'kda_bwd_states': (2, 2), 'kda_bwd_dstates': (2, 2)}
     assert {k: (count(k, 'bf16'), count(k, 'fp16')) for k in want} == want
-    assert len(usage) == sum(map(sum, want.values())) and all(bwd_input_of(r) for r in usage)
+    assert len(usage) == sum(map(sum, want.values())) and all(instance_input(r) for r in usage)
     for r in usage:
         assert r['spill_stores'] == 0 and r['spill_loads'] == 0, r
-    adj = {bwd_input_of(r): r['registers'] for r in usage if r['kernel'] == 'kda_bwd_adjoint'}
+    adj = {instance_input(r): r['registers'] for r in usage if r['kernel'] == 'kda_bwd_adjoint'}
     assert adj['fp16'] <= 168 and adj['bf16'] <= 168                     # three blocks an SM (__launch_bounds__(128, 3))
 
 def test_binding_takes_one_backward_dtype(tmp_path):
