@@ -614,8 +614,8 @@ def test_native_dims_fused_refused():
 @needs_kernels
 @pytest.mark.parametrize('K,V', [(64, 64), (96, 40), (128, 64)])
 def test_native_dims_through_fwd(K, V, monkeypatch):
-    """`kda_nb.fwd` with `NATIVE_DIMS` on: its plan has no 'pad' route (K1 + K2 here, and K3 for a decode batch), and
-    gives what the switch off (the padded route) gives, bit for bit."""
+    """`kda_nb.fwd` with `NATIVE_DIMS` on (the default): its plan has no 'pad' route (K1 + K2 here, and K3 for a decode
+    batch), and gives what the switch off (the padded route) gives, bit for bit."""
     import kda_nb.plan as P
     from kda_nb.api import fwd
     def run(inp):
@@ -626,12 +626,12 @@ def test_native_dims_through_fwd(K, V, monkeypatch):
     for seqlens in ([100, 1, 37], [1, 1, 2, 1]):
         inp = random_inputs(1, 0, 2, K, V, seqlens=seqlens, device='cuda', seed=8)
         P._plan.cache_clear()
+        monkeypatch.setattr(P, 'NATIVE_DIMS', False)
         assert [r for r, _ in P.plan_for(inp['q'], inp['v'], cu_seqlens=inp['cu_seqlens']).routes] == ['pad']
         o0, s0 = run(inp)
         monkeypatch.setattr(P, 'NATIVE_DIMS', True)
         assert P.plan_for(inp['q'], inp['v'], cu_seqlens=inp['cu_seqlens']).routes == ()
         o1, s1 = run(inp)
-        monkeypatch.setattr(P, 'NATIVE_DIMS', False)
         assert torch.equal(o0, o1) and torch.equal(s0, s1)
     P._plan.cache_clear()
 

@@ -282,7 +282,7 @@ def test_fp16_follows_its_switch(monkeypatch):
         assert 'bfloat16' in P.call_refusal(torch.float32, 128, 128, 4, 4)                       # fp32: still refused
         assert 'final_state in bfloat16 or float32' in P.call_refusal(f16, 128, 128, 4, 4, state_dtypes=(('final_state', f16),))
         # the backward: bf16 only while FP16_BACKWARD is off, said as such (the forward ran on the kernels)
-        assert P.FP16_BACKWARD is False
+        monkeypatch.setattr(P, 'FP16_BACKWARD', False)
         want = ("the forward ran on the kernels, the gradient on the reference: the backward kernels take bfloat16 inputs "
                 "(float16 behind kda_nb.plan.FP16_BACKWARD, off), got torch.float16")
         bp = P.backward_plan(cuda, f16, 128, 128, inputs_dtype=f16)
@@ -305,8 +305,9 @@ def test_fp16_backward_follows_its_switch(monkeypatch):
     once. bf16 calls plan the same whatever the switch."""
     import kda_nb.plan as P
     f16, bf, cuda = torch.float16, torch.bfloat16, torch.device('cuda')
-    assert P.FP16_BACKWARD is False                                    # off until the GPU has checked and timed it
-    monkeypatch.setattr(P, 'FP16_KERNELS', False)                      # the forward's switch off first
+    assert P.FP16_BACKWARD is True                                     # on since the GPU checked and timed it
+    monkeypatch.setattr(P, 'FP16_BACKWARD', False)                     # off first
+    monkeypatch.setattr(P, 'FP16_KERNELS', False)                      # and the forward's switch
     monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
     monkeypatch.setattr(P, 'load_kernels', lambda: None)
     monkeypatch.setattr(P, 'sm_count', lambda device: 132)
@@ -418,6 +419,7 @@ def test_fp16_gradient_on_the_gpu(monkeypatch):
     monkeypatch.setattr(P, 'FP16_KERNELS', True)
     inp = random_inputs(1, 0, 2, 128, seqlens=[40, 17, 1, 90], dtype=torch.float16, device='cuda', seed=31)
     names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    monkeypatch.setattr(P, 'FP16_BACKWARD', False)                     # the reference's gradient (the kernels': 04c)
     dev = torch.device('cuda')
     assert P.plan(dev, torch.float16, 1, 148, 2, 128, 128, 4, varlen=True, max_len=90).path != 'reference'
     assert 'backward kernels take bfloat16' in P.backward_plan(dev, torch.float16, 128, 128).reason

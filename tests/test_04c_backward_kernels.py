@@ -304,13 +304,25 @@ def fp16_case(seqlens=(300, 1, 0, 17, 64, 33), state='fp32', gate='g~N(0,8)', A_
     gs = torch.randn(len(seqlens), 2, 128, 128, device='cuda')
     return inp, opts, go, gs
 
+SUMS_OF_GATE_TERMS = ('dA_log', 'ddt_bias', 'A_log', 'dt_bias')   # the gate's parameters' gradients (either name)
+
+def fp16_bound(name, errs, gate):
+    """The most an fp16 run's gradient `name` may be from the fp64 oracle, given `errs[dtype, name]` of both runs:
+    1.25 times the bf16 run's error for a gradient written in the inputs' type, twice for the fp32 ones, plus fp16's
+    2^-11. dA_log (one value a head) and ddt_bias (one a channel) sum the gate gradient's terms over every token in
+    fp32: their error swings from draw to draw for both types (over 24 draws on an H100, fp16's dA_log error was 0.07
+    to 3.9 times bf16's, its mean 0.78 times), never below what the gate's own gradient (`gate`: its name in `errs`)
+    allows, so their bound is twice the larger of the bf16 run's error and its gate gradient's error;
+    `test_backward_cuda_fp16_sums_over_draws` holds their mean over draws to 1.25 times bf16's."""
+    ebf = errs[torch.bfloat16, name]
+    if name in SUMS_OF_GATE_TERMS: return 2 * max(ebf, errs[torch.bfloat16, gate]) + 2 ** -11
+    return (1.25 if name in GRADS16 + IN16 else 2) * ebf + 2 ** -11
+
 def check_fp16_grads(inp, opts, go, gs, **kw):
     """The kernels' gradients for fp16 inputs, two ways. (1) `inp`'s fp32 draws rounded to fp16, with an fp16 upstream
     gradient (what autograd hands over) and fp16 gradients out, against autograd of the fp64 recurrence on those inputs;
     the same draws rounded to bf16 likewise: each fp16 gradient's error at most 1.25 times the bf16 run's own, plus
-    2^-11 (fp16's rounding of the gradient itself); twice for dA_log, ddt_bias and the initial state's gradient, fp32
-    for both types, sums over every token of a few values each (dA_log: one a head), whose errors are the kernels'
-    internal roundings on other draws. (2) On the same values in both types (`same_values`) with an fp32
+    2^-11 (fp16's rounding of the gradient itself); for the fp32 gradients, twice (`fp16_bound`). (2) On the same values in both types (`same_values`) with an fp32
     upstream gradient: the fp32 gradients of the fp16 instances are the bf16 instances' bit for bit (everything after the
     loads is the same code), the fp16 gradients those rounded (torch's rounding), and an fp16 upstream gradient gives
     the gradients of its fp32 copy. Every gradient finite."""
@@ -330,8 +342,8 @@ def check_fp16_grads(inp, opts, go, gs, **kw):
             errs[dt, name] = rel_rms(x, w) if w.abs().max() > 1e-30 else float(x.abs().max())   # (decayed to ~0: its size)
     for name in NAMES:
         if (torch.float16, name) not in errs: continue
-        e16, ebf = errs[torch.float16, name], errs[torch.bfloat16, name]
-        assert e16 <= (1.25 if name in GRADS16 else 2) * ebf + 2 ** -11, (opts, name, f"fp16 {e16:.2e} against bf16 {ebf:.2e}")
+        e16, bound = errs[torch.float16, name], fp16_bound(name, errs, 'dg')
+        assert e16 <= bound, (opts, name, f"fp16 {e16:.2e} against bf16 {errs[torch.bfloat16, name]:.2e}, bound {bound:.2e}")
     a, b = same_values(inp)
     ga, gb = run(a, grad_out=go), run(b, grad_out=go)
     assert all(x is None and y is None or torch.equal(x, y) for x, y in zip(ga, gb)), (opts, 'fp16 and bf16 differ')
@@ -382,14 +394,31 @@ def test_backward_cuda_fp16_fixed_lengths(ksplit):
     go = torch.randn_like(inp['v'])
     check_fp16_grads(inp, {}, go, None, ksplit=ksplit)
 
+@needs_kernels
+@pytest.mark.slow
+def test_backward_cuda_fp16_sums_over_draws():
+    """dA_log and ddt_bias, fp32 sums over every token, over 24 draws of the fixed-length case: each draw within
+    `fp16_bound`, and the fp16 runs' mean error at most 1.25 times the bf16 runs' mean (the statistic a draw's noise
+    does not swing)."""
+    sums = {}
+    for seed in range(24):
+        inp = random_inputs(2, 45, 2, 128, seed=seed, device='cuda', state=None, A_log=None, dtype=torch.float32)
+        torch.manual_seed(seed + 100)
+        errs = check_fp16_grads(inp, {}, torch.randn_like(inp['v']), None)
+        for key in errs:
+            if key[1] in SUMS_OF_GATE_TERMS: sums.setdefault(key, []).append(errs[key])
+    for name in ('dA_log', 'ddt_bias'):
+        m16, mbf = (sum(sums[dt, name]) / len(sums[dt, name]) for dt in (torch.float16, torch.bfloat16))
+        print(f"{name}: mean error fp16 {m16:.2e}, bf16 {mbf:.2e} over {len(sums[torch.float16, name])} draws")
+        assert m16 <= 1.25 * mbf, (name, m16, mbf)
+
 
 @needs_kernels
 def test_kda_fp16_gradient_on_the_kernels(monkeypatch):
     """With FP16_KERNELS and FP16_BACKWARD on, `kda` of float16 inputs under autograd: the backward plan says the
-    kernels, the gradients come out in fp16, and each is within 1.25 times (plus fp16's 2^-11; twice for the fp32
-    parameters' and state's, as `check_fp16_grads`) the error of the same call in bf16 against autograd of the fp64
-    recurrence on its own inputs; with FP16_BACKWARD off, the gradient runs on
-    the reference (the plan's reason), as before."""
+    kernels, the gradients come out in fp16, and each is within `fp16_bound` of the error of the same call in bf16
+    against autograd of the fp64 recurrence on its own inputs; with FP16_BACKWARD off, the gradient runs on the
+    reference (the plan's reason)."""
     import kda_nb.plan as P
     from kda_nb.api import kda
     from kda_nb.recurrence import kda_recurrent
@@ -397,6 +426,7 @@ def test_kda_fp16_gradient_on_the_kernels(monkeypatch):
     names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
     inp = random_inputs(1, 0, 2, 128, seqlens=[40, 17, 1, 90], dtype=torch.float32, device='cuda', seed=31)
     dev = torch.device('cuda')
+    monkeypatch.setattr(P, 'FP16_BACKWARD', False)
     assert P.backward_plan(dev, torch.float16, 128, 128).backend == 'reference'
     monkeypatch.setattr(P, 'FP16_BACKWARD', True)
     bp = P.backward_plan(dev, torch.float16, 128, 128, inputs_dtype=torch.float16)
@@ -419,8 +449,7 @@ def test_kda_fp16_gradient_on_the_kernels(monkeypatch):
             assert gx.dtype == x[n].dtype and torch.isfinite(gx).all(), (dt, n)
             errs[dt, n] = rel_rms(gx, gw)
     for n in names:
-        factor = 1.25 if n in IN16 else 2
-        assert errs[torch.float16, n] <= factor * errs[torch.bfloat16, n] + 2 ** -11, (n, errs[torch.float16, n], errs[torch.bfloat16, n])
+        assert errs[torch.float16, n] <= fp16_bound(n, errs, 'g'), (n, errs[torch.float16, n], errs[torch.bfloat16, n])
 
 @needs_kernels
 def test_backward_cuda_fp16_refusals():

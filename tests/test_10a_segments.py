@@ -479,6 +479,7 @@ def test_passes_with_the_scan_kernel_on_the_gpu(monkeypatch):
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
     kw = dict(segments=2048, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
     ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'])
+    monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', False)                 # the torch scan first (the switch is on by default)
     o0, S0 = kda_in_passes(*args, **kw)
     assert calls == []
     monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', True)
