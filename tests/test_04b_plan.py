@@ -396,13 +396,19 @@ def test_backward_plan_on_the_gpu():
 
 
 @needs_kernels
-def test_routes_onto_the_kernels():
-    "Grouped value heads and K, V below 128 reach the kernels by exact routes, each named in the plan; K over 128 does not."
+def test_routes_onto_the_kernels(monkeypatch):
+    """Grouped value heads and K, V below 128 reach the kernels by exact routes, each named in the plan; K over 128 does
+    not. A decode step (which writes into the caller's pool, so no padded copy serves it) takes K, V below 128 natively
+    with NATIVE_DIMS on, and runs on the reference with it off or for dims the kernels do not take."""
+    import kda_nb.plan as P
     p = plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=4)
     assert p.path != 'reference' and [r for r, _ in p.routes] == ['expand']
     assert plan('cuda', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False, HV=2).routes == ()
     p = plan('cuda', torch.bfloat16, 1, 64, 2, 64, 100, 1, varlen=False)
     assert p.path != 'reference' and [r for r, _ in p.routes] == ['pad']
+    assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 64, 1, varlen=False, step=True).path == 'decode'
+    assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 100, 1, varlen=False, step=True).path == 'reference'
+    monkeypatch.setattr(P, 'NATIVE_DIMS', False)
     assert plan('cuda', torch.bfloat16, 1, 1, 2, 64, 64, 1, varlen=False, step=True).path == 'reference'
     with pytest.raises(RuntimeError, match='K, V <= 128'):
         plan('cuda', torch.bfloat16, 1, 64, 2, 256, 128, 1, varlen=False, backend='cuda')
