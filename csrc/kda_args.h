@@ -73,12 +73,12 @@ struct FwdArgs : Args {
     // Grouped value heads (GVA): H above counts the value heads (v, g, beta, A_log, dt_bias, the states, out); q and
     // k have H / 2^group_shift heads, value head h reading q and k head h >> group_shift. 0: as many as value heads.
     int group_shift = 0;
-    // Checkpoints, K2 only (last: the fields above keep their offsets, and the kernels without checkpoints their
-    // machine code). Entry c < ckpt_count of sequence n: after the chunk that ends at token offset
-    // ckpt_offsets[n * ckpt_count + c] of the sequence (0: the state entering it), K2 stores the state into pool slot
+    // Checkpoints, K2's and the fused kernel's (last: the fields above keep their offsets, and the kernels without
+    // checkpoints their machine code). Entry c < ckpt_count of sequence n: after the chunk that ends at token offset
+    // ckpt_offsets[n * ckpt_count + c] of the sequence (0: the state entering it), the kernel stores the state into pool slot
     // ckpt_slots[n * ckpt_count + c] of state_out, in state_out's kind. An offset that is not a multiple of 16 (unless
     // it is the sequence's length), is negative or lies past the sequence's end, or a slot outside [0, n_slots),
-    // means no store. Null: no checkpoints (K2's instance without them runs; the fused kernel takes none).
+    // means no store. Null: no checkpoints (the instances without them run).
     const int64_t* ckpt_offsets = nullptr;  // [N, C] int64
     const int64_t* ckpt_slots = nullptr;    // [N, C] int64
     int64_t ckpt_count = 0;                 // C

@@ -165,8 +165,9 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // 'chunked' in one step only: records (uint8) takes K1's records in place of a workspace of the call's own, and with
 // reuse_records K1 does not run: K2 reads the records an earlier call over the same q, k, g, beta, cu_seqlens, form
 // and heads left there (kda_checks.h §records).
-// 'chunked' only: ckpt_offsets and ckpt_slots [N, C] int64, K2's checkpoints: the state after ckpt_offsets[n, c] tokens
-// of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of final_state (kda_checks.h §checkpoints).
+// 'chunked' or 'fused': ckpt_offsets and ckpt_slots [N, C] int64, the checkpoints K2 or the fused kernel stores: the state
+// after ckpt_offsets[n, c] tokens of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of
+// final_state (kda_checks.h §checkpoints).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
@@ -177,6 +178,8 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     check_token_slots(token_slots, write_final, path, keep, final_state);
     check_records(records, reuse_records, path, steps);
     check_checkpoints(ckpt_offsets, ckpt_slots, path, final_state);
+    TORCH_CHECK(!(ckpt_offsets.has_value() && path == "fused" && gate_form == 1), "the fused kernel stores no checkpoints "
+                "for the softplus gate (kda_fwd_fused.cu: that instance would spill): take the 'chunked' path");
     input_kind_of(q, k, v, g, beta, out);             // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
     // the head dims (kda_checks.h §dims), before the device: K and V multiples of 8 up to 128; the fused kernel 128 only
     if (q.dim() == 4) check_head_dim(q.size(3), "q's K (its last dim)", q);
@@ -197,18 +200,18 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     } else {
         torch::Tensor tables;
         kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
+        if (ckpt_offsets.has_value()) {               // the checkpoints (kda_checks.h §checkpoints)
+            checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
+            a.ckpt_offsets = ckpt_offsets->data_ptr<int64_t>();
+            a.ckpt_slots = ckpt_slots->data_ptr<int64_t>();
+            a.ckpt_count = ckpt_offsets->size(1);
+        }
         if (path == "fused") {
             const torch::Tensor ws = torch::empty({16}, q.options().dtype(at::kByte));
             a.workspace = ws.data_ptr();
             err = kda::launch_fused(a, c.stream);
             TORCH_CHECK(err == cudaSuccess, "kda_forward: launching the fused kernel failed: ", cudaGetErrorString(err));
         } else {
-            if (ckpt_offsets.has_value()) {           // K2's checkpoints (kda_checks.h §checkpoints)
-                checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
-                a.ckpt_offsets = ckpt_offsets->data_ptr<int64_t>();
-                a.ckpt_slots = ckpt_slots->data_ptr<int64_t>();
-                a.ckpt_count = ckpt_offsets->size(1);
-            }
             kda::FwdPlan p = p0;
             p.steps = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(p.steps, a.max_chunks)));
             const int64_t H = c.H;

@@ -294,7 +294,8 @@ void records_fit(const torch::Tensor& r, int64_t bytes, const torch::Tensor& q) 
                 num(r.numel()).c_str());
 }
 
-// §checkpoints: K2's table (kda::FwdArgs::ckpt_offsets, ckpt_slots; 'chunked' path): ckpt_offsets and ckpt_slots, both
+// §checkpoints: the table of K2 and the fused kernel (kda::FwdArgs::ckpt_offsets, ckpt_slots; 'chunked' or 'fused'
+// path): ckpt_offsets and ckpt_slots, both
 // [N, C] int64, contiguous, on q's device; after the chunk that ends at token offset ckpt_offsets[n, c] of sequence n
 // (a multiple of 16, or the sequence's length; 0: its entering state) the state goes into slot ckpt_slots[n, c] of
 // final_state, the pool. Any other offset, or a slot outside the pool, means no store (checked in the kernel, so no
@@ -304,8 +305,8 @@ void check_checkpoints(const c10::optional<torch::Tensor>& offsets, const c10::o
                        const std::string& path, const c10::optional<torch::Tensor>& final_state) {
     if (!offsets.has_value() && !slots.has_value()) return;
     TORCH_CHECK(offsets.has_value() && slots.has_value(), "ckpt_offsets and ckpt_slots go together: pass both or neither");
-    TORCH_CHECK(path == "chunked", "checkpoints (ckpt_offsets, ckpt_slots) are written by K2: the path must be 'chunked', got '",
-                path, "'");
+    TORCH_CHECK(path == "chunked" || path == "fused", "checkpoints (ckpt_offsets, ckpt_slots) are written by K2 and the "
+                "fused kernel: the path must be 'chunked' or 'fused', got '", path, "'");
     TORCH_CHECK(final_state.has_value(), "checkpoints need final_state: the pool the checkpoints' states go into");
     for (const auto* t : {&*offsets, &*slots}) {
         const char* name = t == &*offsets ? "ckpt_offsets" : "ckpt_slots";

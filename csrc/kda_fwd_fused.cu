@@ -60,31 +60,36 @@ struct FusedPrepare {
 // but the launcher builds no instance with it: at this kernel's budget of 168 registers (one block of 12 warps per SM)
 // the DIMS instances spill in the chunk loop (the softplus gate's: 44 to 96 bytes, by how the addresses are formed), so
 // the head dims below 128 reach the fused kernel zero-padded (kda_nb.plan keeps the 'pad' route for its path)
-template <GateForm GF, bool FORMS, bool DIMS, int IN>
+// CKPT: the instance that stores the checkpoints of FwdArgs::ckpt_offsets (kda_recurrence.cuh), built with FORMS true
+// (FlashKDA's form reads its forms at run time) for the safe gate and the gate given outside, for either input type;
+// without a table the instance without them runs. The softplus gate has none: at the kernel's 168 registers its
+// instance with checkpoints spilled (56 bytes for bf16 inputs, 8 for fp16), so its checkpoints are K2's
+// (kda_nb.serving: checkpoint_launch_plan; the launcher refuses the call).
+template <GateForm GF, bool FORMS, bool CKPT, bool DIMS, int IN>
 __global__ void __launch_bounds__(32 * (FUSED_WARPS + FUSED_PREP), 1) kda_fwd_fused(FwdArgs p) {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[FUSED_STAGES];     // full[s]: stage s's record has been made
     __shared__ __align__(8) uint64_t empty[FUSED_STAGES];    // empty[s]: every recurrence warp is done with stage s
-    recurrence_block<FUSED_WARPS, FUSED_STAGES, FUSED_PREP, FusedPrepare<GF, FORMS, DIMS, IN>, false, DIMS, IN>(p, smem, full, empty);
+    recurrence_block<FUSED_WARPS, FUSED_STAGES, FUSED_PREP, FusedPrepare<GF, FORMS, DIMS, IN>, CKPT, DIMS, IN>(p, smem, full, empty);
 }
 
 // The whole batch in one launch: one block per (sequence, head)
 // ready: the form's own, per device (launch_fused keeps them: a template's static would be one object for every
 // build loaded in a process)
-template <GateForm GF, bool FORMS, bool DIMS, int IN>
+template <GateForm GF, bool FORMS, bool CKPT, bool DIMS, int IN>
 cudaError_t launch_fused_form(const FwdArgs& a, cudaStream_t stream, bool* ready) {
     int device = 0;
     cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
     constexpr int smem = FUSED_STAGES * FusedLayout::STAGE + FusedLayout::OUT_BYTES + FUSED_PREP * static_cast<int>(sizeof(K1Warp));
     if (!ready[device]) {
-        err = cudaFuncSetAttribute(kda_fwd_fused<GF, FORMS, DIMS, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        err = cudaFuncSetAttribute(kda_fwd_fused<GF, FORMS, CKPT, DIMS, IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
         ready[device] = true;
     }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     const dim3 grid(a.H, ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
-    kda_fwd_fused<GF, FORMS, DIMS, IN><<<grid, FusedLayout::THREADS + 32 * FUSED_PREP, smem, stream>>>(a);
+    kda_fwd_fused<GF, FORMS, CKPT, DIMS, IN><<<grid, FusedLayout::THREADS + 32 * FUSED_PREP, smem, stream>>>(a);
     return cudaGetLastError();
 }
 
@@ -92,10 +97,24 @@ cudaError_t launch_fused(const FwdArgs& a, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
     if (a.dim_k != D || a.dim_v != D) return cudaErrorInvalidValue;    // K = V = 128 only (see kda_fwd_fused above)
     static bool ready[FWD_INPUT_INSTANCES][MAX_DEVICES] = {};    // the shared-memory attribute, once per instance and device
+    if (a.ckpt_offsets != nullptr && a.ckpt_slots != nullptr && a.ckpt_count > 0) {
+        // a table of checkpoints: the instances with CKPT (FORMS true; the safe gate and the gate given outside)
+        static bool ready_ckpt[2][2][MAX_DEVICES] = {};
+        if (a.beta_form < 0 || a.beta_form > 2 || a.norm_form < 0 || a.norm_form > 1 || a.group_shift < 0)
+            return cudaErrorInvalidValue;
+        return dispatch<INPUT_BF16, INPUT_F16>(a.input_kind, [&](auto in) {
+            constexpr int SAFE = static_cast<int>(GateForm::SafeSigmoid), GIVEN = static_cast<int>(GateForm::Given);
+            return dispatch<SAFE, GIVEN>(a.gate_form, [&](auto gf) {
+                constexpr int F = decltype(gf)::value, IN = decltype(in)::value;
+                return launch_fused_form<static_cast<GateForm>(F), true, true, false, IN>(
+                    a, stream, ready_ckpt[F == GIVEN][IN == INPUT_F16]);
+            });
+        });
+    }
     return dispatch_fwd(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, [&](auto gf, auto forms, auto in) {
         constexpr int F = decltype(gf)::value, IN = decltype(in)::value;
         constexpr bool FORMS = decltype(forms)::value;
-        return launch_fused_form<static_cast<GateForm>(F), FORMS, false, IN>(a, stream, ready[fwd_input_instance(F, FORMS, IN)]);
+        return launch_fused_form<static_cast<GateForm>(F), FORMS, false, false, IN>(a, stream, ready[fwd_input_instance(F, FORMS, IN)]);
     });
 }
 

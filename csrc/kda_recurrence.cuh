@@ -14,11 +14,11 @@
 // §input) reaches only the values' reads (widened to fp32 in the residual) and the outputs' store: the four
 // products' operand formats above are the same for bf16 and fp16 inputs.
 //
-// Checkpoints (K2's instance with CKPT, FwdArgs::ckpt_offsets / ckpt_slots): after the chunk that ends at a listed
-// token offset of its sequence (a multiple of 16, or the sequence's length; 0: the state entering it), the state is
-// stored into the listed pool slot of state_out, by the code that writes the state out (store_state). Between chunks
-// the registers hold the true state (a warp's rescaling is undone inside update_state), and each warp stores its own
-// 16 rows, as it does the state out. Each entry is checked before its store (an offset that names no chunk's end, a
+// Checkpoints (the instances with CKPT of K2 and of the fused kernel, FwdArgs::ckpt_offsets / ckpt_slots): after the
+// chunk that ends at a listed token offset of its sequence (a multiple of 16, or the sequence's length; 0: the state
+// entering it), the state is stored into the listed pool slot of state_out, by the code that writes the state out
+// (store_state). Between chunks the registers hold the true state (a warp's rescaling is undone inside
+// update_state), and each warp stores its own 16 rows, as it does the state out. Each entry is checked before its store (an offset that names no chunk's end, a
 // slot outside [0, n_slots): no store), and the table is read only inside its [N, C] extent, so no value of it,
 // however wrong, sends a write outside the pool. The chunk counts are the sequence's own (global chunk indices minus
 // its first), so a pipeline step stores exactly the checkpoints that fall in its chunks, and the step that begins a
@@ -278,7 +278,8 @@ __device__ __forceinline__ void ckpt_store(const FwdArgs& p, int n, int64_t len,
 }
 
 // The block's whole work. PREP = 0: K2, the record from K1's workspace (Prepare: NoPrepare); PREP > 0: the
-// fused kernel, PREP more warps make it (Prepare::warp). CKPT (K2 only): the checkpoints of FwdArgs::ckpt_offsets.
+// fused kernel, PREP more warps make it (Prepare::warp). CKPT: the checkpoints of FwdArgs::ckpt_offsets (the
+// recurrence warps store them; the fused kernel's preparing warps never see them).
 // IN: the inputs' element type (kda_args.h: InputKind), of v and of the outputs here. DIMS: the head dims K, V of
 // FwdArgs::dim_k, dim_v (§dims); without it K = V = 128.
 struct NoPrepare {};
@@ -288,7 +289,6 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     using Ly = K2Layout<WARPS>;
     using T = typename In<IN>::T;
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
-    static_assert(!(CKPT && PREP > 0), "checkpoints are K2's");
     constexpr int VSPLIT = D / Ly::VB;
     // the head dims K and V (§dims; 128 without DIMS); the grid's row slices are those that hold rows < V
     const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;

@@ -249,8 +249,8 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     K3 only: `token_slots` [N, W] also stores the state after token t < W of sequence n into `final_state[token_slots[n,
     t]]`, and `write_final=False` leaves out the state after the last token. 'chunked' in one step only: `records`, a
     uint8 tensor of at least `workspace_bytes` takes K1's records, and with `reuse_records` K2 alone runs on the
-    records an earlier call over the same q, k, g, beta, cu_seqlens and form left there. 'chunked' only: `ckpt_offsets`
-    and `ckpt_slots` [N, C] int64 (K2's checkpoints, *Checkpoints in K2*) store the state after `ckpt_offsets[n, c]`
+    records an earlier call over the same q, k, g, beta, cu_seqlens and form left there. 'chunked' or 'fused': `ckpt_offsets`
+    and `ckpt_slots` [N, C] int64 (*Checkpoints in K2*, which the fused kernel shares) store the state after `ckpt_offsets[n, c]`
     tokens of sequence n (a multiple of 16, or its length; 0: its initial state) into `final_state[ckpt_slots[n, c]]`;
     any other offset, or a slot outside the pool, stores nothing."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")

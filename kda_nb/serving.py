@@ -14,11 +14,12 @@ from .api import fwd
 from .decode import decode_cuda
 from .kernels import launch
 from .layout import CHUNK, Form, check_form, check_slots, put_rows, safe_cu_seqlens, seq_bounds, seqlens_of
-from .plan import path_plan, plan, plan_for, sm_count
+from .plan import Plan, path_plan, plan, plan_for, sm_count
 
 # %% auto #0
-__all__ = ['ONE_LAUNCH_VERIFY', 'ONE_LAUNCH_CHECKPOINTS', 'verify_bytes', 'verify_drafts_per_token', 'DraftRecords',
-           'new_draft_records', 'commit_drafts', 'verify_drafts', 'prefill_checkpoints']
+__all__ = ['ONE_LAUNCH_VERIFY', 'ONE_LAUNCH_CHECKPOINTS', 'FUSED_CHECKPOINTS', 'FUSED_CHECKPOINT_GATES', 'verify_bytes',
+           'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts', 'verify_drafts',
+           'prefill_checkpoints', 'checkpoint_launch_plan']
 
 # %% ../nbs/11_serving.ipynb #f48a361f
 def verify_bytes(d: int, K: int = 128, V: int = 128, state_bytes: int = 4, input_bytes: int = 2,
@@ -439,12 +440,18 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
 # %% ../nbs/11_serving.ipynb #c4ec9b02
 ONE_LAUNCH_CHECKPOINTS = True   # checkpoints stored by K2 in the prefill's own launch: on since the GPU timed it against the composed path (benchmarks/BENCHMARK_SERVING_H100.md)
 
+FUSED_CHECKPOINTS = False       # checkpoints stored by the fused kernel where the plan picks it (the safe gate and the
+                                # gate given outside; else K1 + K2 store them): off until the GPU has checked and timed it
+FUSED_CHECKPOINT_GATES = ('safe', 'given')   # the fused kernel's instances with checkpoints (kda_fwd_fused.cu: the
+                                # softplus gate's spilled)
+
 def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | None, lens: list | None, backend: str,
                      form: dict) -> tuple | None:
-    """`(plan, Form)` where a prefill with checkpoints runs in one launch of K1 + K2 ('chunked', the only kernels
-    that store checkpoints): `ONE_LAUNCH_CHECKPOINTS` on, and the kernels take the call as it is (the plan picks no
-    reference and no route; K = V = 128, as many query heads as value heads). None: the composed path. `lens`: the
-    sequences' lengths where the host has them (None: planned from the shapes alone, reading nothing)."""
+    """`(plan, Form)` where a prefill with checkpoints runs in one launch: K1 + K2 ('chunked'), or the fused kernel
+    where the plan picks it, `FUSED_CHECKPOINTS` is on and the gate is one of `FUSED_CHECKPOINT_GATES`;
+    `ONE_LAUNCH_CHECKPOINTS` on, and the kernels take the call as it is (the plan picks no reference and no route;
+    K = V = 128, as many query heads as value heads). None: the composed path. `lens`: the sequences' lengths where
+    the host has them (None: planned from the shapes alone, reading nothing)."""
     if not ONE_LAUNCH_CHECKPOINTS or backend == 'reference' or not q.is_cuda: return None
     B, T, H, K = q.shape
     if K != 128 or v.shape[-1] != 128 or v.shape[2] != H: return None
@@ -452,10 +459,16 @@ def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | No
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     how = plan_for(q, v, pool, pool, cu_seqlens, seqlens=lens, backend=backend, form=fm)
     if how.path == 'reference' or how.routes: return None
-    if how.path != 'chunked' or how.segments:
-        how = path_plan('chunked', f"checkpoints are stored by K2 (the rules' choice: {how.reason})", B, T, H, N,
-                        cu_seqlens is not None, sm_count(q.device), how.steps if how.path == 'chunked' else 1)
-    return how, fm
+    return checkpoint_launch_plan(how, fm, B, T, H, N, cu_seqlens is not None, sm_count(q.device)), fm
+
+def checkpoint_launch_plan(how: Plan, form: Form, B: int, T: int, H: int, N: int, varlen: bool, sms: int) -> Plan:
+    """The plan a prefill with checkpoints launches, from `how`, the plan the rules picked for the call in `form`:
+    `how` itself where its kernels store checkpoints (K1 + K2 whole; the fused kernel with `FUSED_CHECKPOINTS` on, for
+    the gates of `FUSED_CHECKPOINT_GATES`), else K1 + K2 in `how`'s steps (one for another path), which the reason says."""
+    fused = how.path == 'fused' and FUSED_CHECKPOINTS and form.gate in FUSED_CHECKPOINT_GATES
+    if how.path == 'chunked' and not how.segments or fused: return how
+    return path_plan('chunked', f"checkpoints are stored by K2 (the rules' choice: {how.reason})", B, T, H, N, varlen,
+                     sms, how.steps if how.path == 'chunked' else 1)
 
 def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, offsets, ck_slots, slots: Tensor,
                         has_initial_state: Tensor | None, cu_seqlens, how, form: Form,

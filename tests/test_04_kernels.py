@@ -22,6 +22,11 @@ def dims_of(row: dict) -> bool | None:
     m = re.search(r'Lb([01])ELi[01]EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
     return bool(int(m.group(1))) if m else None
 
+def ckpt_of(row: dict) -> bool | None:
+    "Whether an instance of K2 or the fused kernel stores checkpoints (its `CKPT`, the template argument before `DIMS`)."
+    m = re.search(r'Lb([01])ELb[01]ELi[01]EEEvNS_\d+FwdArgs', row['entry'])
+    return bool(int(m.group(1))) if m else None
+
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
@@ -31,9 +36,15 @@ def test_kernels_compile_without_spills():
     # K = V = 128 (DIMS false): bf16 inputs: K1, the fused kernel and K3 once per gate form (safe, softplus, given) and
     # once for FlashKDA's form; fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd). Head dims below 128 (DIMS
     # true, dispatch_fwd_dims): K1 and K3 once per gate form and input type, the fused kernel never (kda_fwd_fused.cu).
-    # K3 each of them with and without per-token stores (STORES, dispatch_bool)
+    # K3 each of them with and without per-token stores (STORES, dispatch_bool); the fused kernel with checkpoints (CKPT)
+    # besides, FORMS true, for the safe and the given gate and each input type (its softplus instance spilled)
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         rows = [r for r in usage if r['kernel'] == k]
+        if k == FUSED_KERNEL:
+            ck = [r for r in rows if ckpt_of(r)]
+            assert sum(instance_input(r) == 'bf16' for r in ck) == sum(instance_input(r) == 'fp16' for r in ck) == 2, \
+                "the fused kernel: one instance with checkpoints for the safe and the given gate and each input type"
+            rows = [r for r in rows if ckpt_of(r) is False]
         per = 2 if k == DECODE_KERNEL else 1
         plain, dims = [r for r in rows if dims_of(r) is False], [r for r in rows if dims_of(r)]
         assert sum(instance_input(r) == 'bf16' for r in plain) == 4 * per, f"{k}: one bf16 instance per gate form, one for FlashKDA's"

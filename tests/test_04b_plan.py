@@ -190,11 +190,11 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # records that fit the rules: on to the tensors
         ext.kda_forward(*args, **good, records=records, reuse_records=True)
-    pool = torch.zeros(3, 2, 128, 128)                      # K2's checkpoints: refused where no call could take them
+    pool = torch.zeros(3, 2, 128, 128)                      # checkpoints: refused where no call could take them
     with_pool = args[:11] + (pool,) + args[12:]
     offs, ckslots = torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, dtype=torch.long)
-    for a, bad, words in [(with_pool, dict(path='fused', ckpt_offsets=offs, ckpt_slots=ckslots), "must be 'chunked'"),
-                          (with_pool, dict(path='decode', ckpt_offsets=offs, ckpt_slots=ckslots), "must be 'chunked'"),
+    for a, bad, words in [(with_pool, dict(path='decode', ckpt_offsets=offs, ckpt_slots=ckslots), "must be 'chunked' or 'fused'"),
+                          (with_pool, dict(path='fused', gate_form=1, ckpt_offsets=offs, ckpt_slots=ckslots), 'softplus gate'),
                           (with_pool, dict(ckpt_offsets=offs), 'pass both or neither'),
                           (with_pool, dict(ckpt_slots=ckslots), 'pass both or neither'),
                           (args, dict(ckpt_offsets=offs, ckpt_slots=ckslots), 'need final_state'),
@@ -204,8 +204,9 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
                           (with_pool, dict(ckpt_offsets=torch.zeros(1, 4, dtype=torch.long)[:, ::2], ckpt_slots=ckslots), 'contiguous'),
                           (with_pool, dict(ckpt_offsets=offs, ckpt_slots=torch.zeros(1, 3, dtype=torch.long)), 'one shape')]:
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*a, **(good | bad))
-    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # a table that fits the rules: on to the tensors
-        ext.kda_forward(*with_pool, **good, ckpt_offsets=offs, ckpt_slots=ckslots)
+    for path in ('chunked', 'fused'):                                     # a table that fits the rules: on to the tensors
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):
+            ext.kda_forward(*with_pool, **(good | dict(path=path)), ckpt_offsets=offs, ckpt_slots=ckslots)
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # launch passes them on by name
         K.launch(kernel_path(1, 64, 2, 1, False, None, 132), *with_pool, ckpt_offsets=offs, ckpt_slots=ckslots)
     assert ext.kda_decode_free(-5) is False

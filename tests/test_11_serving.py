@@ -608,14 +608,14 @@ def k2_stand_in(k2=k2_on_the_host):
         finally: glob.update(saved)
     return ctx()
 
-def ckpt_switched(on: bool):
-    "A context: `ONE_LAUNCH_CHECKPOINTS` set to `on` inside it, back to what it was after."
+def ckpt_switched(on: bool, name: str = 'ONE_LAUNCH_CHECKPOINTS'):
+    "A context: the switch `name` of `kda_nb.serving` set to `on` inside it, back to what it was after."
     glob = prefill_checkpoints.__globals__
     @contextmanager
     def ctx():
-        was, glob['ONE_LAUNCH_CHECKPOINTS'] = glob['ONE_LAUNCH_CHECKPOINTS'], on
+        was, glob[name] = glob[name], on
         try: yield
-        finally: glob['ONE_LAUNCH_CHECKPOINTS'] = was
+        finally: glob[name] = was
     return ctx()
 
 def aligned_case(seqlens=(50, 7, 32, 0, 19, 16, 1), fixed=False, K=8, dtype=torch.float64, state=torch.float64,
@@ -672,6 +672,30 @@ def test_checkpoints_one_launch_glue_on_the_host():
             else: kw2.update(state_indices=None, has_initial_state=None)
             with k2_stand_in(k2): prefill_checkpoints(*args, **kw2)
             assert calls == [], bad
+
+def test_checkpoint_launch_plan_follows_fused_switch():
+    """The plan a one-launch prefill with checkpoints runs: K1 + K2 whole as the rules planned it; the fused kernel's
+    plan kept with FUSED_CHECKPOINTS on (the safe gate and the given one; the softplus gate's checkpoints stay K2's)
+    and replaced by K1 + K2 in one step with it off (the reason says so); K3 and the passes over segments replaced by
+    K1 + K2 (the passes whole, in their steps)."""
+    from kda_nb.serving import checkpoint_launch_plan
+    glob = checkpoint_launch_plan.__globals__
+    chunked = Plan('chunked', 'rules', steps=3, sms=132)
+    args = (1, 4096, 96, 6, True, 132)
+    assert glob['FUSED_CHECKPOINTS'] is False                          # off until the GPU has checked and timed it
+    safe, softplus, given = Form(), Form(safe_gate=False), Form(use_gate_in_kernel=False, safe_gate=False)
+    assert checkpoint_launch_plan(chunked, softplus, *args) is chunked
+    fused = Plan('fused', 'rules: short sequences', sms=132)
+    for on in (False, True):
+        for form in (safe, softplus, given):
+            was, glob['FUSED_CHECKPOINTS'] = glob['FUSED_CHECKPOINTS'], on
+            try: p = checkpoint_launch_plan(fused, form, *args)
+            finally: glob['FUSED_CHECKPOINTS'] = was
+            if on and form is not softplus: assert p is fused
+            else: assert p.path == 'chunked' and p.steps == 1 and 'stored by K2' in p.reason and 'short sequences' in p.reason
+    for how in (Plan('decode', 'rules'), Plan('chunked', 'rules: passes', steps=2, sms=132, segments=2048)):
+        p = checkpoint_launch_plan(how, safe, *args)
+        assert p.path == 'chunked' and not p.segments and p.steps == (2 if how.path == 'chunked' else 1), how
 
 def test_checkpoints_switch_on_without_gpu_keeps_the_composed_path():
     "ONE_LAUNCH_CHECKPOINTS on, on the CPU: the kernels take nothing here, so the prefill runs composed, as with it off."
@@ -765,12 +789,12 @@ def test_checkpoints_unchecked_table_is_the_callers():
 
 import contextlib
 def counting_launch(calls: list):
-    "A context: `launch` as `prefill_checkpoints` calls it, counted into `calls`."
+    "A context: `launch` as `prefill_checkpoints` calls it, each call's path appended to `calls`."
     glob = prefill_checkpoints.__globals__
     real = glob['launch']
     @contextmanager
     def ctx():
-        glob['launch'] = lambda *a, **kw: (calls.append(1), real(*a, **kw))[1]
+        glob['launch'] = lambda *a, **kw: (calls.append(a[0].path), real(*a, **kw))[1]
         try: yield
         finally: glob['launch'] = real
     return ctx()
@@ -813,20 +837,22 @@ def prefill_errors(args, kw, before, o, fs) -> float:
     return worst
 
 @needs_kernels
-@pytest.mark.parametrize('steps', [None, 3])
+@pytest.mark.parametrize('steps', [None, 3, 'fused'])
 @pytest.mark.parametrize('state', [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize('fixed', [False, True])
 def test_checkpoints_one_launch_against_fp64(fixed, state, steps):
-    """The prefill with its checkpoints stored by K2 in one launch (counted): varlen with empty and one-token sequences
+    """The prefill with its checkpoints stored in one launch (counted): varlen with empty and one-token sequences
     and a padding one, or fixed; checkpoints at 0, 16, multiples of 16 and the length, one absent at an unaligned
-    offset; fp32 and bf16 pools; the plan's own path, or K1 + K2 forced into three pipeline steps: outputs, final states
-    and every checkpoint within the kernels' rounding of the fp64 recurrence, the other slots untouched."""
+    offset; fp32 and bf16 pools; the plan's own path, K1 + K2 forced into three pipeline steps, or the fused kernel
+    forced with FUSED_CHECKPOINTS on: outputs, final states and every checkpoint within the kernels' rounding of the
+    fp64 recurrence, the other slots untouched."""
     args, kw = aligned_case(seqlens=(50, 7, 32, 0, 19, 16, 1, 100), fixed=fixed, K=128, dtype=torch.bfloat16, state=state,
                             device='cuda', seed=21)
     before, calls = kw['pool'].clone(), []
-    with ckpt_switched(True), counting_launch(calls), (forced('chunked', steps=steps) if steps else contextlib.nullcontext()):
+    pin = forced('fused') if steps == 'fused' else forced('chunked', steps=steps) if steps else contextlib.nullcontext()
+    with ckpt_switched(True), ckpt_switched(steps == 'fused', 'FUSED_CHECKPOINTS'), counting_launch(calls), pin:
         o, fs = prefill_checkpoints(*args, **kw)
-    assert len(calls) == 1
+    assert len(calls) == 1 and (calls == ['fused']) == (steps == 'fused'), calls
     tol = 1.5e-2 if state == torch.bfloat16 else 6e-3
     assert prefill_errors(args, kw, before, o, fs) < tol
     kw2 = dict(kw, pool=before.clone())                                      # the composed path on the same call
@@ -834,9 +860,9 @@ def test_checkpoints_one_launch_against_fp64(fixed, state, steps):
     assert rel_rms(o.double(), o2.double()) < tol and rel_rms(kw['pool'].double(), kw2['pool'].double()) < tol
 
 @needs_kernels
-@pytest.mark.parametrize('steps', [1, 3])
+@pytest.mark.parametrize('steps', [1, 3, 'fused'])
 def test_checkpoint_table_cannot_write_outside_the_pool(steps):
-    """K2 given a table of wrong values (offsets negative, past a sequence, unaligned, huge; slots -1, the pool's size,
+    """K2 (in one step or three) or the fused kernel given a table of wrong values (offsets negative, past a sequence, unaligned, huge; slots -1, the pool's size,
     huge either way) among two valid entries, on a pool that is a view between two guard slots: the guards and every
     slot no valid entry names keep their bits, the valid checkpoints hold their states."""
     from kda_nb.kernels import launch
@@ -848,7 +874,8 @@ def test_checkpoint_table_cannot_write_outside_the_pool(steps):
     offs = torch.tensor([[-16, 48, 7, big, 16, 0], [17, 32, -1, 16, 5, 0], [0, 16, 1, -5, 0, -big]], device='cuda')
     ck = torch.tensor([[0, 1, 5, 5, -1, P], [big, -big, 5, 0, 5, -1], [P, 5, 5, 5, 4, 5]], device='cuda')
     idx = torch.tensor([2, 3, 1], device='cuda')
-    plan = path_plan('chunked', 'test', 1, 57, 2, 3, True, sm_count('cuda'), steps)
+    plan = path_plan('fused' if steps == 'fused' else 'chunked', 'test', 1, 57, 2, 3, True, sm_count('cuda'),
+                     1 if steps == 'fused' else steps)
     out = torch.empty_like(x['v'])
     launch(plan, x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
            pool, pool, x['cu_seqlens'], idx, ckpt_offsets=offs, ckpt_slots=ck)

@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
@@ -138,13 +138,14 @@ for form, kw in ((Form(safe_gate=False), dict(gate='g=8', A_log=math.log(16), sa
                    inp['dt_bias'], None, s, s, torch.tensor(cu, device='cuda'), None, form=form)
             torch.cuda.synchronize()
             assert torch.isfinite(out).all()
-# K2's checkpoints (04_kernels, *Checkpoints in K2*): tables no check has seen (offsets negative, past a sequence,
-# unaligned, the int64 extremes; slots -1, the pool's size, the extremes), valid entries among them (offset 0, 16 and
-# a sequence's length, for empty and one-token sequences and a padding one), into fp32 and bf16 pools in place, in
-# one step and in a pipeline of three, on offsets no check saw
+# The checkpoints of K2 and the fused kernel (04_kernels, *Checkpoints in K2*): tables no check has seen (offsets
+# negative, past a sequence, unaligned, the int64 extremes; slots -1, the pool's size, the extremes), valid entries
+# among them (offset 0, 16 and a sequence's length, for empty and one-token sequences and a padding one), into fp32 and
+# bf16 pools in place, K2 in one step and in a pipeline of three, the fused kernel ('fused'), on offsets no check saw
 big = 2 ** 62
 for pool_dtype, steps, cu in ((torch.float32, 1, [0, 40, 41, 41, 75]), (torch.bfloat16, 3, [0, 40, 41, 41, 75]),
-                              (torch.float32, 3, [-5, 40, 2 ** 40, 41, 75])):
+                              (torch.float32, 3, [-5, 40, 2 ** 40, 41, 75]), (torch.bfloat16, 'fused', [0, 40, 41, 41, 75]),
+                              (torch.float32, 'fused', [-5, 40, 2 ** 40, 41, 75])):
     inp = random_inputs(1, 75, 2, 128, state=None, device='cuda', seed=13)
     pool = torch.randn(6, 2, 128, 128, device='cuda').to(pool_dtype)
     offs = torch.tensor([[0, 16, 40, -16, 7, big, -big, 32],
@@ -155,7 +156,8 @@ for pool_dtype, steps, cu in ((torch.float32, 1, [0, 40, 41, 41, 75]), (torch.bf
                           [5, -1, 4, big, -big, 6, 4, 5],
                           [4, 5, -1, 5, 4, 6, 7, -1],
                           [5, 4, 5, -2, 4, 4, 4, 4]], device='cuda')
-    plan = path_plan('chunked', 'sanitize', 1, 75, 2, 4, True, sm_count(inp['q'].device), steps)
+    plan = path_plan('fused' if steps == 'fused' else 'chunked', 'sanitize', 1, 75, 2, 4, True, sm_count(inp['q'].device),
+                     1 if steps == 'fused' else steps)
     out = torch.empty_like(inp['v'])
     launch(plan, inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], inp['scale'], out, inp['A_log'], inp['dt_bias'],
            inp['lower_bound'], pool, pool, torch.tensor(cu, device='cuda'), torch.tensor([0, 1, -1, 3], device='cuda'),
