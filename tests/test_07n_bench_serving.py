@@ -90,15 +90,19 @@ def test_ratios_table_and_files(tmp_path):
     assert row_line(by['two checkpoints, one launch']).startswith('checkpoints g · two checkpoints, one launch (events): 2060.0 µs [1854.0, 2472.0]')
 
 def test_switch_restores():
-    from kda_nb import serving
-    before = serving.ONE_LAUNCH_VERIFY
+    "`switched` sets the switches of kda_nb.serving (or of kda_nb.plan) inside the block and restores them after, also when it raises; a name that is no switch is refused."
+    from kda_nb import serving, plan as P
+    before, fused, native = serving.ONE_LAUNCH_VERIFY, serving.FUSED_CHECKPOINTS, P.NATIVE_DIMS
     with pytest.raises(RuntimeError):
-        with switch('ONE_LAUNCH_VERIFY', not before):
-            assert serving.ONE_LAUNCH_VERIFY is (not before)
+        with switched(ONE_LAUNCH_VERIFY=not before, FUSED_CHECKPOINTS=not fused):
+            assert serving.ONE_LAUNCH_VERIFY is (not before) and serving.FUSED_CHECKPOINTS is (not fused)
             raise RuntimeError('inside')
-    assert serving.ONE_LAUNCH_VERIFY is before
-    with pytest.raises(ValueError, match='no switch'):
-        with switch('SPLIT_ENABLED'): pass
+    assert serving.ONE_LAUNCH_VERIFY is before and serving.FUSED_CHECKPOINTS is fused
+    with switched(P, NATIVE_DIMS=not native): assert P.NATIVE_DIMS is (not native)
+    assert P.NATIVE_DIMS is native
+    for module, name in ((serving, 'SPLIT_ENABLED'), (P, 'KERNEL_DIM'), (P, 'plan')):
+        with pytest.raises(ValueError, match='no switch'):
+            with switched(module, **{name: True}): pass
 
 def test_a_wrong_call_is_never_timed():
     "On a CPU, events only: the right contenders are timed in one set of rounds; one that is off, one that raises and those checked against them are not."

@@ -29,8 +29,8 @@ __all__ = ['STAGES_HELP', 'TRAIN_STAGES_HELP', 'TIMELINE_CASES', 'TIMELINE_HELP'
            'timed_kernels', 'interleaved', 'backward_at', 'inputs', 'stages', 'sequential', 'as_bf16', 'same_bits',
            'stages_main', 'host_waits', 'profile_case', 'train_stages_main', 'pick_case', 'make_call', 'kernels_of',
            'idle_stretches', 'timeline_main', 'compare', 'compare_main', 'per_call_us', 'e2e_us', 'replay_us',
-           'host_time_main', 'gate_sweep', 'plot_sweep', 'gate_sweep_main', 'fp16_kernels', 'dtype_train_step',
-           'dtypes_main', 'dtypes_train', 'native_dims', 'dims_case', 'dims_main', 'run_mode']
+           'host_time_main', 'gate_sweep', 'plot_sweep', 'gate_sweep_main', 'dtype_train_step', 'dtypes_main',
+           'dtypes_train', 'dims_case', 'dims_main', 'run_mode']
 
 # %% ../../nbs/07l_bench_modes.ipynb #0742f65a
 def timed_kernels(call, reps: int = 5) -> dict:
@@ -566,7 +566,9 @@ def gate_sweep_main(argv=None) -> int:
     return 0
 
 # %% ../../nbs/07l_bench_modes.ipynb #cd28f954
+from .. import plan as P
 from ..plan import backward_plan
+from .serving import switched
 
 DTYPES_HELP = ("fp16 inputs against bf16 on the forward's kernels (kda_nb.plan.FP16_KERNELS on for these calls): the same "
                "values cast to each, fwd timed in the same interleaved rounds, on the anchor shapes, a decode batch and the "
@@ -576,15 +578,6 @@ DTYPES_HELP = ("fp16 inputs against bf16 on the forward's kernels (kda_nb.plan.F
 DTYPES_CASES = [('H=64 fixed 8192', dict(B=1, T=8192, H=64)), ('H=96 six varlen', dict(seqlens=list(VARLEN_SIX), H=96)),
                 ('H=64 8 x 1024', dict(B=8, T=1024, H=64)), ('decode 256 x 1, H=32', dict(seqlens=[1] * 256, H=32)),
                 ('softplus H=64 fixed 8192', dict(B=1, T=8192, H=64, safe_gate=False))]
-
-@contextmanager
-def fp16_kernels(backward: bool = False):
-    "`kda_nb.plan.FP16_KERNELS` (and with `backward`, `FP16_BACKWARD`) on inside the block, as they were after."
-    from kda_nb import plan as P
-    was = P.FP16_KERNELS, P.FP16_BACKWARD
-    P.FP16_KERNELS, P.FP16_BACKWARD = True, backward or was[1]
-    try: yield
-    finally: P.FP16_KERNELS, P.FP16_BACKWARD = was
 
 def dtype_train_step(inp: dict, weights: tuple):
     "A training step on `inp` (fwd's keywords): `kda` forward, then the gradients of a fixed weighting of its outputs."
@@ -607,7 +600,7 @@ def dtypes_main(argv=None) -> int:
     a = ap.parse_args(argv)
     if (why := kernels.kernels_unavailable_reason()) is not None: raise SystemExit(f"dtypes: cannot run here: {why}")
     if a.train: return dtypes_train(a.rounds)
-    with fp16_kernels():
+    with switched(P, FP16_KERNELS=True):
         for name, kw in DTYPES_CASES:
             kw = dict(kw); B, T, H = kw.pop('B', 1), kw.pop('T', 0), kw.pop('H')
             base = random_inputs(B, T, H, 128, device='cuda', seed=3, **kw)
@@ -628,7 +621,7 @@ def dtypes_main(argv=None) -> int:
 
 def dtypes_train(rounds: int) -> int:
     "`dtypes --train`: training steps in bf16 and fp16 on the same values, timed in the same interleaved rounds."
-    with fp16_kernels(backward=True):
+    with switched(P, FP16_KERNELS=True, FP16_BACKWARD=True):
         for name, kw in [c for c in DTYPES_CASES if not c[0].startswith('decode')]:
             kw = dict(kw); B, T, H = kw.pop('B', 1), kw.pop('T', 0), kw.pop('H')
             base = random_inputs(B, T, H, 128, device='cuda', seed=3, **kw)
@@ -664,14 +657,6 @@ DIMS_CASES = [('prefill T=8192 H=32', 1, 8192, 32, 64, 64, None),
               ('decode 256 x 1 H=32', 256, 1, 32, 64, 64, None),
               ('decode 256 x 1 H=32 K=96 V=40', 256, 1, 32, 96, 40, None)]
 
-@contextmanager
-def native_dims(on: bool):
-    "`kda_nb.plan.NATIVE_DIMS` set to `on` inside the block, as it was after."
-    from kda_nb import plan as P
-    was, P.NATIVE_DIMS = P.NATIVE_DIMS, on
-    try: yield
-    finally: P.NATIVE_DIMS = was
-
 def dims_case(name, B, T, H, K, V, seqlens, rounds: int) -> dict:
     "One case of `dims`: the row it prints."
     inp = random_inputs(B, T, H, K, V, seqlens=seqlens, device='cuda', seed=1)
@@ -680,8 +665,8 @@ def dims_case(name, B, T, H, K, V, seqlens, rounds: int) -> dict:
     for key, on in (('padded', False), ('native', True)):
         out, fs = torch.empty_like(inp['v']), torch.empty(N, H, V, K, device='cuda')
         def call(out=out, fs=fs, on=on):
-            with native_dims(on): kda_nb.fwd(**inp, out=out, final_state=fs)
-        with native_dims(on):
+            with switched(P, NATIVE_DIMS=on): kda_nb.fwd(**inp, out=out, final_state=fs)
+        with switched(P, NATIVE_DIMS=on):
             p = kda_nb.plan_for(inp['q'], inp['v'], inp['initial_state'], fs, inp.get('cu_seqlens'), seqlens=seqlens)
         row[f'{key}_path'], row[f'{key}_routes'] = p.path, [r for r, _ in p.routes]
         call(); torch.cuda.synchronize()

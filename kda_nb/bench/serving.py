@@ -33,7 +33,7 @@ from .timing import copy_bandwidth
 
 # %% auto #0
 __all__ = ['SERVING_HELP', 'GATES', 'STATE_BYTES', 'NAMES', 'TOL', 'TARGETS', 'FLA_PARAMS', 'floor_us', 'design_floor_us',
-           'switch', 'fla_recurrent_reason', 'Contender', 'rel_distance', 'distance', 'capture', 'measure_group',
+           'switched', 'fla_recurrent_reason', 'Contender', 'rel_distance', 'distance', 'capture', 'measure_group',
            'step_part', 'verify_part', 'checkpoint_offsets', 'prefill_part', 'relate', 'markdown', 'write_report',
            'row_line', 'parser', 'parse_args', 'group_plan', 'run_serving', 'serving_main']
 
@@ -61,14 +61,18 @@ def design_floor_us(design: str, N: int, H: int, drafts: int, state_bytes: int, 
     return N * H * verify_bytes(drafts, K, V, state_bytes)[design] / rate * 1e6
 
 @contextmanager
-def switch(name: str, on: bool = True):
-    "The module switch `kda_nb.serving.<name>` set to `on` inside the block, and back to its value before after it, an error or not."
-    if not name.startswith('ONE_LAUNCH_') or not hasattr(lib, name):
-        raise ValueError(f"kda_nb.serving has no switch {name!r}")
-    old = getattr(lib, name)
-    setattr(lib, name, on)
+def switched(module=lib, **values: bool):
+    """The module's switches (`kda_nb.serving`'s by default, or `kda_nb.plan`'s: upper-case booleans, by name) set to
+    `values` inside the block, and back to what they were after it, an error or not; a name that is no switch of the
+    module is a ValueError."""
+    for name in values:
+        if not name.isupper() or not isinstance(getattr(module, name, None), bool):
+            raise ValueError(f"{module.__name__} has no switch {name!r}")
+    old = {name: getattr(module, name) for name in values}
+    for name, on in values.items(): setattr(module, name, bool(on))
     try: yield
-    finally: setattr(lib, name, old)
+    finally:
+        for name, was in old.items(): setattr(module, name, was)
 
 def fla_recurrent_reason() -> str | None:
     "Why fla's `fused_recurrent_kda_fwd` cannot be timed here with per-token slots (None if it can)."
@@ -260,7 +264,7 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                  rec_g=rec.g, rec_beta=rec.beta, rec_count=rec.count)
     def per_token(backend, one=False):
         def run(bufs):
-            with switch('ONE_LAUNCH_VERIFY', one):
+            with switched(ONE_LAUNCH_VERIFY=one):
                 verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=bufs['pt_pool'], ssm_state_indices=idx,
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
@@ -268,12 +272,12 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
     def replay(backend, one=False):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switch('ONE_LAUNCH_VERIFY', one):
+            with switched(ONE_LAUNCH_VERIFY=one):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
         return run
-    with switch('ONE_LAUNCH_VERIFY', True):
+    with switched(ONE_LAUNCH_VERIFY=True):
         taken = lib._one_launch_form(x['q'], x['v'], pt_pool, 'cuda', {}) is not None if dev.type == 'cuda' else False
     one_why = None if taken else "the one-launch path does not take this call (kda_nb.serving._one_launch_form)"
     pt, rp = ('pt_pool', 'v_out'), ('r_pool', 'v_out', 'rec_k', 'rec_v', 'rec_g', 'rec_beta', 'rec_count')
@@ -317,16 +321,16 @@ def prefill_part(case: Case, device, seed: int = 2) -> tuple[dict, list]:
         return run
     def checkpoints(one, check=True, fused=False):
         def run(bufs):
-            with switch('ONE_LAUNCH_CHECKPOINTS', one), switch('FUSED_CHECKPOINTS', fused):
+            with switched(ONE_LAUNCH_CHECKPOINTS=one, FUSED_CHECKPOINTS=fused):
                 bufs['p_out'] = prefill_checkpoints(*(x[n] for n in NAMES), pool=bufs['p_pool'], checkpoint_offsets=offs,
                                                     checkpoint_slots=cks, state_indices=idx, cu_seqlens=cu,
                                                     check=check, backend='cuda', **par, **case.options)[0]
         return run
     taken = fused = None
     if dev.type == 'cuda':
-        with switch('ONE_LAUNCH_CHECKPOINTS', True):
+        with switched(ONE_LAUNCH_CHECKPOINTS=True):
             taken = lib._checkpoint_plan(x['q'], x['v'], pool, cu, case.seqlens, 'cuda', case.options)
-            with switch('FUSED_CHECKPOINTS', True):
+            with switched(FUSED_CHECKPOINTS=True):
                 fused = lib._checkpoint_plan(x['q'], x['v'], pool, cu, case.seqlens, 'cuda', case.options)
     keys = ('p_pool', 'p_out')
     one_why = None if taken else "the one-launch path does not take this call (kda_nb.serving._checkpoint_plan)"
