@@ -14,12 +14,10 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times what has landed behind its switch, not yet measured (BASE unused): the GPU tests of the
-# passes over segments, the serving helpers and fla's recurrent calls; the passes probe (each manner of the first
-# two passes: tools/segments_probe.py --passes) and a long sequence's training step whole and through the passes
-# (--train); each kernel of a training step in the softplus and given gates beside the safe one (python -m kda_nb.bench
-# train-stages --variants); the fp16 inputs' GPU tests (the forward's and the backward's kernels) and python -m
-# kda_nb.bench dtypes (fp16 against bf16 in one run).
+# --new checks and times what has landed behind a switch that is still off (BASE unused): the fused kernel's
+# checkpoints (kda_nb.serving.FUSED_CHECKPOINTS): the GPU tests of the prefill with checkpoints (11_serving) and of the
+# binding's checks, tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
+# python -m kda_nb.bench serving (its row 'two checkpoints, fused kernel, check=False' beside K1 + K2's).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -115,21 +113,14 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== the GPU tests of what landed untimed: passes over segments, serving, fla's recurrent calls"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py \
-    tests/test_11_serving.py tests/test_12_serving_loop.py tests/test_06a_fla_backend.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
-  echo "== one long sequence in passes: each manner of the first two passes, then training steps"
-  bounded python3 tools/segments_probe.py --passes --out "$LOG/passes_probe.json" 2>&1 | tee "$LOG/passes_probe.txt" || status=1
-  bounded python3 tools/segments_probe.py --train --out "$LOG/passes_train_probe.json" 2>&1 | tee "$LOG/passes_train_probe.txt" || status=1
-  echo "== fp16 inputs on the forward's kernels (FP16_KERNELS on for the calls): the GPU tests of 04 and 04a, then fp16 against bf16"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" -k "fp16 or half" tests/test_04_kernels.py \
-    tests/test_04a_decode.py tests/test_04b_plan.py tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_fp16.txt" || status=1
-  bounded python3 -m kda_nb.bench dtypes 2>&1 | tee "$LOG/dtypes.txt" || status=1
-  bounded python3 -m kda_nb.bench dtypes --train 2>&1 | tee "$LOG/dtypes_train.txt" || status=1
-  echo "== head dims below 128, native against padded"
-  bounded python3 -m kda_nb.bench dims --out "$LOG/dims.json" 2>&1 | tee "$LOG/dims.txt" || status=1
-  echo "== each kernel of a training step, KDA's other gates beside the safe one"
-  bounded python3 -m kda_nb.bench train-stages --H 64 --variants softplus,given --out "$LOG" 2>&1 | tee "$LOG/train_stages_forms.txt" || status=1
+  echo "== the GPU tests of what landed behind a switch still off: the fused kernel's checkpoints"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_11_serving.py -k checkpoint \
+    tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+  echo "== the forward's cases under compute-sanitizer (the fused kernel's adversarial checkpoint tables among them)"
+  bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
+  d=$(( $(left) - 20 )); [ "$d" -gt 210 ] && d=210
+  echo "== serving steps (at most $d s): the fused kernel's checkpoints beside K1 + K2's"
+  bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --serving ]; then
