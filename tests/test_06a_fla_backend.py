@@ -650,9 +650,11 @@ def test_fla_chunk_kda_runs_kda_nb():
 
 
 @pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")
-def test_fla_training_through_kda_nb_agrees_with_fla():
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_fla_training_through_kda_nb_agrees_with_fla(dtype):
+    "A training call of fla's chunk_kda, bf16 or fp16 (the backward's fp16 instances), through kda_nb's backend and through fla's own path: the same gradients."
     from fla.ops.kda import chunk_kda
-    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 17, 683], device='cuda', seed=7, A_log=None)
+    inp = random_inputs(1, 0, 2, 128, seqlens=[300, 17, 683], device='cuda', seed=7, A_log=None, dtype=dtype)
     names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
     gen = torch.Generator(device='cuda').manual_seed(8)
     w_out = torch.randn(inp['v'].shape, generator=gen, device='cuda')

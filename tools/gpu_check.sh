@@ -16,7 +16,7 @@
 #
 # --new checks and times what has landed behind a switch that is still off (BASE unused): the fused kernel's
 # checkpoints (kda_nb.serving.FUSED_CHECKPOINTS): the GPU tests of the prefill with checkpoints (11_serving) and of the
-# binding's checks, tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
+# binding's checks, fla's fp16 training calls through the backend (06a), tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
 # python -m kda_nb.bench serving (its row 'two checkpoints, fused kernel, check=False' beside K1 + K2's).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
@@ -116,6 +116,9 @@ if [ "$BENCH" = --new ]; then
   echo "== the GPU tests of what landed behind a switch still off: the fused kernel's checkpoints"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_11_serving.py -k checkpoint \
     tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+  echo "== fla's training calls in fp16 through the backend (FP16_BACKWARD, on since 02ee784, not yet run against fla)"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k training 2>&1 \
+    | tee -a "$LOG/pytest_new.txt" || status=1
   echo "== the forward's cases under compute-sanitizer (the fused kernel's adversarial checkpoint tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   d=$(( $(left) - 20 )); [ "$d" -gt 210 ] && d=210
