@@ -343,6 +343,21 @@ def _check_checkpoints(lens: list, offs: list, cks: list, slots: list | None, P:
             if s >= 0 and s in named: raise ValueError(f"{name} = {s}: slot {s} is named twice (also {named[s]})")
             if s >= 0: named[s] = name
 
+def _on_the_host(*xs: Tensor | None) -> list:
+    """Each tensor's values as a list (a list of rows for a 2-D one; None for None), copied to the host in one copy per
+    device: one wait for the GPU for all of them rather than one each."""
+    out, by_device = [None] * len(xs), {}
+    for i, x in enumerate(xs):
+        if x is not None: by_device.setdefault(x.device, []).append(i)
+    for idx in by_device.values():
+        flat = torch.cat([xs[i].reshape(-1).to(torch.long) for i in idx]).tolist()
+        at = 0
+        for i in idx:
+            x, n = xs[i], xs[i].numel()
+            vals, at = flat[at:at + n], at + n
+            out[i] = [vals[r * x.shape[1]:(r + 1) * x.shape[1]] for r in range(x.shape[0])] if x.dim() == 2 else vals
+    return out
+
 def _check_table_shape(offsets: Tensor, ck_slots: Tensor, N: int) -> None:
     C = offsets.shape[-1] if offsets.dim() == 2 else -1
     if offsets.shape != (N, C) or ck_slots.shape != (N, C):
@@ -363,7 +378,7 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
     `ONE_LAUNCH_CHECKPOINTS` on, one launch of K1 + K2 that writes the checkpoints itself, where the kernels take the
     call and every checkpoint's offset is a multiple of 16 or its sequence's length (`_checkpoint_plan`).
 
-    `check=True` reads the lengths, slots and table on the host (one wait for the GPU each) and refuses bad values
+    `check=True` reads the lengths, slots and table on the host (one wait for the GPU for all) and refuses bad values
     with a `ValueError`. `check=False`, and any call made while a CUDA graph is captured, reads nothing on the host
     where the one launch applies (keep the index tensors on the GPU; one on the CPU is copied over): the caller
     vouches for the table. There an offset that is neither a multiple of 16
@@ -389,15 +404,16 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
             raise ValueError("prefill_checkpoints is captured in a CUDA graph only where it runs in one launch "
                              "(ONE_LAUNCH_CHECKPOINTS on, state_indices given, kernels that take the call); the "
                              "composed path reads its offsets on the host")
-    if cu_seqlens is not None: seqlens_of(cu_seqlens.tolist(), M)
-    bounds = seq_bounds(B, T, cu_seqlens)
-    N = len(bounds)
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     _check_table_shape(checkpoint_offsets, checkpoint_slots, N)
-    slots = None if state_indices is None else _ints(state_indices, 'state_indices', N, dev).tolist()
-    init = [True] * N if has_initial_state is None else [bool(x) for x in has_initial_state.tolist()]
-    if len(init) != N: raise ValueError(f"has_initial_state must have N = {N} entries, got {len(init)}")
-    lens = [e - s for s, e in bounds]
-    offs, cks = checkpoint_offsets.tolist(), checkpoint_slots.tolist()
+    idx = None if state_indices is None else _ints(state_indices, 'state_indices', N, dev)
+    if has_initial_state is not None and has_initial_state.numel() != N:
+        raise ValueError(f"has_initial_state must have N = {N} entries, got {has_initial_state.numel()}")
+    # every value the checks read, on the host in one copy per device (one wait for the GPU, not one per tensor)
+    cu, slots, init, offs, cks = _on_the_host(cu_seqlens, idx, has_initial_state, checkpoint_offsets, checkpoint_slots)
+    bounds = seq_bounds(B, T) if cu is None else list(zip(cu[:-1], cu[1:]))
+    lens = seqlens_of(cu, M) if cu is not None else [T] * B
+    init = [True] * N if init is None else [bool(x) for x in init]
     _check_checkpoints(lens, offs, cks, slots, P)
     live = [slots is None or s >= 0 for s in (slots or [0] * N)]
     if slots is not None and all(o % CHUNK == 0 or o == lens[n] for n in range(N) if live[n]

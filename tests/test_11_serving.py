@@ -709,15 +709,18 @@ def test_checkpoints_switch_on_without_gpu_keeps_the_composed_path():
 _NO_READ = ('tolist', 'item', '__bool__', '__int__', '__float__', '__index__', 'numpy', 'cpu')
 
 @contextmanager
-def no_host_reads():
+def no_host_reads(count: list | None = None):
     """A context: inside it, every way of reading a tensor's values on the host (`tolist`, `item`, `bool`, `int`,
-    `float`, `index`, `numpy`, `cpu`) raises, except inside `reads_allowed()` (for the stand-in of the kernels)."""
+    `float`, `index`, `numpy`, `cpu`) raises, except inside `reads_allowed()` (for the stand-in of the kernels); with
+    `count`, each read is appended to it by name and goes through instead."""
     saved = {n: torch.Tensor.__dict__.get(n) for n in _NO_READ}
     real = {n: getattr(torch.Tensor, n) for n in _NO_READ}
     def refuse(name):
         def f(self, *a, **kw):
             if _reads_ok[0]: return real[name](self, *a, **kw)
-            raise AssertionError(f"a host read: Tensor.{name}")
+            if count is None: raise AssertionError(f"a host read: Tensor.{name}")
+            count.append(name)
+            return real[name](self, *a, **kw)
         return f
     for n in _NO_READ: setattr(torch.Tensor, n, refuse(n))
     try: yield
@@ -757,6 +760,18 @@ def test_checkpoints_unchecked_as_checked_without_host_reads():
         with k2_stand_in(k2_reading(calls)), no_host_reads(), pytest.raises(AssertionError, match='host read'):
             prefill_checkpoints(*args, **dict(kw, pool=start.clone()))
     assert torch.tensor([1]).tolist() == [1]                                   # reads work again after the context
+
+def test_checked_prefill_reads_the_host_once():
+    """check=True with every index tensor on one device: one host read for all of them (lengths, slots, initial-state
+    flags, offsets, checkpoint slots) on the one-launch path, and the results of the calls made before it."""
+    for fixed in (False, True):
+        args, kw = aligned_case(fixed=fixed)
+        start = kw['pool'].clone()
+        reads = []
+        with k2_stand_in(k2_reading([])), no_host_reads(reads): o1, f1 = prefill_checkpoints(*args, **kw)
+        assert reads == ['tolist'], reads
+        with k2_stand_in(): o2, f2 = prefill_checkpoints(*args, **dict(kw, pool=start.clone()))
+        assert torch.equal(o1, o2) and torch.equal(f1, f2)
 
 def test_checkpoints_unchecked_table_is_the_callers():
     """check=False on the one-launch path: a misaligned offset, an offset past its sequence and a slot outside the pool
