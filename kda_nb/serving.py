@@ -411,8 +411,8 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
         raise ValueError(f"has_initial_state must have N = {N} entries, got {has_initial_state.numel()}")
     # every value the checks read, on the host in one copy per device (one wait for the GPU, not one per tensor)
     cu, slots, init, offs, cks = _on_the_host(cu_seqlens, idx, has_initial_state, checkpoint_offsets, checkpoint_slots)
+    lens = seqlens_of(cu, M) if cu is not None else [T] * B        # checks cu_seqlens before anything reads it
     bounds = seq_bounds(B, T) if cu is None else list(zip(cu[:-1], cu[1:]))
-    lens = seqlens_of(cu, M) if cu is not None else [T] * B
     init = [True] * N if init is None else [bool(x) for x in init]
     _check_checkpoints(lens, offs, cks, slots, P)
     live = [slots is None or s >= 0 for s in (slots or [0] * N)]
@@ -456,8 +456,9 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
 # %% ../nbs/11_serving.ipynb #c4ec9b02
 ONE_LAUNCH_CHECKPOINTS = True   # checkpoints stored by K2 in the prefill's own launch: on since the GPU timed it against the composed path (benchmarks/BENCHMARK_SERVING_H100.md)
 
-FUSED_CHECKPOINTS = False       # checkpoints stored by the fused kernel where the plan picks it (the safe gate and the
-                                # gate given outside; else K1 + K2 store them): off until the GPU has checked and timed it
+FUSED_CHECKPOINTS = True        # checkpoints stored by the fused kernel where the plan picks it (the safe gate and the
+                                # gate given outside; else K1 + K2 store them): on since the GPU checked it against the
+                                # fp64 recurrence and timed it (benchmarks/BENCHMARK_SERVING_CHECKPOINTS_H100.md)
 FUSED_CHECKPOINT_GATES = ('safe', 'given')   # the fused kernel's instances with checkpoints (kda_fwd_fused.cu: the
                                 # softplus gate's spilled)
 

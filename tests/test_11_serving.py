@@ -682,7 +682,6 @@ def test_checkpoint_launch_plan_follows_fused_switch():
     glob = checkpoint_launch_plan.__globals__
     chunked = Plan('chunked', 'rules', steps=3, sms=132)
     args = (1, 4096, 96, 6, True, 132)
-    assert glob['FUSED_CHECKPOINTS'] is False                          # off until the GPU has checked and timed it
     safe, softplus, given = Form(), Form(safe_gate=False), Form(use_gate_in_kernel=False, safe_gate=False)
     assert checkpoint_launch_plan(chunked, softplus, *args) is chunked
     fused = Plan('fused', 'rules: short sequences', sms=132)

@@ -36,12 +36,21 @@ def winners(cache_dir: Path) -> dict:
     return out
 
 
-def install(bundle: dict, config_dir: Path) -> int:
-    "One `{kernel}.json` per kernel in `config_dir`, as fla's config cache reads them; the number of entries."
+def as_dtype(key: list, dtype: str) -> list:
+    "A tuning key with its bf16 tensors named `dtype` instead (e.g. 'float16'): the same choice offered to that type."
+    return [f'torch.{dtype}' if k == 'torch.bfloat16' else k for k in key]
+
+
+def install(bundle: dict, config_dir: Path, dtypes=()) -> int:
+    """One `{kernel}.json` per kernel in `config_dir`, as fla's config cache reads them; the number of entries.
+    `dtypes` (e.g. `('float16',)`) also offers each bf16 winner to calls in those types: fla then compiles one
+    candidate for them instead of tuning (tuning fla's fp16 training path took over 5 minutes on an H100); a
+    correctness test may read them so, a timed record of those types must not."""
     config_dir.mkdir(parents=True, exist_ok=True)
     n = 0
     for name, entries in bundle['kernels'].items():
-        table = {key_hash(e['key']): dict(autotune_key=e['key'], config=e['config']) for e in entries}
+        keys = [(e['key'], e) for e in entries] + [(as_dtype(e['key'], d), e) for d in dtypes for e in entries]
+        table = {key_hash(k): dict(autotune_key=k, config=e['config']) for k, e in keys}
         (config_dir / f'{name}.json').write_text(json.dumps(dict(autotune_entries=table), indent=1))
         n += len(table)
     return n
@@ -58,6 +67,8 @@ def main(argv=None) -> int:
     ins = sub.add_parser('install', help="write a file of winners as fla's config folder")
     ins.add_argument('bundle')
     ins.add_argument('config_dir')
+    ins.add_argument('--also', nargs='*', default=[], metavar='DTYPE',
+                     help="offer the bf16 winners to these types too (e.g. float16), for tests, never for a timed record")
     a = ap.parse_args(argv)
     if a.cmd == 'extract':
         kernels = winners(Path(a.cache_dir))
@@ -67,7 +78,7 @@ def main(argv=None) -> int:
         Path(a.out).write_text(json.dumps(dict(gpu=a.gpu, note=a.note, kernels=kernels), indent=1))
         print(f"{sum(map(len, kernels.values()))} tuning results of {len(kernels)} kernels -> {a.out}")
     else:
-        n = install(json.loads(Path(a.bundle).read_text()), Path(a.config_dir))
+        n = install(json.loads(Path(a.bundle).read_text()), Path(a.config_dir), a.also)
         print(f"{n} configs written to {a.config_dir}: run fla with FLA_CONFIG_DIR={a.config_dir} FLA_CACHE_MODE=strict")
     return 0
 

@@ -14,10 +14,12 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times what has landed behind a switch that is still off (BASE unused): the fused kernel's
-# checkpoints (kda_nb.serving.FUSED_CHECKPOINTS): the GPU tests of the prefill with checkpoints (11_serving) and of the
-# binding's checks, fla's fp16 training calls through the backend (06a), tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
-# python -m kda_nb.bench serving (its row 'two checkpoints, fused kernel, check=False' beside K1 + K2's).
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): the checkpoints the
+# fused kernel stores (kda_nb.serving.FUSED_CHECKPOINTS, on since 2026-12-06): the GPU tests of the prefill with checkpoints
+# (11_serving) and of the binding's checks, fla's fp16 training calls through the backend against fla's own (06a; fla's
+# bf16 H200 winners offered to its fp16 calls, tools/fla_configs.py --also, so that fla compiles instead of tuning),
+# tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
+# python -m kda_nb.bench serving (the fused kernel's checkpoints beside K1 + K2's). Point it at what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -113,11 +115,13 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== the GPU tests of what landed behind a switch still off: the fused kernel's checkpoints"
+  echo "== the GPU tests of the newest paths: the fused kernel's checkpoints"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_11_serving.py -k checkpoint \
     tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
-  echo "== fla's training calls in fp16 through the backend (FP16_BACKWARD, on since 02ee784, not yet run against fla)"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k training 2>&1 \
+  echo "== fla's training calls in fp16 through the backend, against fla's own"
+  # fla tunes its fp16 training path for over 5 minutes: its bf16 H200 winners are offered to fp16 calls too
+  python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs --also float16 2>&1 | tee "$LOG/fla_configs.txt"
+  FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k training 2>&1 \
     | tee -a "$LOG/pytest_new.txt" || status=1
   echo "== the forward's cases under compute-sanitizer (the fused kernel's adversarial checkpoint tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
