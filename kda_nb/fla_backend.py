@@ -109,7 +109,10 @@ def fla_call_refusal(q, k, v, g, beta, scale=None, initial_state=None, output_fi
         grads = [n for n, x in tensors.items() if torch.is_tensor(x) and x.requires_grad]
         return (f"forward only: {', '.join(grads)} require grad, and the backend was registered with train=False")
     if cp_context is not None: return "context parallelism (cp_context) is not supported"
-    if return_intermediate_states: return "return_intermediate_states=True is not supported"
+    if return_intermediate_states and not torch.is_inference_mode_enabled():
+        return "return_intermediate_states=True outside torch.inference_mode() (fla raises)"
+    if return_intermediate_states and disable_recompute:
+        return "return_intermediate_states=True with disable_recompute=True (fla raises)"
     if use_graph: return "use_graph=True (graph capture over padded batches) is not supported"
     form = fla_form(use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
                     safe_gate, lower_bound, A_log)
@@ -163,6 +166,9 @@ def fla_backend_refusal(*args, serve_grads: bool = False, **kwargs) -> str | Non
     q, v, h0 = a['q'], a['v'], a['initial_state']
     p = plan_for(q, v, h0, None, a['cu_seqlens'], form=form)
     if p.path == 'reference': return p.reason
+    if a['return_intermediate_states']:
+        reason = _chunk_states_refusal(q, v, p)
+        if reason is not None: return reason
     if _grads(a):
         bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], state_dtypes_of(h0), form=form,
                            HV=v.shape[2], H=q.shape[2])
@@ -179,8 +185,17 @@ def fla_gpu_refusal(*args, **kwargs) -> str | None:
     a = _call(args, kwargs)
     form, _ = _form_of(a)
     q, v = a['q'], a['v']
+    if a['return_intermediate_states']:
+        reason = _chunk_states_refusal(q, v)
+        if reason is not None: return reason
     return call_refusal(q.dtype, q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], form,
                         state_dtypes_of(a['initial_state']), backward=_grads(a))
+
+def _chunk_states_refusal(q, v, how=None) -> str | None:
+    "Why kda_nb leaves a call with `return_intermediate_states` to fla: where the chunk states are not stored in one launch."
+    from kda_nb.serving import one_launch_checkpoints_refusal
+    reason = one_launch_checkpoints_refusal(q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], how)
+    return None if reason is None else f"return_intermediate_states: {reason} (else one launch per chunk; fla is faster)"
 
 # %% ../nbs/06a_fla_backend.ipynb #7b48ea84
 def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -210,6 +225,9 @@ def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     if h0 is not None and not v_first: h0 = h0.transpose(-1, -2)          # [N, HV, K, V] -> kda_nb's [N, HV, V, K]
     scale = K ** -0.5 if scale is None else float(scale)
     opts = form_options(form)
+    if return_intermediate_states:                                      # inference mode (fla_call_refusal)
+        return _with_chunk_states(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0, cu_seqlens, cu_seqlens_cpu,
+                                  chunk_size, v_first, output_final_state, opts, _backend)
     if _needs_grad(dict(q=q, k=k, v=v, g=g, beta=beta, A_log=A_log, dt_bias=dt_bias, initial_state=initial_state)):
         out, fs = kda(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
                       initial_state=None if h0 is None else h0.contiguous(), cu_seqlens=cu_seqlens,
@@ -221,6 +239,38 @@ def kda_nb_chunk_kda(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     fwd(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, h0, fs, cu_seqlens, backend=_backend, **opts)
     if fs is not None and not v_first: fs = fs.transpose(-1, -2).contiguous()
     return out, fs
+
+def _with_chunk_states(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0, cu_seqlens, cu_seqlens_cpu,
+                       chunk_size, v_first, output_final_state, opts, backend):
+    """fla's `return_intermediate_states=True`: `(out, final_state, h)`, h the state entering each chunk of
+    `chunk_size` tokens of each sequence (`[B, NT, HV, K, V]`, V-first with `v_first`, in k's dtype; a varlen batch
+    has B = 1 and its sequences' chunks in order), by `kda_nb.serving.prefill_checkpoints`: a checkpoint at every
+    chunk's start into an fp32 pool of N + NT slots (the N sequences' initial and final states first), stored by the
+    kernels in the prefill's own launch where they take the call (`_chunk_states_refusal`), then rounded to k's dtype
+    as fla rounds its own. The pool holds twice the bytes of h, for the duration of the call."""
+    from kda_nb.serving import prefill_checkpoints
+    B, T, HV, V = v.shape
+    K, dev = q.shape[-1], q.device
+    if cu_seqlens is None: lens = [T] * B
+    else:
+        cu = (cu_seqlens if cu_seqlens_cpu is None else cu_seqlens_cpu).tolist()
+        lens = [b - a for a, b in zip(cu[:-1], cu[1:])]
+    chunks = [-(-L // chunk_size) for L in lens]                       # ceil: the last chunk may be short
+    N, NT, C = len(lens), sum(chunks), max(1, *chunks)
+    first = [N + sum(chunks[:n]) for n in range(N)]                    # the slot of sequence n's first chunk state
+    offsets = torch.tensor([[c * chunk_size if c < chunks[n] else 0 for c in range(C)] for n in range(N)])
+    slots = torch.tensor([[first[n] + c if c < chunks[n] else -1 for c in range(C)] for n in range(N)])
+    pool = torch.zeros(N + NT, HV, V, K, dtype=torch.float32, device=dev)
+    if h0 is not None: pool[:N] = h0
+    out, fs = prefill_checkpoints(q, k, v, g, beta, A_log, dt_bias, pool=pool, checkpoint_offsets=offsets.to(dev),
+                                  checkpoint_slots=slots.to(dev), state_indices=torch.arange(N, device=dev),
+                                  cu_seqlens=None if cu_seqlens is None else cu_seqlens.long(), scale=scale,
+                                  lower_bound=lower_bound, backend=backend, **opts)
+    h = pool[N:].to(k.dtype)
+    if not v_first: h, fs = h.transpose(-1, -2), fs.transpose(-1, -2)
+    rows = B if cu_seqlens is None else 1
+    h = h.reshape(rows, NT // rows, *h.shape[1:])
+    return out, (fs.contiguous() if output_final_state else None), h.contiguous()
 
 # %% ../nbs/06a_fla_backend.ipynb #4591cd37
 _FLA_POOL = "kda_nb's pools are V-first [P, HV, V, K] (state_v_first=True)"

@@ -19,7 +19,7 @@ from .plan import Plan, path_plan, plan, plan_for, sm_count
 # %% auto #0
 __all__ = ['ONE_LAUNCH_VERIFY', 'ONE_LAUNCH_CHECKPOINTS', 'FUSED_CHECKPOINTS', 'FUSED_CHECKPOINT_GATES', 'verify_bytes',
            'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts', 'verify_drafts',
-           'prefill_checkpoints', 'checkpoint_launch_plan']
+           'prefill_checkpoints', 'one_launch_checkpoints_refusal', 'checkpoint_launch_plan']
 
 # %% ../nbs/11_serving.ipynb #f48a361f
 def verify_bytes(d: int, K: int = 128, V: int = 128, state_bytes: int = 4, input_bytes: int = 2,
@@ -469,14 +469,25 @@ def _checkpoint_plan(q: Tensor, v: Tensor, pool: Tensor, cu_seqlens: Tensor | No
     `ONE_LAUNCH_CHECKPOINTS` on, and the kernels take the call as it is (the plan picks no reference and no route;
     K = V = 128, as many query heads as value heads). None: the composed path. `lens`: the sequences' lengths where
     the host has them (None: planned from the shapes alone, reading nothing)."""
-    if not ONE_LAUNCH_CHECKPOINTS or backend == 'reference' or not q.is_cuda: return None
+    if backend == 'reference' or not q.is_cuda: return None
     B, T, H, K = q.shape
-    if K != 128 or v.shape[-1] != 128 or v.shape[2] != H: return None
+    if one_launch_checkpoints_refusal(K, v.shape[-1], H, v.shape[2]) is not None: return None
     fm = Form(**form)
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     how = plan_for(q, v, pool, pool, cu_seqlens, seqlens=lens, backend=backend, form=fm)
-    if how.path == 'reference' or how.routes: return None
+    if one_launch_checkpoints_refusal(K, v.shape[-1], H, v.shape[2], how) is not None: return None
     return checkpoint_launch_plan(how, fm, B, T, H, N, cu_seqlens is not None, sm_count(q.device)), fm
+
+def one_launch_checkpoints_refusal(K: int, V: int, H: int, HV: int, how: Plan | None = None) -> str | None:
+    """Why a prefill with checkpoints at head dims K, V with H query and HV value heads does not run in one launch
+    (None: it does): `ONE_LAUNCH_CHECKPOINTS` off, head dims or grouped value heads the checkpoint instances do not
+    take; and with `how`, the plan the rules made for the call, a plan for the reference or for a route."""
+    if not ONE_LAUNCH_CHECKPOINTS: return "ONE_LAUNCH_CHECKPOINTS is off"
+    if K != 128 or V != 128: return f"the kernels store checkpoints at K = V = 128, not K = {K}, V = {V}"
+    if HV != H: return f"the kernels store checkpoints with as many value heads as query heads, not HV = {HV}, H = {H}"
+    if how is not None and (how.path == 'reference' or how.routes):
+        return f"the plan runs {'a route' if how.routes else 'the reference'}: {how.reason}"
+    return None
 
 def checkpoint_launch_plan(how: Plan, form: Form, B: int, T: int, H: int, N: int, varlen: bool, sms: int) -> Plan:
     """The plan a prefill with checkpoints launches, from `how`, the plan the rules picked for the call in `form`:

@@ -238,6 +238,68 @@ def test_fla_forms_computed_as_fla_defines_them():
         assert rel_rms(out, ref) < 1e-6 and rel_rms(fs.transpose(-1, -2), ref_s) < 1e-6, kw
 
 
+def test_fla_intermediate_states_against_the_recurrence():
+    """On a CPU (the reference), fla's `return_intermediate_states=True` in inference mode: h holds the state entering
+    each chunk of `chunk_size` tokens of each sequence, in fla's layout and k's dtype, against the fp64 recurrence
+    run on each prefix; varlen (an empty sequence, one of exactly a chunk, short last chunks) and fixed lengths, both
+    state layouts, grouped value heads, Kimi Linear's softplus gate, chunk sizes 64 and 32."""
+    import torch.nn.functional as F
+    from kda_nb.recurrence import kda_recurrent
+    for fixed, v_first, cs in ((False, False, 64), (False, True, 32), (True, False, 32)):
+        lens = [37, 37] if fixed else [70, 0, 32, 100]
+        inp = random_inputs(2 if fixed else 1, 37 if fixed else 0, 2, 16, V=8, seqlens=None if fixed else lens, HV=4,
+                            seed=7, dtype=torch.float64, state='fp64', A_log=None)
+        q, k, v, g, beta, h0, cu = (inp[n] for n in ('q', 'k', 'v', 'g', 'beta', 'initial_state', 'cu_seqlens'))
+        HV, K = v.shape[2], q.shape[3]
+        gen = torch.Generator().manual_seed(8)
+        A, dt = torch.randn(HV, generator=gen, dtype=torch.float64), torch.randn(HV, K, generator=gen, dtype=torch.float64)
+        h0 = h0.float().double()                                                # fla takes fp32 states
+        h0_fla = (h0 if v_first else h0.transpose(-1, -2)).float().contiguous()  # fla's [N, HV, K, V] by default
+        with torch.inference_mode():
+            call = dict(initial_state=h0_fla, output_final_state=True, use_qk_l2norm_in_kernel=True,
+                        use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, A_log=A, dt_bias=dt.flatten(),
+                        cu_seqlens=None if fixed else cu.int(), state_v_first=v_first, chunk_size=cs,
+                        return_intermediate_states=True)
+            assert fla_call_refusal(q, k, v, g, beta, **call) is None
+            out, fs, h = kda_nb_chunk_kda(q, k, v, g, beta, **call, _backend='reference')
+        # the recurrence on every prefix that ends at a chunk's start: the state entering that chunk
+        a = -A.exp()[:, None] * F.softplus(g + dt)
+        flat = lambda x: x.reshape(1, -1, *x.shape[2:])
+        bounds = [(n * 37, n * 37 + 37) for n in range(2)] if fixed else list(zip(cu[:-1].tolist(), cu[1:].tolist()))
+        want = []
+        for n, (s, e) in enumerate(bounds):
+            for c in range(-(-(e - s) // cs)):
+                t = s + c * cs
+                if c == 0: want.append(h0[n])
+                else:
+                    _, st = kda_recurrent(*(flat(x)[:, s:t] for x in (F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, a,
+                                                                   beta.sigmoid())), initial_state=h0[n:n + 1],
+                                          use_gate_in_kernel=False, use_qk_l2norm_in_kernel=False,
+                                          use_beta_sigmoid_in_kernel=False)
+                    want.append(st[0])
+        want = torch.stack(want)                                               # V-first [NT, HV, V, K]
+        NT = len(want)
+        assert h.dtype == k.dtype and h.shape == ((2, NT // 2) if fixed else (1, NT)) + ((HV, 8, K) if v_first else (HV, K, 8))
+        got = h.reshape(NT, HV, *h.shape[3:])
+        got = got if v_first else got.transpose(-1, -2)
+        assert rel_rms(got, want) < 1e-6, (fixed, v_first, cs)
+        ref, ref_s = kda_recurrent(F.normalize(q, dim=-1), F.normalize(k, dim=-1), v, a, beta.sigmoid(), initial_state=h0,
+                                   cu_seqlens=None if fixed else cu, use_gate_in_kernel=False,
+                                   use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False)
+        assert rel_rms(out, ref) < 1e-6 and rel_rms(fs if v_first else fs.transpose(-1, -2), ref_s) < 1e-6
+    # outside inference mode fla raises, so the backend leaves it to fla; so with disable_recompute
+    assert 'inference_mode' in fla_call_refusal(q, k, v, g, beta, return_intermediate_states=True)
+    with torch.inference_mode():
+        assert 'disable_recompute' in fla_call_refusal(q, k, v, g, beta, return_intermediate_states=True,
+                                                       disable_recompute=True)
+    # where the kernels would not store them in one launch (here HV != H, K = 16), fla computes them
+    meta = {n: x.to('meta') for n, x in dict(q=q, k=k, v=v, g=g, beta=beta).items()}
+    with torch.inference_mode():
+        why = fla_gpu_refusal(**meta, return_intermediate_states=True)
+    assert why.startswith('return_intermediate_states: the kernels store checkpoints at K = V = 128'), why
+test_fla_intermediate_states_against_the_recurrence()
+
+
 def fla_rec_call(**change) -> dict:
     """A `fused_recurrent_kda_fwd` call in fla's verification convention (CPU tensors, bf16): three sequences of
     3, 1 and 2 drafts, a V-first fp32 pool of 9 slots, a slot per draft with -1 padding, accepted counts."""
@@ -647,6 +709,38 @@ def test_fla_chunk_kda_runs_kda_nb():
     errs = dict(out=rel_rms(o, o_f), state=rel_rms(s, s_f), out_bf16_h0=rel_rms(o_b, o_fb), state_bf16_h0=rel_rms(s_b, s_fb))
     print("kda_nb's backend against fla's Triton chunk_kda: " + ', '.join(f"{k} {e:.2e}" for k, e in errs.items()))
     assert all(e < 1e-2 for e in errs.values()), errs
+
+
+@pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")
+def test_fla_intermediate_states_run_kda_nb():
+    """On the GPU: fla's `chunk_kda` with `return_intermediate_states=True` (inference mode), K = V = 128, the safe
+    gate and Kimi Linear's, both state layouts: kda_nb's backend takes it (its counter moves), and its out, final
+    state and chunk states agree with fla's own path; with grouped value heads it hands the call back to fla."""
+    from fla.ops.kda import chunk_kda
+    inp = random_inputs(1, 0, 4, 128, seqlens=[300, 17, 64, 683], device='cuda', seed=9)
+    h0 = inp['initial_state']                                       # fp32, V-first [N, H, V, K]
+    def call(h0, **kw):
+        with torch.inference_mode():
+            return chunk_kda(inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], scale=inp['scale'], initial_state=h0,
+                             output_final_state=True, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                             use_beta_sigmoid_in_kernel=True, A_log=inp['A_log'], dt_bias=inp['dt_bias'],
+                             cu_seqlens=inp['cu_seqlens'], return_intermediate_states=True, **kw)
+    cases = [dict(safe_gate=True, lower_bound=inp['lower_bound'], state_v_first=True), dict()]   # the second: softplus
+    with kda_nb_inside_fla() as be:
+        ours = []
+        for kw in cases:
+            n = be.calls
+            ours.append(call(h0 if kw.get('state_v_first') else h0.transpose(-1, -2).contiguous(), **kw))
+            assert be.calls == n + 1, f"kda_nb's backend did not run: {be.last_refusal}"
+        os.environ[FLA_BACKEND_ENV] = '0'                           # fla's own path
+        theirs = [call(h0 if kw.get('state_v_first') else h0.transpose(-1, -2).contiguous(), **kw) for kw in cases]
+        os.environ.pop(FLA_BACKEND_ENV)
+    for kw, (o, s, h), (o_f, s_f, h_f) in zip(cases, ours, theirs):
+        assert h.shape == h_f.shape == (1, 5 + 1 + 1 + 11, 4, 128, 128) and h.dtype == h_f.dtype == torch.bfloat16
+        errs = dict(out=rel_rms(o, o_f), state=rel_rms(s, s_f), h=rel_rms(h.float(), h_f.float()))
+        print(f"return_intermediate_states, {'safe' if kw else 'softplus'} gate, kda_nb against fla: "
+              + ', '.join(f"{k} {e:.2e}" for k, e in errs.items()))
+        assert all(e < 1e-2 for e in errs.values()), errs
 
 
 @pytest.mark.skipif(FLA_GPU_REASON is not None, reason=f"needs fla 0.6 and kda_nb's kernels (SM90): {FLA_GPU_REASON}")

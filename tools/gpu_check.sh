@@ -16,7 +16,8 @@
 #
 # --new checks and times the newest paths, the first GPU session after they land (BASE unused): the checkpoints the
 # fused kernel stores (kda_nb.serving.FUSED_CHECKPOINTS, on since 2026-12-06): the GPU tests of the prefill with checkpoints
-# (11_serving) and of the binding's checks, fla's fp16 training calls through the backend against fla's own (06a; fla's
+# (11_serving) and of the binding's checks, fla's fp16 training calls and return_intermediate_states through the
+# backend against fla's own (06a; fla's
 # bf16 H200 winners offered to its fp16 calls, tools/fla_configs.py --also, so that fla compiles instead of tuning),
 # tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
 # python -m kda_nb.bench serving (the fused kernel's checkpoints beside K1 + K2's). Point it at what lands next.
@@ -118,10 +119,10 @@ if [ "$BENCH" = --new ]; then
   echo "== the GPU tests of the newest paths: the fused kernel's checkpoints"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_11_serving.py -k checkpoint \
     tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
-  echo "== fla's training calls in fp16 through the backend, against fla's own"
+  echo "== fla's training calls in fp16 and its chunk states (return_intermediate_states) through the backend, against fla's own"
   # fla tunes its fp16 training path for over 5 minutes: its bf16 H200 winners are offered to fp16 calls too
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs --also float16 2>&1 | tee "$LOG/fla_configs.txt"
-  FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k training 2>&1 \
+  FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k "training or intermediate" 2>&1 \
     | tee -a "$LOG/pytest_new.txt" || status=1
   echo "== the forward's cases under compute-sanitizer (the fused kernel's adversarial checkpoint tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
