@@ -16,10 +16,10 @@ from .layout import Form, form_options
 from .plan import backward_plan, call_refusal, plan, plan_for, state_dtypes_of
 
 # %% auto #0
-__all__ = ['FLA_BACKEND_ENV', 'FLA_BACKEND_TYPE', 'FLA_BACKEND_PRIORITY', 'fla_form', 'fla_call_refusal', 'fla_backend_refusal',
-           'fla_gpu_refusal', 'kda_nb_chunk_kda', 'fla_recurrent_call_refusal', 'fla_recurrent_backend_refusal',
-           'fla_recurrent_gpu_refusal', 'kda_nb_fused_recurrent_kda_fwd', 'fla_recurrent_entry', 'register_fla_backend',
-           'unregister_fla_backend']
+__all__ = ['FLA_BACKEND_ENV', 'FLA_BACKEND_TYPE', 'FLA_BACKEND_PRIORITY', 'SERVE_CHUNK_STATES', 'fla_form', 'fla_call_refusal',
+           'fla_backend_refusal', 'fla_gpu_refusal', 'kda_nb_chunk_kda', 'fla_recurrent_call_refusal',
+           'fla_recurrent_backend_refusal', 'fla_recurrent_gpu_refusal', 'kda_nb_fused_recurrent_kda_fwd',
+           'fla_recurrent_entry', 'register_fla_backend', 'unregister_fla_backend']
 
 # %% ../nbs/06a_fla_backend.ipynb #93abdde7
 FLA_BACKEND_ENV = 'KDA_NB_FLA_BACKEND'    # set it to 0 and kda_nb's fla backend refuses every call
@@ -191,8 +191,13 @@ def fla_gpu_refusal(*args, **kwargs) -> str | None:
     return call_refusal(q.dtype, q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], form,
                         state_dtypes_of(a['initial_state']), backward=_grads(a))
 
+SERVE_CHUNK_STATES = False   # fla's return_intermediate_states on kda_nb: off until the GPU has checked it against fla
+
 def _chunk_states_refusal(q, v, how=None) -> str | None:
-    "Why kda_nb leaves a call with `return_intermediate_states` to fla: where the chunk states are not stored in one launch."
+    """Why kda_nb leaves a call with `return_intermediate_states` to fla: `SERVE_CHUNK_STATES` off, or the chunk
+    states not stored in one launch."""
+    if not SERVE_CHUNK_STATES:
+        return "return_intermediate_states: SERVE_CHUNK_STATES is off (not yet checked against fla on a GPU)"
     from kda_nb.serving import one_launch_checkpoints_refusal
     reason = one_launch_checkpoints_refusal(q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], how)
     return None if reason is None else f"return_intermediate_states: {reason} (else one launch per chunk; fla is faster)"

@@ -292,11 +292,17 @@ def test_fla_intermediate_states_against_the_recurrence():
     with torch.inference_mode():
         assert 'disable_recompute' in fla_call_refusal(q, k, v, g, beta, return_intermediate_states=True,
                                                        disable_recompute=True)
-    # where the kernels would not store them in one launch (here HV != H, K = 16), fla computes them
+    # where the kernels would not store them in one launch (here HV != H, K = 16), fla computes them; and everywhere
+    # while SERVE_CHUNK_STATES is off
     meta = {n: x.to('meta') for n, x in dict(q=q, k=k, v=v, g=g, beta=beta).items()}
-    with torch.inference_mode():
-        why = fla_gpu_refusal(**meta, return_intermediate_states=True)
-    assert why.startswith('return_intermediate_states: the kernels store checkpoints at K = V = 128'), why
+    glob = fla_gpu_refusal.__globals__
+    for on in (True, False):
+        was, glob['SERVE_CHUNK_STATES'] = glob['SERVE_CHUNK_STATES'], on
+        try:
+            with torch.inference_mode(): why = fla_gpu_refusal(**meta, return_intermediate_states=True)
+        finally: glob['SERVE_CHUNK_STATES'] = was
+        assert why.startswith('return_intermediate_states: ' + ('the kernels store checkpoints at K = V = 128' if on
+                                                               else 'SERVE_CHUNK_STATES is off')), why
 test_fla_intermediate_states_against_the_recurrence()
 
 
@@ -726,6 +732,8 @@ def test_fla_intermediate_states_run_kda_nb():
                              use_beta_sigmoid_in_kernel=True, A_log=inp['A_log'], dt_bias=inp['dt_bias'],
                              cu_seqlens=inp['cu_seqlens'], return_intermediate_states=True, **kw)
     cases = [dict(safe_gate=True, lower_bound=inp['lower_bound'], state_v_first=True), dict()]   # the second: softplus
+    glob = fla_backend_refusal.__globals__
+    was, glob['SERVE_CHUNK_STATES'] = glob['SERVE_CHUNK_STATES'], True
     with kda_nb_inside_fla() as be:
         ours = []
         for kw in cases:
@@ -735,6 +743,7 @@ def test_fla_intermediate_states_run_kda_nb():
         os.environ[FLA_BACKEND_ENV] = '0'                           # fla's own path
         theirs = [call(h0 if kw.get('state_v_first') else h0.transpose(-1, -2).contiguous(), **kw) for kw in cases]
         os.environ.pop(FLA_BACKEND_ENV)
+    glob['SERVE_CHUNK_STATES'] = was
     for kw, (o, s, h), (o_f, s_f, h_f) in zip(cases, ours, theirs):
         assert h.shape == h_f.shape == (1, 5 + 1 + 1 + 11, 4, 128, 128) and h.dtype == h_f.dtype == torch.bfloat16
         errs = dict(out=rel_rms(o, o_f), state=rel_rms(s, s_f), h=rel_rms(h.float(), h_f.float()))
