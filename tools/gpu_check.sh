@@ -34,8 +34,9 @@
 # context parallelism where fla does), into $OUT/records.tar as --records does; a run cut by DEADLINE goes on with
 # RESUME=1 on the same warm machine (the benchmark's --resume).
 #
-# --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests, then
-# `python -m kda_nb.ncu capture --modes fixed varlen decode train` (with `--with-flash-kda` where flash_kda imports:
+# --capture runs the profile walk-through's capture (nbs/reports/profile_h200.ipynb): the GPU tests (CAPTURE_TESTS=0: none), then
+# `python -m kda_nb.ncu capture --modes fixed varlen decode train` (CAPTURE_MODES: other modes, e.g. drafts, K3 on
+# 4 tokens a sequence) (with `--with-flash-kda` where flash_kda imports:
 # build it first with tools/flash_kda_build.py), then each report's numbers (`numbers --lines` for kda_nb's, plain
 # `numbers` for FlashKDA's, whose sources stay on the machine) and the summary, on the machine itself.
 #
@@ -184,10 +185,12 @@ if [ "$BENCH" = --records ]; then
   exit $status
 fi
 if [ "$BENCH" = --capture ]; then
-  echo "== the GPU tests (not the slow ones), then the capture"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" | tail -15 || status=1
+  if [ "${CAPTURE_TESTS:-1}" != 0 ]; then
+    echo "== the GPU tests (not the slow ones), then the capture"
+    bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" | tail -15 || status=1
+  fi
   FK=$(python3 -c "import flash_kda" 2>/dev/null && echo --with-flash-kda)
-  bounded python3 -m kda_nb.ncu capture --modes fixed varlen decode train $FK --out /tmp/ncu 2>&1 | grep -v '^==PROF== Profiling' \
+  bounded python3 -m kda_nb.ncu capture --modes ${CAPTURE_MODES:-fixed varlen decode train} $FK --out /tmp/ncu 2>&1 | grep -v '^==PROF== Profiling' \
     | tee "$LOG/capture.txt" || status=1
   mkdir -p "$LOG/ncu" "$LOG/flash_kda"
   cp /tmp/ncu/capture.json "$LOG/ncu/" 2>/dev/null; cp reports/ncu/flash_kda/capture.json "$LOG/flash_kda/" 2>/dev/null
@@ -199,8 +202,7 @@ if [ "$BENCH" = --capture ]; then
     bounded python3 -m kda_nb.ncu "$@" --reader cli
   }
   ncu_read numbers /tmp/ncu/kda_*.ncu-rep --lines --out "$LOG/ncu" 2>&1 | tee -a "$LOG/capture.txt" || status=1
-  ncu_read summary /tmp/ncu/kda_fixed.ncu-rep /tmp/ncu/kda_varlen.ncu-rep /tmp/ncu/kda_decode.ncu-rep \
-    /tmp/ncu/kda_train.ncu-rep > "$LOG/ncu/summary.txt" 2>&1 || status=1
+  ncu_read summary $(ls /tmp/ncu/kda_{fixed,varlen,decode,drafts,train}.ncu-rep 2>/dev/null) > "$LOG/ncu/summary.txt" 2>&1 || status=1
   if [ -n "$FK" ]; then
     ncu_read numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
       --out "$LOG/flash_kda" 2>&1 | tee -a "$LOG/capture.txt" || status=1

@@ -20,37 +20,41 @@ from ..kernels import (BACKWARD_KERNELS, CSRC_FILES, DECODE_KERNEL, FUSED_KERNEL
 from ..layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
-__all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'TRAIN_HEADS', 'ALL_MODES', 'PATH_KERNELS',
-           'MODE_KERNELS', 'ALL_KERNELS', 'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'PLAN_SMS', 'FORMER_CSRC_FILES',
-           'SOURCE_FILES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape', 'workload_seqlens', 'gpu_sms',
-           'mode_plan', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload', 'mode_regex', 'regex_matches',
-           'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir', 'capture_plan',
-           'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture_record', 'command_of',
-           'flash_kda_source_folder', 'capture']
+__all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'DRAFT_TOKENS', 'TRAIN_HEADS', 'ALL_MODES',
+           'PATH_KERNELS', 'MODE_KERNELS', 'ALL_KERNELS', 'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'PLAN_SMS',
+           'FORMER_CSRC_FILES', 'SOURCE_FILES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape',
+           'workload_seqlens', 'gpu_sms', 'mode_plan', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload',
+           'mode_regex', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
+           'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture_record',
+           'command_of', 'flash_kda_source_folder', 'capture']
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #67f76c69
 T_DEFAULT, H_DEFAULT, D = ANCHOR_T, ANCHOR_HEADS[0], 128     # the anchors' main problem (kda_nb.layout)
 MODES = ('fixed', 'varlen')                 # what a capture profiles unless told otherwise
 DECODE_SEQS, DECODE_HEADS = 256, 32         # decode: 256 sequences of one token, 32 heads
+DRAFT_TOKENS = 4                            # drafts: the decode step's sequences with 4 tokens each (verification)
 TRAIN_HEADS = 64                            # train: one backward of one sequence of T_DEFAULT at the training anchor's H
-ALL_MODES = (*MODES, 'decode', 'fused', 'train')   # every workload `workload` runs
+ALL_MODES = (*MODES, 'decode', 'drafts', 'fused', 'train')   # every workload `workload` runs
 
 def mode_shape(mode: str, T: int | None = None, H: int | None = None) -> tuple[int, int]:
-    "`(T, H)` of a workload: the values given, else the mode's own (for decode, T counts sequences of one token)."
+    "`(T, H)` of a workload: the values given, else the mode's own (for decode and drafts, T counts sequences)."
     if mode not in ALL_MODES: raise ValueError(f"mode must be one of {ALL_MODES}, got {mode!r}")
-    t, h = {'decode': (DECODE_SEQS, DECODE_HEADS), 'train': (T_DEFAULT, TRAIN_HEADS)}.get(mode, (T_DEFAULT, H_DEFAULT))
+    t, h = {'decode': (DECODE_SEQS, DECODE_HEADS), 'drafts': (DECODE_SEQS, DECODE_HEADS),
+            'train': (T_DEFAULT, TRAIN_HEADS)}.get(mode, (T_DEFAULT, H_DEFAULT))
     return (t if T is None else T), (h if H is None else H)
 
 def workload_seqlens(mode: str, T: int | None = None) -> list[int] | None:
-    "Sequence lengths of the profiled batch: None for `fixed` and `train` (one sequence of `T`), the anchors' six for `varlen` and `fused`, `T` ones for `decode`."
+    "Sequence lengths of the profiled batch: None for `fixed` and `train` (one sequence of `T`), the anchors' six for `varlen` and `fused`, `T` ones for `decode`, `T` of `DRAFT_TOKENS` for `drafts`."
     T, _ = mode_shape(mode, T)
     if mode in ('fixed', 'train'): return None
     if mode == 'decode': return [1] * T                # one token per sequence
+    if mode == 'drafts': return [DRAFT_TOKENS] * T
     return scaled_six(T)                             # the anchors' six lengths, scaled to T
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #dd6a2419
 PATH_KERNELS = {'decode': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,), 'chunked': KERNEL_NAMES}   # a plan's path -> its kernels
-MODE_KERNELS = {'decode': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,), 'train': BACKWARD_KERNELS}   # the modes that name them
+MODE_KERNELS = {'decode': (DECODE_KERNEL,), 'drafts': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,),
+                'train': BACKWARD_KERNELS}   # the modes that name them
 ALL_KERNELS = tuple(dict.fromkeys((*KERNEL_NAMES, *(k for ks in MODE_KERNELS.values() for k in ks))))
 IMPLS = ('kda_nb', 'flash_kda')             # whose kernels a capture profiles: kda_nb's, or the peer's
 FLASH_KDA_KERNELS = ('_flash_kda_fwd_prepare', '_flash_kda_fwd_recurrence')     # FlashKDA's K1 and K2
@@ -90,11 +94,11 @@ SOURCE_FILES = tuple(dict.fromkeys(CSRC_FILES + FORMER_CSRC_FILES))   # kda_nb's
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #fdf7890b
 def decode_inputs(n: int = DECODE_SEQS, H: int = DECODE_HEADS, pool: int | None = None, seed: int = 0,
-                  device='cuda') -> dict:
-    "`fwd`'s arguments for one decode step: `n` sequences of one token whose fp32 states sit at `n` distinct slots of a pool (`pool` slots, 2n by default) that `fwd` updates in place."
+                  device='cuda', tokens: int = 1) -> dict:
+    "`fwd`'s arguments for one decode step: `n` sequences of `tokens` tokens whose fp32 states sit at `n` distinct slots of a pool (`pool` slots, 2n by default) that `fwd` updates in place."
     import torch
     from kda_nb.layout import random_inputs
-    inp = random_inputs(1, n, H, D, seqlens=[1] * n, state=None, device=device, seed=seed)
+    inp = random_inputs(1, n * tokens, H, D, seqlens=[tokens] * n, state=None, device=device, seed=seed)
     P = 2 * n if pool is None else pool
     gen = torch.Generator(device=device).manual_seed(seed + 1)
     states = torch.randn(P, H, D, D, generator=gen, device=device)             # [P, H, V, K], fp32
@@ -110,7 +114,8 @@ def workload_inputs(mode: str, T: int | None = None, H: int | None = None, seed:
     import torch
     from kda_nb.layout import random_inputs
     T, H = mode_shape(mode, T, H)
-    if mode == 'decode': return decode_inputs(T, H, seed=seed, device=device)
+    if mode in ('decode', 'drafts'):
+        return decode_inputs(T, H, seed=seed, device=device, tokens=DRAFT_TOKENS if mode == 'drafts' else 1)
     if mode == 'train':
         inp = random_inputs(1, T, H, D, state='fp32', device=device, seed=seed)
         gen = torch.Generator(device=device).manual_seed(seed + 1)
@@ -150,7 +155,7 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
             # fused name their path. One step per forward: ncu runs kernels one at a time, so the pipeline's overlap
             # of K1 and K2 (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
             pick = mode_plan(mode, T, H) if mode in MODES else None
-            path = pick.path if pick else mode
+            path = pick.path if pick else {'drafts': 'decode'}.get(mode, mode)
             print(f"kda_nb workload {mode}: the {path} path" + (f" ({pick.reason})" if pick else ''), flush=True)
             def call():
                 with forced(path, 1): fwd(**inp, backend='cuda')
@@ -165,7 +170,8 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
     torch.cuda.profiler.stop()
     ms = start.elapsed_time(stop) / max(iters, 1)
     seqlens = workload_seqlens(mode, T)
-    what = {'decode': 'fp32 state pool', 'train': 'fp32 states, one backward'}.get(mode, f'{state} state')
+    what = {'decode': 'fp32 state pool', 'drafts': f'fp32 state pool, {DRAFT_TOKENS} tokens a sequence',
+            'train': 'fp32 states, one backward'}.get(mode, f'{state} state')
     print(f"{impl} workload: {mode}, T={sum(seqlens) if seqlens else T}, H={H}, D={D}, {what}: "
           f"{warmup} warm-up + {iters} profiled calls, {ms:.3f} ms per call (meaningless under ncu)", flush=True)
     return ms
@@ -215,7 +221,7 @@ def ncu_command(report, program: list[str], section_set: str = 'full', kernel_re
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #d79ab5e2
 REPORT_NAMES = {'fixed': 'kda_fixed', 'varlen': 'kda_varlen', 'locate': 'kda_locate', 'decode': 'kda_decode',
-                'fused': 'kda_fused', 'train': 'kda_train'}
+                'drafts': 'kda_drafts', 'fused': 'kda_fused', 'train': 'kda_train'}
 LOCATE_ITERS = 3
 
 def report_dir() -> Path:

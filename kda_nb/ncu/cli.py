@@ -22,8 +22,8 @@ __all__ = ['main']
 def _shape_arguments(p: argparse.ArgumentParser, iters: int):
     "The problem's size and the calls, for `workload` and `capture`."
     p.add_argument('--T', type=int, default=None,
-                   help=f'tokens (default {T_DEFAULT}; for decode, sequences of one token: {DECODE_SEQS})')
-    p.add_argument('--H', type=int, default=None, help=f'heads (default {H_DEFAULT}; for decode {DECODE_HEADS})')
+                   help=f'tokens (default {T_DEFAULT}; for decode and drafts, sequences: {DECODE_SEQS})')
+    p.add_argument('--H', type=int, default=None, help=f'heads (default {H_DEFAULT}; for decode and drafts {DECODE_HEADS})')
     p.add_argument('--warmup', type=int, default=1, help='unprofiled calls first (default %(default)s)')
     p.add_argument('--iters', type=int, default=iters, help='profiled calls (default %(default)s)')
 
