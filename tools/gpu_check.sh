@@ -20,7 +20,9 @@
 # backend against fla's own (06a; fla's
 # bf16 H200 winners offered to its fp16 calls, tools/fla_configs.py --also, so that fla compiles instead of tuning),
 # tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
-# python -m kda_nb.bench serving (the fused kernel's checkpoints beside K1 + K2's). Point it at what lands next.
+# python -m kda_nb.bench serving (the fused kernel's checkpoints beside K1 + K2's; K3 on its persistent grid beside a
+# block per item); and K3's persistent grid (kda_nb.plan.K3_PERSISTENT, off): its bitwise test against a block per item
+# (04a) and its adversarial cases in tools/sanitize.py. Point it at what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -120,6 +122,12 @@ if [ "$BENCH" = --new ]; then
   echo "== the GPU tests of the newest paths: the fused kernel's checkpoints"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_11_serving.py -k checkpoint \
     tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+  echo "== K3 on its persistent grid (K3_PERSISTENT, off): the same bits as a block per item, then K3's tests with it on"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py -k persistent 2>&1 \
+    | tee -a "$LOG/pytest_new.txt" || status=1
+  bounded python3 -c "import sys, pytest, kda_nb.plan as p; p.K3_PERSISTENT = True; sys.exit(pytest.main(['-q', '-rfEs',
+    '--tb=short', '-p', 'no:cacheprovider', '-m', 'not slow', 'tests/test_04a_decode.py', 'tests/test_11_serving.py',
+    '-k', 'not persistent']))" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
   echo "== fla's training calls in fp16 and its chunk states (return_intermediate_states) through the backend, against fla's own"
   # fla tunes its fp16 training path for over 5 minutes: its bf16 H200 winners are offered to fp16 calls too
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs --also float16 2>&1 | tee "$LOG/fla_configs.txt"
