@@ -234,7 +234,8 @@ K3_PERSISTENT = False        # K3 on a persistent grid (04a_decode, *A persisten
 
 def decode_plan(reason: str, sms, persistent: bool | None = None) -> Plan:
     """K3's plan (`reason`: why K3): its grid persistent where `persistent` (None: `K3_PERSISTENT`), on `sms` SMs (an
-    int, or a function giving it, asked only then); else a block per item."""
+    int, or a function giving it, asked only then); else a block per item. The persistent instances take K = V = 128
+    (`plan` asks for them only there; K3's launcher runs a block per item at other head dims whatever it is given)."""
     if not (K3_PERSISTENT if persistent is None else persistent): return Plan('decode', reason)
     return Plan('decode', reason, sms=sms() if callable(sms) else sms, k3_grid='persistent',
                 why=(('k3_grid', "as many blocks as fit at once, each looping over the items and asking for the next "
@@ -349,6 +350,7 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
     if refusal is not None:
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
+    k3 = k3 and (K, V) == (KERNEL_DIM, KERNEL_DIM)       # K3's persistent instances take K = V = 128 (kda_decode.cu)
     if step: return decode_plan("a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)",
                                 lambda: sm_count(device), k3)
     if routes:                # the plan at the shapes the routes make (native K, V stay as they are)
