@@ -270,12 +270,12 @@ def _with_chunk_states(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0,
     out, fs = prefill_checkpoints(q, k, v, g, beta, A_log, dt_bias, pool=pool, checkpoint_offsets=offsets.to(dev),
                                   checkpoint_slots=slots.to(dev), state_indices=torch.arange(N, device=dev),
                                   cu_seqlens=None if cu_seqlens is None else cu_seqlens.long(), scale=scale,
-                                  lower_bound=lower_bound, backend=backend, **opts)
+                                  lower_bound=lower_bound, output_final_state=output_final_state, backend=backend, **opts)
     h = pool[N:].to(k.dtype)
-    if not v_first: h, fs = h.transpose(-1, -2), fs.transpose(-1, -2)
+    if not v_first: h, fs = h.transpose(-1, -2), None if fs is None else fs.transpose(-1, -2)
     rows = B if cu_seqlens is None else 1
     h = h.reshape(rows, NT // rows, *h.shape[1:])
-    return out, (fs.contiguous() if output_final_state else None), h.contiguous()
+    return out, None if fs is None else fs.contiguous(), h.contiguous()
 
 # %% ../nbs/06a_fla_backend.ipynb #4591cd37
 _FLA_POOL = "kda_nb's pools are V-first [P, HV, V, K] (state_v_first=True)"

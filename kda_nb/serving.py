@@ -369,12 +369,13 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
                         checkpoint_slots: Tensor, state_indices: Tensor | None = None,
                         has_initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
                         scale: float | None = None, lower_bound: float | None = None, check: bool = True,
-                        backend: str = 'auto', **form) -> tuple[Tensor, Tensor]:
+                        output_final_state: bool = True, backend: str = 'auto', **form) -> tuple[Tensor, Tensor | None]:
     """A prefill that also writes the state after `checkpoint_offsets[n, c]` tokens of sequence n into
     `pool[checkpoint_slots[n, c]]` (slot -1: none). Sequence n starts from `pool[state_indices[n]]` where
     `has_initial_state[n]` (default: all), else from zero, and its final state is written back there; -1 marks a
     padding sequence. Without `state_indices`, every sequence starts from zero. Returns `(out, final_state [N, HV,
-    V, K])`. One `fwd` per stretch between checkpoints, the states chained in fp32 between them; with
+    V, K])`; `output_final_state=False` returns `(out, None)`: the final states are in the pool, and the copy of them
+    (N states read and written, a few % of a varlen prefill's time) is left out. One `fwd` per stretch between checkpoints, the states chained in fp32 between them; with
     `ONE_LAUNCH_CHECKPOINTS` on, one launch of K1 + K2 that writes the checkpoints itself, where the kernels take the
     call and every checkpoint's offset is a multiple of 16 or its sequence's length (`_checkpoint_plan`).
 
@@ -399,7 +400,7 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
         if how is not None:
             return _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool,
                                        checkpoint_offsets, checkpoint_slots, _ints(state_indices, 'state_indices', N, dev),
-                                       has_initial_state, cu_seqlens, *how)
+                                       has_initial_state, cu_seqlens, *how, final=output_final_state)
         if _capturing(q):
             raise ValueError("prefill_checkpoints is captured in a CUDA graph only where it runs in one launch "
                              "(ONE_LAUNCH_CHECKPOINTS on, state_indices given, kernels that take the call); the "
@@ -422,7 +423,8 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
         if how is not None:
             return _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, _scale(q, scale), lower_bound, pool,
                                        checkpoint_offsets, checkpoint_slots, _ints(state_indices, 'state_indices', N, dev),
-                                       None, cu_seqlens, *how, fresh=[slots[n] for n in range(N) if live[n] and not init[n]])
+                                       None, cu_seqlens, *how, fresh=[slots[n] for n in range(N) if live[n] and not init[n]],
+                                       final=output_final_state)
     h = torch.zeros(N, HV, V, K, dtype=_scratch_dtype(pool), device=dev)
     reads = [n for n in range(N) if live[n] and slots is not None and init[n]]
     if reads: h[reads] = pool[[slots[n] for n in reads]].to(h.dtype)
@@ -451,7 +453,7 @@ def prefill_checkpoints(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor
     if slots is not None:
         done = [n for n in range(N) if live[n]]
         if done: pool[[slots[n] for n in done]] = h[done].to(pool.dtype)
-    return out.view(B, T, HV, V), h.to(pool.dtype)
+    return out.view(B, T, HV, V), h.to(pool.dtype) if output_final_state else None
 
 # %% ../nbs/11_serving.ipynb #c4ec9b02
 ONE_LAUNCH_CHECKPOINTS = True   # checkpoints stored by K2 in the prefill's own launch: on since the GPU timed it against the composed path (benchmarks/BENCHMARK_SERVING_H100.md)
@@ -500,12 +502,12 @@ def checkpoint_launch_plan(how: Plan, form: Form, B: int, T: int, H: int, N: int
 
 def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, offsets, ck_slots, slots: Tensor,
                         has_initial_state: Tensor | None, cu_seqlens, how, form: Form,
-                        fresh: list | None = None) -> tuple[Tensor, Tensor]:
+                        fresh: list | None = None, final: bool = True) -> tuple[Tensor, Tensor | None]:
     """The prefill on `pool` in place in one launch of K1 + K2 (`how`), K2 storing the checkpoints of the table
     (`ckpt_offsets`, `ckpt_slots`); a live sequence (slot inside the pool) without an initial state starts from its
     slot zeroed: the slots in `fresh` where the host has them, else those `has_initial_state` marks, on the device
     (every live slot rewritten, none where all start from their slots). Returns `(out, final_state)` as the composed
-    path does (zeros for padding sequences). Without `fresh`, device ops only: nothing is read on the host, so a CUDA
+    path does (zeros for padding sequences; None without `final`). Without `fresh`, device ops only: nothing is read on the host, so a CUDA
     graph can capture it."""
     dev, N, P = q.device, slots.numel(), pool.shape[0]
     live = (slots >= 0) & (slots < P)
@@ -520,5 +522,6 @@ def _prefill_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, po
     launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, pool, pool, cu,
            torch.where(live, slots, -1), form=form, ckpt_offsets=offsets.to(dev, torch.long).contiguous(),
            ckpt_slots=ck_slots.to(dev, torch.long).contiguous())
+    if not final: return out, None
     fs = pool.index_select(0, slots.clamp(0, P - 1))
     return out, fs.masked_fill_(~live.view(N, 1, 1, 1), 0)

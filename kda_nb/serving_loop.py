@@ -340,7 +340,7 @@ def run_loop(cfg: LoopConfig, *, ops: Ops | None = None, record: bool = True, ma
                                            checkpoint_slots=torch.tensor(ck_slot),
                                            state_indices=torch.tensor([r.slot for r in pre]),
                                            has_initial_state=torch.tensor([r.pos > 0 for r in pre]),
-                                           cu_seqlens=cu_of(pieces), **par)
+                                           cu_seqlens=cu_of(pieces), output_final_state=False, **par)
                 if record: outputs.index_copy_(0, rows, o[0])
                 for r, (a, b), (cs,) in zip(pre, pieces, ck_slot):
                     used(step, 'prefill', r.slot, r.rid, 'prefill')

@@ -663,6 +663,11 @@ def test_checkpoints_one_launch_glue_on_the_host():
         assert (a[13] is None) == fixed
         assert not torch.equal(p1, start)
         assert rel_rms(o1, o2) < 1e-12 and rel_rms(f1, f2) < 1e-12 and rel_rms(p1, kw['pool']) < 1e-12
+        import contextlib
+        for one in (True, False):                       # output_final_state=False: no final states, the rest the same
+            kw3 = dict(kw, pool=start.clone(), output_final_state=False)
+            with (k2_stand_in(k2) if one else contextlib.nullcontext()): o3, f3 = prefill_checkpoints(*args, **kw3)
+            assert f3 is None and torch.equal(o3, o1 if one else o2) and torch.equal(kw3['pool'], p1 if one else kw['pool'])
         for bad in ('unaligned', 'no slots'):                                  # the composed path: no launch
             calls.clear()
             kw2 = dict(kw, pool=start.clone())

@@ -312,7 +312,8 @@ def prefill_part(case: Case, device, seed: int = 2) -> tuple[dict, list]:
     and N + 2n + 1): plain, and with two checkpoints per sequence composed and in one launch (the library's switches
     as they are: the fused kernel stores them where the rules plan it), the latter with and without the host's checks
     (`check=False`: no host read), and without them by K1 + K2 where the rules plan the fused kernel
-    (`FUSED_CHECKPOINTS` off for that row); all eager, CUDA events."""
+    (`FUSED_CHECKPOINTS` off for that row); all eager, CUDA events. Like the plain prefill, which writes the final
+    states into the pool only, the calls with checkpoints ask for no copy of them (`output_final_state=False`)."""
     dev = torch.device(device)
     inp = make_inputs(case, dev, seed=seed)
     init, N = inp.pop('initial_state'), case.N
@@ -333,7 +334,8 @@ def prefill_part(case: Case, device, seed: int = 2) -> tuple[dict, list]:
             with switched(ONE_LAUNCH_CHECKPOINTS=one, **({} if fused is None else dict(FUSED_CHECKPOINTS=fused))):
                 bufs['p_out'] = prefill_checkpoints(*(x[n] for n in NAMES), pool=bufs['p_pool'], checkpoint_offsets=offs,
                                                     checkpoint_slots=cks, state_indices=idx, cu_seqlens=cu,
-                                                    check=check, backend='cuda', **par, **case.options)[0]
+                                                    check=check, output_final_state=False, backend='cuda', **par,
+                                                    **case.options)[0]
         return run
     taken = fused = None
     if dev.type == 'cuda':
