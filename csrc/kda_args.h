@@ -122,8 +122,6 @@ struct DecodeArgs : Args {
     int input_kind = INPUT_BF16;        // as FwdArgs (last: read by the launcher only)
     int dim_k = 128;                    // as FwdArgs (last: read by K3's instances with DIMS only)
     int dim_v = 128;
-    int persistent_sms = 0;             // K3's grid (kda_decode.cu §persistent): 0, a block per item; else the SM count,
-                                        // and as many blocks as fit on them at once, each looping over the items
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

@@ -2,7 +2,7 @@
 // names every argument). Each checks its tensors (kda_checks.h), fills the kernels' arguments (kda_args.h) and
 // launches on torch's current stream of the inputs' device. It chooses nothing: every launch choice arrives from
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
-//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
+//   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
 //               token_slots=None, write_final=True, records=None, reuse_records=False, ckpt_offsets=None,
 //               ckpt_slots=None)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
@@ -72,7 +72,7 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
 
 // K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given; `token_slots`
 // (checked: check_token_slots, token_slots_fit) the per-token stores, read as given
-kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, int persistent_sms,
+kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound,
                             const c10::optional<torch::Tensor>& token_slots = c10::nullopt, bool write_final = true) {
     kda::DecodeArgs a{};
     fill_common(a, c, scale, lower_bound);
@@ -87,7 +87,6 @@ kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, int
         a.token_slots_width = token_slots->size(1);
     }
     a.write_final = write_final;
-    a.persistent_sms = persistent_sms;
     return a;
 }
 
@@ -115,8 +114,7 @@ void require_as_is(const torch::Tensor& given, const torch::Tensor& used, const 
 }
 
 // the plan's choices for the forward, checked: what a launcher can obey
-// (persistent: the path's persistent grid, K1's for 'chunked', K3's for 'decode')
-kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth, int64_t k2_stages, bool persistent,
+kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth, int64_t k2_stages, bool k1_persistent,
                           int64_t sms, bool keep) {
     TORCH_CHECK(path == "chunked" || path == "fused" || path == "decode",
                 "path must be 'chunked', 'fused' or 'decode', got '", path, "'");
@@ -125,18 +123,17 @@ kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth,
     TORCH_CHECK(steps == 1 || path == "chunked", "steps above 1 are for the 'chunked' path only");
     TORCH_CHECK(std::isfinite(growth) && growth > 0.0, "growth must be a positive number");
     TORCH_CHECK(k2_stages == 3 || k2_stages == 4, "k2_stages must be 3 or 4, got ", num(k2_stages).c_str());
-    TORCH_CHECK(!((path == "chunked" || path == "decode") && persistent) || sms >= 1,
-                "sms must be the device's SM count (>= 1) for a persistent grid (K1's or K3's), got ", num(sms).c_str());
+    TORCH_CHECK(!(path == "chunked" && k1_persistent) || sms >= 1,
+                "sms must be the device's SM count (>= 1) for K1's persistent grid, got ", num(sms).c_str());
     TORCH_CHECK(sms <= INT32_MAX, "sms is too large");
     TORCH_CHECK(!keep || path == "decode", "keep (a prepared step) is for the 'decode' path only");
     kda::FwdPlan p;
     p.steps = static_cast<int>(steps); p.growth = growth; p.k2_stages = static_cast<int>(k2_stages);
-    p.k1_persistent = path == "decode" || persistent; p.k3_persistent = path == "decode" && persistent;
-    p.sms = static_cast<int>(sms);
+    p.k1_persistent = k1_persistent; p.sms = static_cast<int>(sms);
     return p;
 }
 
-int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, int persistent_sms) {
+int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form) {
     auto plan = std::make_shared<DecodePlan>();
     plan->c = prepare(KDA_CALL_TENSORS, false, gate_form, beta_form, norm_form);
     const Call& c = plan->c;
@@ -149,7 +146,7 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
     if (final_state.has_value()) require_as_is(*final_state, *c.s_out, "final_state");
     if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
     if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
-    plan->a = decode_args(c, scale, lower_bound, persistent_sms);
+    plan->a = decode_args(c, scale, lower_bound);
     const std::lock_guard<std::mutex> lock(plans_mutex);
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));
@@ -159,7 +156,7 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 }  // namespace
 
 // The forward on the plan's path, obeying its choices (kda_nb.plan.Plan: path, steps, growth, k2_stages,
-// persistent (K1's or K3's grid), sms), on torch's current stream of q's device; writes out and final_state. q, k, v, g, beta and out:
+// k1_persistent, sms), on torch's current stream of q's device; writes out and final_state. q, k, v, g, beta and out:
 // one dtype, bfloat16 or float16 (the kernels' instances of that element type; kda_checks.h §input). 'chunked': the
 // workspace holds K1's records, then (a pipeline) the two carry states; the steps are at most the batch's chunks
 // (the plan picks no more; a direct caller's are cut to them). 0, or with keep the id of a prepared decode step.
@@ -172,12 +169,11 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // after ckpt_offsets[n, c] tokens of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of
 // final_state (kda_checks.h §checkpoints).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
-                    bool persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
+                    bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
                     c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
                     c10::optional<torch::Tensor> ckpt_slots) {
-    const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, persistent, sms, keep);
-    const int k3_sms = p0.k3_persistent ? p0.sms : 0;
+    const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     check_form_codes(gate_form, beta_form, norm_form);
     check_token_slots(token_slots, write_final, path, keep, final_state);
     check_records(records, reuse_records, path, steps);
@@ -194,12 +190,12 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, k3_sms);
+                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form);
     const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
         if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
-        err = kda::launch_decode(decode_args(c, scale, lower_bound, k3_sms, token_slots, write_final), c.stream);
+        err = kda::launch_decode(decode_args(c, scale, lower_bound, token_slots, write_final), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
@@ -539,7 +535,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("q"), py::arg("k"), py::arg("v"), py::arg("g"), py::arg("beta"), py::arg("scale"), py::arg("out"),
           py::arg("A_log"), py::arg("dt_bias"), py::arg("lower_bound"), py::arg("initial_state"),
           py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
-          py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("persistent"), py::arg("sms"),
+          py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none());

@@ -231,11 +231,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
                  "\t@!done bra WAIT;\n}"
                  :: "r"(smem_addr(bar)), "r"(parity) : "memory");
 }
-// before a bulk copy into shared memory that generic loads read earlier (after a barrier that orders those loads):
-// the generic proxy's accesses come before the async proxy's
-__device__ __forceinline__ void fence_proxy_async_shared() {
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
 // bytes and both addresses: multiples of 16
 __device__ __forceinline__ void bulk_copy_g2s(void* smem, const void* gmem, uint32_t bytes, uint64_t* bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"

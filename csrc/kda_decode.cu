@@ -187,32 +187,21 @@ __device__ __forceinline__ DecodeItem decode_item(const DecodeArgs& p, int64_t i
 // both are asked for at once, and a block keeps no registers waiting for them. With DIMS a slice is its rows < V, K
 // wide (none: the barrier's phase completes with no copy)
 template <bool DIMS>
-__device__ __forceinline__ void issue_slice(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& x, int s, int kd, int vd) {
-    const int bytes = p.state_in_kind == STATE_FP32 ? 4 : 2;
-    const int rows = DIMS ? max(0, min(DEC_VB, vd - (x.vp * DEC_BLOCK_ROWS + s * DEC_VB))) : DEC_VB;
-    mbar_arrive_expect_tx(&sm.bar[s], rows * kd * bytes);
-    if (!DIMS || rows > 0)
-        bulk_copy_g2s(sm.state[s], static_cast<const uint8_t*>(p.state_in) + (x.sbase + s * DEC_VB * kd) * bytes,
-                      rows * kd * bytes, &sm.bar[s]);
-}
-template <bool DIMS>
 __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& x, int kd, int vd) {
     if (!x.reads) return;
+    const int bytes = p.state_in_kind == STATE_FP32 ? 4 : 2;
 #pragma unroll
-    for (int s = 0; s < DEC_SLICES; ++s) issue_slice<DIMS>(p, sm, x, s, kd, vd);
+    for (int s = 0; s < DEC_SLICES; ++s) {
+        const int rows = DIMS ? max(0, min(DEC_VB, vd - (x.vp * DEC_BLOCK_ROWS + s * DEC_VB))) : DEC_VB;
+        mbar_arrive_expect_tx(&sm.bar[s], rows * kd * bytes);
+        if (!DIMS || rows > 0)
+            bulk_copy_g2s(sm.state[s], static_cast<const uint8_t*>(p.state_in) + (x.sbase + s * DEC_VB * kd) * bytes,
+                          rows * kd * bytes, &sm.bar[s]);
+    }
 }
 
-// §persistent: the instances with PERSIST (DecodeArgs::persistent_sms, kda_nb.plan's K3_PERSISTENT) run as many blocks as
-// fit on the GPU at once, each looping over the items blockIdx.x, + gridDim.x, ... A block asks for its next item's
-// slice s as soon as the current item's slice s has gone from its buffer to the registers, so its state is on its way
-// while the current item's tokens run: the copy engine stays busy through the block's arithmetic, where one block
-// per item leaves each block's bytes in flight only until it starts computing (a few tokens a sequence, or a bf16
-// state, make that arithmetic as long as the copy). Each barrier completes one phase per item whose state is read;
-// `parity` follows it. Built without DIMS only (a slice without rows would leave its buffer's next copy unasked).
-// (the kernels kda_decode and kda_decode_persistent below: the block's work, whichever grid it runs in)
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool PERSIST>
-__device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
-    static_assert(!(PERSIST && DIMS), "the persistent instances take K = V = 128");
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN>
+__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -221,8 +210,7 @@ __device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
     auto row_of = [&](int i) { return 4 * DEC_ROWS * warp + r + 4 * i; };
     const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // the head dims (§dims)
     const int pairs = DIMS ? (VD + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
-    int64_t it = blockIdx.x;
-    DecodeItem cur = decode_item(p, it, pairs, KD, VD);
+    const DecodeItem cur = decode_item(p, blockIdx.x, pairs, KD, VD);
     if (threadIdx.x == 0) {                                         // the slices are asked for before anything else
 #pragma unroll
         for (int s = 0; s < DEC_SLICES; ++s) mbar_init(&sm.bar[s], 1);
@@ -231,23 +219,6 @@ __device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
     }
     __syncthreads();
     T* out = static_cast<T*>(p.out);
-    const int64_t items = PERSIST ? static_cast<int64_t>(p.n_seq) * p.H * pairs : 0;
-    uint32_t parity = 0;
-#pragma unroll 1
-    for (;;) {
-    // §persistent: the next item, and its slice s asked for once the current item's slice s is in registers
-    DecodeItem next{};
-    const bool has_next = PERSIST && it + gridDim.x < items;
-    if (has_next) next = decode_item(p, it + gridDim.x, pairs, KD, VD);
-    auto prefetch = [&](int s) {
-        if constexpr (PERSIST) {
-            __syncthreads();                                        // every thread has read buffer s
-            if (threadIdx.x == 0 && has_next && next.reads) {
-                fence_proxy_async_shared();
-                issue_slice<DIMS>(p, sm, next, s, KD, VD);
-            }
-        }
-    };
     {
         const int n = cur.n, h = cur.h, vbase = cur.vp * DEC_BLOCK_ROWS;
         int64_t t0, t1;
@@ -256,10 +227,7 @@ __device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
         if (n == p.n_seq - 1) zero_rows<DIMS, IN>(p, h, vbase, t1, p.total, VD);  // after the last
         if (!cur.has_slot) {                                            // padding: no copy was issued for it
             zero_rows<DIMS, IN>(p, h, vbase, t0, t1, VD);
-            if constexpr (!PERSIST) return;
-            prefetch(0);
-            prefetch(1);
-            goto advance;
+            return;
         }
 
         const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(__ldg(p.A_log + h));   // the given gate: no A_log,
@@ -278,7 +246,7 @@ __device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
         auto inside = [&](int row, int col) { return !DIMS || (vbase + vrow + row < VD && col < KD); };
         // the slice, from shared memory to registers
         auto load_state = [&]() {
-            if (cur.reads) mbar_wait(&sm.bar[sl], PERSIST ? parity : 0);
+            if (cur.reads) mbar_wait(&sm.bar[sl], 0);
 #pragma unroll
             for (int i = 0; i < DEC_ROWS; ++i)
 #pragma unroll
@@ -324,7 +292,7 @@ __device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
                 stage_tokens<GF, FORMS, DIMS, IN>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
             }
-            if (!loaded) { load_state(); loaded = true; prefetch(sl); }
+            if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
             for (int i = 0; i < nt; ++i) {
             // §update: forget and S k^ (both rows per piece, so each piece of decay and k^ is read once),
@@ -395,28 +363,10 @@ __device__ __forceinline__ void decode_blocks(const DecodeArgs& p) {
             }
         }
         }
-        if (!loaded) { load_state(); prefetch(sl); }                // a sequence of no tokens: state out = in
+        if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
         if (!STORES || p.write_final) store_state(sbase);           // the state out: after the sequence's last token
         }
     }
-    if constexpr (!PERSIST) break;
-advance:
-    if (!has_next) break;
-    if (cur.reads) parity ^= 1;
-    it += gridDim.x;
-    cur = next;
-    __syncthreads();                                                // the item's shared memory is read: the next writes it
-    }
-}
-
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN>
-__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
-    decode_blocks<GF, FORMS, STORES, DIMS, IN, false>(p);
-}
-
-template <GateForm GF, bool FORMS, bool STORES, int IN>
-__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode_persistent(DecodeArgs p) {
-    decode_blocks<GF, FORMS, STORES, false, IN, true>(p);
 }
 
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
@@ -430,25 +380,13 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
     // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
-    // a table of per-token stores the one with STORES, and a persistent grid (§persistent; K = V = 128) the one with
-    // PERSIST: as many blocks as the SMs hold at once, at most one per item
+    // and a table of per-token stores the one with STORES
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
         return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
                                  [&](auto gf, auto forms, auto in, auto dm) {
-            constexpr GateForm G = static_cast<GateForm>(decltype(gf)::value);
-            constexpr bool F = decltype(forms)::value, S = decltype(stores)::value, DM = decltype(dm)::value;
-            constexpr int I = decltype(in)::value;
-            if constexpr (!DM) {
-                if (a.persistent_sms > 0) {
-                    const auto kernel = kda_decode_persistent<G, F, S, I>;
-                    // DEC_MIN_BLOCKS a SM: the launch bounds ask for 4, and their 103 to 128 registers leave no room
-                    // for a fifth (04_kernels' compile test reads them)
-                    const int64_t grid = std::min<int64_t>(blocks, static_cast<int64_t>(DEC_MIN_BLOCKS) * a.persistent_sms);
-                    kernel<<<static_cast<unsigned>(grid), DEC_THREADS, smem, stream>>>(a);
-                    return cudaGetLastError();
-                }
-            }
-            kda_decode<G, F, S, DM, I><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+            kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(stores)::value,
+                       decltype(dm)::value, decltype(in)::value>
+                <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
             return cudaGetLastError();
         });
     });

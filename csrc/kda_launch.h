@@ -37,9 +37,7 @@ struct FwdPlan {
     int k2_stages = 4;          // K2's stages: 4, or 3 (more resident blocks, for a grid of many waves)
     bool k1_persistent = true;  // K1's grid: as many blocks as fit at once, each warp striding over the items; else
                                 // about two items a warp, so that blocks come and go beside K2's (a pipeline step)
-    int sms = 0;                // the SM count the plan was made for: sizes K1's and K3's persistent grids
-    bool k3_persistent = false; // K3's grid: as many blocks as fit at once, each looping over the items
-                                // (kda_decode.cu §persistent); else a block per item
+    int sms = 0;                // the SM count the plan was made for: sizes K1's persistent grid
 };
 
 size_t record_bytes();                                     // bytes K1 leaves per (chunk, head)

@@ -20,12 +20,11 @@ import torch
 from .layout import Form
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL',
-           'DECODE_PERSISTENT_KERNEL', 'FUSED_KERNEL', 'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS',
-           'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES', 'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes',
-           'kernel_units', 'nvcc_resource_usage', 'instance_input', 'check_binding_compiles',
-           'binding_with_stub_launchers', 'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points',
-           'build_extension', 'launch']
+__all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
+           'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES',
+           'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units', 'nvcc_resource_usage',
+           'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers', 'kernels_unavailable_reason',
+           'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
@@ -39,7 +38,6 @@ KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the paths kda_forwa
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
-DECODE_PERSISTENT_KERNEL = 'kda_decode_persistent'         # K3 on a persistent grid (04a_decode, *A persistent grid*)
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
 SCAN_KERNEL = 'kda_entry_scan'                             # the chain of entry states between passes over segments (10a)
 BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward's four (04c_backward_kernels; the two passes run dstates first)
@@ -91,8 +89,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
     files = kernel_units(folder) if units is None else list(units)
     # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
     # beside it (a kernel built alone can hide a spill the unit has).
-    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_PERSISTENT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS,
-             SCAN_KERNEL)                               # (a name that holds another comes first)
+    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS, SCAN_KERNEL)
     home = {k: next((f for f in files if re.search(rf'\b{k}\s*\(', (folder / f).read_text())), None) for k in names}
     with tempfile.TemporaryDirectory() as tmp:
         unit = Path(tmp) / 'kda_nb_kernels.cu'
@@ -260,7 +257,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     ext = _ext or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
             initial_state, final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
-            plan.persistent, plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)))
+            plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)))
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
             and ckpt_slots is None:
         made = ext.kda_forward(*args)                 # (positionally: a small decode step's host time counts)

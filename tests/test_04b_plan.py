@@ -127,16 +127,9 @@ def test_plan_choices_on_the_anchors_shapes():
     assert [f for f, _ in one.why] == ['steps', 'growth', 'k1_grid', 'k2_stages', 'sms'] and '[0, 55, 144, 285, 512]' in repr(one)
     many = kernel_path(1, 24576, 32, 512, True, 48, 132)                # 512 sequences of 3 chunks: 32768 blocks of K2
     assert (many.path, many.steps, many.growth, many.k1_grid, many.k2_stages) == ('chunked', 1, 1.0, 'persistent', 3)
-    assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, persistent=True, sms=132)
+    assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, k1_persistent=True, sms=132)
     assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
     assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
-    # K3's grid: a block per item, or (K3_PERSISTENT, or asked) persistent on the plan's SM count, which it then reads
-    step = kernel_path(256, 1, 32, 256, False, None, lambda: 1 / 0)      # no SM count asked for a block per item
-    assert (step.path, step.k3_grid, step.persistent, step.sms) == ('decode', 'per-item', False, 0)
-    pers = kernel_path(256, 1, 32, 256, False, None, lambda: 132, k3_persistent=True)
-    assert (pers.k3_grid, pers.sms, pers.launch_args()['persistent']) == ('persistent', 132, True)
-    assert [f for f, _ in pers.why] == ['k3_grid', 'sms'] and path_plan('decode', 'x', 1, 1, 2, 1, False, 8, k3_persistent=True).sms == 8
-    assert not one.persistent and many.persistent                       # K1's grid for the chunked path
 
 def test_step_edges_match_the_binding():
     "`step_edges` against the binding's `step_edge` (csrc/kda_pipeline.h) compiled by the host compiler: the same cuts."
@@ -172,7 +165,7 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     except FileNotFoundError as e: pytest.skip(str(e))
     assert sorted(n for n in dir(ext) if n.startswith('kda_')) == sorted(K.binding_entry_points((K.csrc_dir() / 'kda_binding.cpp').read_text()))
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
-    assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'persistent', 'sms', 'keep',
+    assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
                           'gate_form', 'beta_form', 'norm_form', 'token_slots', 'write_final', 'records', 'reuse_records',
                           'ckpt_offsets', 'ckpt_slots']
     assert list(Plan('decode', '').launch_args()) == names[14:20]
@@ -180,14 +173,13 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
             None, None, None, None)
     monkeypatch.setattr(K, '_ext', ext)
-    for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', ''),
-              decode_plan('', 132, persistent=True)):
+    for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', '')):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(p, *args)     # the plan taken, the tensors refused
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(Plan('decode', ''), *args, keep=True)
-    good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, persistent=True, sms=132, keep=False,
+    good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False,
                 gate_form=0, beta_form=0, norm_form=0)
     for bad, words in [(dict(path='x'), 'path must be'), (dict(steps=9), 'steps must be 1 to 8'), (dict(k2_stages=5), 'k2_stages'),
-                       (dict(sms=0), 'SM count'), (dict(path='decode', sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
+                       (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
                        (dict(keep=True), 'keep'), (dict(gate_form=3), 'form')]:
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     records = torch.zeros(64, dtype=torch.uint8)            # K1's records kept: refused where no call could take them
