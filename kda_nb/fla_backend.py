@@ -191,13 +191,13 @@ def fla_gpu_refusal(*args, **kwargs) -> str | None:
     return call_refusal(q.dtype, q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], form,
                         state_dtypes_of(a['initial_state']), backward=_grads(a))
 
-SERVE_CHUNK_STATES = False   # fla's return_intermediate_states on kda_nb: off until the GPU has checked it against fla
+SERVE_CHUNK_STATES = False   # fla's return_intermediate_states on kda_nb: checked against fla on the GPU; off until timed beside it
 
 def _chunk_states_refusal(q, v, how=None) -> str | None:
     """Why kda_nb leaves a call with `return_intermediate_states` to fla: `SERVE_CHUNK_STATES` off, or the chunk
     states not stored in one launch."""
     if not SERVE_CHUNK_STATES:
-        return "return_intermediate_states: SERVE_CHUNK_STATES is off (not yet checked against fla on a GPU)"
+        return "return_intermediate_states: SERVE_CHUNK_STATES is off (not yet timed beside fla's own on a GPU)"
     from kda_nb.serving import one_launch_checkpoints_refusal
     reason = one_launch_checkpoints_refusal(q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], how)
     return None if reason is None else f"return_intermediate_states: {reason} (else one launch per chunk; fla is faster)"

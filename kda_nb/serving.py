@@ -460,7 +460,7 @@ ONE_LAUNCH_CHECKPOINTS = True   # checkpoints stored by K2 in the prefill's own 
 
 FUSED_CHECKPOINTS = True        # checkpoints stored by the fused kernel where the plan picks it (the safe gate and the
                                 # gate given outside; else K1 + K2 store them): on since the GPU checked it against the
-                                # fp64 recurrence and timed it (benchmarks/BENCHMARK_SERVING_CHECKPOINTS_H100.md)
+                                # fp64 recurrence and timed it (benchmarks/BENCHMARK_SERVING_H100.md)
 FUSED_CHECKPOINT_GATES = ('safe', 'given')   # the fused kernel's instances with checkpoints (kda_fwd_fused.cu: the
                                 # softplus gate's spilled)
 

@@ -15,14 +15,20 @@ def test_arguments():
     a = parse_args([])
     assert (a.N, a.graph_N, a.H, a.drafts, a.verify_N, a.states, a.gates) == ([256, 1024], [1], 32, 4, 256, ['fp32', 'bf16'], ['safe', 'softplus'])
     assert (a.prefill_H, a.prefill_T, a.deadline, a.out, a.tag, a.commit) == (96, 8192, 210, '.', None, None)
+    assert a.jobs == ['step', 'verify', 'checkpoints', 'chunks']
     a = parse_args(['--N', '8,16', '--graph-N', '', '--H', '2', '--drafts', '3', '--states', 'bf16', '--gates', 'softplus',
                     '--commit', 'abc', '--deadline', '5'])
     assert (a.N, a.graph_N, a.H, a.drafts, a.states, a.gates, a.commit, a.deadline) == ([8, 16], [], 2, 3, ['bf16'], ['softplus'], 'abc', 5.0)
     plan = group_plan(a)
     assert [p[1] for p in plan[:3]] == ['step N=8 bf16 softplus', 'step N=16 bf16 softplus', 'verify N=256 d=3 bf16']
-    assert [p[2]['case'].name for p in plan[3:]] == ['fixed', 'varlen six', 'varlen 1024 x 8']
-    assert len(group_plan(parse_args([]))) == 3 * 2 * 2 + 2 + 3 * 2          # steps (N = 256, 1024, 1), verifications, prefills
-    for bad in (['--N', '0'], ['--N', 'x'], ['--states', 'fp16'], ['--gates', 'given'], ['--drafts', '0'],
+    assert [(p[0], p[2]['case'].name) for p in plan[3:]] == [(job, c) for job in ('checkpoints', 'chunks')
+                                                             for c in ('fixed', 'varlen six', 'varlen 1024 x 8')]
+    assert {p[2]['case'].state for p in plan[6:]} == {'fp32'}                # fla's chunk states: fp32 states, as fla's
+    # steps (N = 256, 1024, 1), verifications, prefills with checkpoints, chunk states
+    assert len(group_plan(parse_args([]))) == 3 * 2 * 2 + 2 + 3 * 2 + 3
+    assert [p[1] for p in group_plan(parse_args(['--jobs', 'chunks']))] == ['chunk states fixed', 'chunk states varlen six',
+                                                                             'chunk states varlen 1024 x 8']
+    for bad in (['--N', '0'], ['--N', 'x'], ['--states', 'fp16'], ['--gates', 'given'], ['--drafts', '0'], ['--jobs', 'decode'],
                 ['--prefill-T', '32'], ['--deadline', '0']):
         with pytest.raises(SystemExit) as e: parse_args(bad)
         assert e.value.code == 2, bad
@@ -57,6 +63,11 @@ def _synthetic(rate=2e12):
     ck = relate([_row('checkpoints', 'prefill', 2000.0, 'base', timing='events', **c),
                  _row('checkpoints', 'two checkpoints, composed', 2300.0, timing='events', **c),
                  _row('checkpoints', 'two checkpoints, one launch', 2060.0, timing='events', **c)], rate)
+    c = dict(case='varlen six', N=6, H=96, T=8192, state='fp32', gate='safe')
+    ck += relate([_row('chunks', 'fla chunk_kda', 1000.0, 'base', timing='events', **c),
+                  _row('chunks', 'kda_nb backend', 500.0, timing='events', **c),
+                  _row('chunks', 'fla chunk_kda, chunk states', 1500.0, 'fla', timing='events', **c),
+                  _row('chunks', 'kda_nb backend, chunk states', 750.0, timing='events', **c)], rate)
     skipped = [dict(item='checkpoints', group='prefill varlen six bf16', contender=None, timing=None, status='skipped',
                     reason='the --deadline of 5 s had passed')]
     env = dict(gpu='NVIDIA H100 80GB HBM3', date='2026-12-06 00:00 UTC', torch='2.9', cuda='12.8', commit='abc123',
@@ -75,11 +86,17 @@ def test_ratios_table_and_files(tmp_path):
     assert 'fla_over' not in by['fla fused_recurrent_kda_fwd, per-token slots'] and 'x_one_token' not in by['replay, one launch']
     assert by['two checkpoints, composed']['overhead_pct'] == pytest.approx(15.0) and by['two checkpoints, composed']['target'] == 'missed'
     assert by['two checkpoints, one launch']['overhead_pct'] == pytest.approx(3.0) and by['two checkpoints, one launch']['target'] == 'met'
+    # the chunk states: each kda_nb row against fla's same call, every row over fla's call without them
+    assert (by['kda_nb backend']['fla_over'], by['kda_nb backend']['overhead_pct']) == (pytest.approx(2.0), pytest.approx(-50.0))
+    assert by['kda_nb backend, chunk states']['fla_over'] == pytest.approx(2.0)
+    assert by['fla chunk_kda, chunk states']['overhead_pct'] == pytest.approx(50.0) and 'fla_over' not in by['fla chunk_kda, chunk states']
+    assert 'overhead_pct' not in by['fla chunk_kda'] and 'target' not in by['kda_nb backend, chunk states']
     md = markdown(rep)
     assert md.startswith('# Serving steps: NVIDIA H100 80GB HBM3')
     assert '| 256 | fp32 | safe | kda_nb fwd (graph) | 600.0 | 540.0 – 720.0 | 536.9 | 1.12x | 1e-04 |' in md
     assert '| fp32 | per-token slots, one launch | 140.0 | 126.0 – 168.0 | 1342.2 | 1.40x | 2.29x | met | 1e-04 |' in md
     assert '| fixed | bf16 | two checkpoints, one launch | 2.060 | 1.854 – 2.472 | +3.0% | met | 1e-04 |' in md
+    assert '| varlen six | kda_nb backend, chunk states | 0.750 | 0.675 – 0.900 | -25.0% | 2.00x | 1e-04 |' in md
     assert '- verify g · replay, one launch (graph): not run: a reason' in md
     assert '- prefill varlen six bf16: skipped: the --deadline of 5 s had passed' in md
     js, mdf = write_report(rep, tmp_path / 'out', 'nvidia_h100')
@@ -137,6 +154,22 @@ def test_a_wrong_call_is_never_timed():
     assert 'reference: add' not in rows and torch.equal(start['a'], torch.zeros(4, 3))     # the start is never written
     with pytest.raises(ValueError, match='checked against'): measure_group({}, start, [Contender('x', add(1.0), ('a',), 'events')], fake)
 
+def test_chunk_states_part_on_a_cpu():
+    "The chunk-state group's plumbing on a CPU, kda_nb on its reference backend: each call checked, its chunk states kept as returned (fla's rows say why not)."
+    from kda_nb.bench.cases import Case
+    case = Case('anchor', 'varlen', 2, [70, 0, 130], 'fp32', True)
+    start, cs = chunk_states_part(case, 'cpu', fla_reason='fla is absent (a test)', backend='reference')
+    def fake(calls, rounds, reps): return {k: dict(ms=1.0, ms_range=[1.0, 1.0]) for k in calls}
+    rows = {r['contender']: r for r in measure_group(dict(item='chunks', group='g', case='varlen'), start, cs, fake, 1, 1)}
+    assert set(rows) == {'fla chunk_kda', 'kda_nb backend', 'fla chunk_kda, chunk states', 'kda_nb backend, chunk states'}
+    assert all(rows[n]['status'] == 'not run' and rows[n]['reason'] == 'fla is absent (a test)' for n in rows if n.startswith('fla'))
+    assert rows['kda_nb backend']['status'] == rows['kda_nb backend, chunk states']['status'] == 'timed'
+    assert rows['kda_nb backend, chunk states']['check_error'] == 0.0
+    bufs = {k: t.clone() for k, t in start.items()}
+    cs[-1].run(bufs)
+    assert bufs['c_h'].shape == (1, 2 + 0 + 3, 2, 128, 128) and bufs['c_fs'].shape == (3, 2, 128, 128)   # chunks of 64 tokens
+    assert bufs['c_fs'].dtype == torch.float32 and torch.isfinite(bufs['c_h'].float()).all()
+
 def test_distance():
     x = torch.randn(300, 5, dtype=torch.float64)
     assert rel_distance(x, x) == 0.0 and rel_distance(x[:2], x) == math.inf
@@ -167,10 +200,17 @@ def test_mode_on_the_gpu(tmp_path):
     assert run_mode(['serving', *argv]) == 0
     rep = json.loads((tmp_path / 'serving_tiny.json').read_text())
     rows, fla_why = rep['rows'], fla_recurrent_reason()
-    assert len({r['group'] for r in rows}) == len(group_plan(parse_args(argv))) == 2 * 2 * 2 + 2 + 3 * 2
+    assert len({r['group'] for r in rows}) == len(group_plan(parse_args(argv))) == 2 * 2 * 2 + 2 + 3 * 2 + 3
+    fla_absent = fla_unavailable_reason()
     for r in rows:
         if r['role'] == 'fla' and fla_why is not None:
-            assert r['status'] == 'not run' and r['reason'] in (fla_why, 'timed in the step groups'), r
+            assert r['status'] == 'not run' and r['reason'] in (fla_why, fla_absent, 'timed in the step groups'), r
+            continue
+        if r['item'] == 'chunks' and r['contender'].startswith('fla') and fla_absent is not None:
+            assert r['status'] == 'not run' and r['reason'] == fla_absent, r
+            continue
+        if r['contender'] == 'two checkpoints, K1 + K2, check=False' and r['status'] == 'not run':
+            assert 'the rules plan' in r['reason'], r                      # the one-launch rows run K1 + K2 already
             continue
         assert r['status'] == 'timed', r
         assert math.isfinite(r['us']) and r['us'] > 0 and all(math.isfinite(x) and x > 0 for x in r['us_range']), r
@@ -178,6 +218,7 @@ def test_mode_on_the_gpu(tmp_path):
         if r['timing'] == 'graph': assert r['graph_error'] <= TOL, r
     names = {(r['item'], r['contender']) for r in rows}
     assert {('verify', 'per-token slots, one launch'), ('verify', 'replay, one launch'),
-            ('checkpoints', 'two checkpoints, one launch'), ('checkpoints', 'two checkpoints, one launch, check=False')} <= names
+            ('checkpoints', 'two checkpoints, one launch'), ('checkpoints', 'two checkpoints, one launch, check=False'),
+            ('chunks', 'kda_nb backend, chunk states')} <= names
     assert all(r.get('x_one_token') for r in rows if r['item'] == 'verify' and r['role'] != 'base' and r['status'] == 'timed')
     assert (tmp_path / 'BENCHMARK_SERVING_TINY.md').read_text().startswith('# Serving steps: ')

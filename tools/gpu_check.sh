@@ -14,15 +14,11 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused): the checkpoints the
-# fused kernel stores (kda_nb.serving.FUSED_CHECKPOINTS, on since 2026-12-06): the GPU tests of the prefill with checkpoints
-# (11_serving) and of the binding's checks, fla's fp16 training calls and return_intermediate_states through the
-# backend against fla's own (06a; fla's
-# bf16 H200 winners offered to its fp16 calls, tools/fla_configs.py --also, so that fla compiles instead of tuning),
-# tools/sanitize.py (its forward cases hold the fused kernel's adversarial checkpoint tables), and
-# python -m kda_nb.bench serving (the fused kernel's checkpoints beside K1 + K2's; K3 on its persistent grid beside a
-# block per item); and K3's persistent grid (kda_nb.plan.K3_PERSISTENT, off): its bitwise test against a block per item
-# (04a) and its adversarial cases in tools/sanitize.py. Point it at what lands next.
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): fla's chunk states
+# (return_intermediate_states) served by kda_nb (kda_nb.fla_backend.SERVE_CHUNK_STATES, off): the GPU test against
+# fla's own (06a), then python -m kda_nb.bench serving --jobs chunks (fla's call and kda_nb's backend, with and without
+# the chunk states, on the anchor cases), fla given its H200 autotuning winners (tools/fla_configs.py) so that it
+# compiles instead of tuning. Point it at what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -119,25 +115,14 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== the GPU tests of the newest paths: the fused kernel's checkpoints"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_11_serving.py -k checkpoint \
-    tests/test_04b_plan.py 2>&1 | tee "$LOG/pytest_new.txt" || status=1
-  echo "== K3 on its persistent grid (K3_PERSISTENT, off): the same bits as a block per item, then K3's tests with it on"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py -k persistent 2>&1 \
-    | tee -a "$LOG/pytest_new.txt" || status=1
-  bounded python3 -c "import sys, pytest, kda_nb.plan as p; p.K3_PERSISTENT = True; sys.exit(pytest.main(['-q', '-rfEs',
-    '--tb=short', '-p', 'no:cacheprovider', '-m', 'not slow', 'tests/test_04a_decode.py', 'tests/test_11_serving.py',
-    '-k', 'not persistent']))" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
-  echo "== fla's training calls in fp16 and its chunk states (return_intermediate_states) through the backend, against fla's own"
-  # fla tunes its fp16 training path for over 5 minutes: its bf16 H200 winners are offered to fp16 calls too
-  python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs --also float16 2>&1 | tee "$LOG/fla_configs.txt"
-  FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k "training or intermediate" 2>&1 \
-    | tee -a "$LOG/pytest_new.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (the fused kernel's adversarial checkpoint tables among them)"
-  bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
-  d=$(( $(left) - 20 )); [ "$d" -gt 210 ] && d=210
-  echo "== serving steps (at most $d s): the fused kernel's checkpoints beside K1 + K2's"
-  bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
+  python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
+  export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
+  echo "== fla's chunk states (return_intermediate_states) through the backend, against fla's own"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k intermediate 2>&1 \
+    | tee "$LOG/pytest_new.txt" || status=1
+  d=$(( $(left) - 20 )); [ "$d" -gt 300 ] && d=300
+  echo "== fla's chunk states timed (at most $d s): fla's chunk_kda beside kda_nb's backend"
+  bounded python3 -m kda_nb.bench serving --jobs chunks --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --serving ]; then

@@ -23,7 +23,6 @@ from ..api import fwd
 from ..decode import state_traffic_bytes
 from ..kernels import kernels_unavailable_reason, load_kernels
 from ..layout import ANCHOR_HEADS, ANCHOR_T
-from .. import plan as plan_switches
 from ..peers import fla_unavailable_reason
 from ..serving import DraftRecords, new_draft_records, prefill_checkpoints, verify_bytes
 from ..serving import verify_drafts, verify_drafts_per_token
@@ -33,19 +32,21 @@ from .run import environment
 from .timing import copy_bandwidth
 
 # %% auto #0
-__all__ = ['SERVING_HELP', 'GATES', 'STATE_BYTES', 'NAMES', 'TOL', 'TARGETS', 'FLA_PARAMS', 'floor_us', 'design_floor_us',
+__all__ = ['SERVING_HELP', 'GATES', 'STATE_BYTES', 'JOBS', 'NAMES', 'TOL', 'TARGETS', 'FLA_PARAMS', 'floor_us', 'design_floor_us',
            'switched', 'fla_recurrent_reason', 'Contender', 'rel_distance', 'distance', 'capture', 'measure_group',
-           'step_part', 'verify_part', 'checkpoint_offsets', 'prefill_part', 'relate', 'markdown', 'write_report',
-           'row_line', 'parser', 'parse_args', 'group_plan', 'run_serving', 'serving_main']
+           'step_part', 'verify_part', 'checkpoint_offsets', 'prefill_part', 'chunk_states_part', 'relate', 'markdown',
+           'write_report', 'row_line', 'parser', 'parse_args', 'group_plan', 'run_serving', 'serving_main']
 
 # %% ../../nbs/07n_bench_serving.ipynb #5e1a0005
 SERVING_HELP = ("Serving steps timed on an SM90 GPU in one run: the one-token decode step over a state pool (beside the "
                 "state-traffic floor and fla's fused_recurrent_kda_fwd), the verification of draft tokens in both "
                 "conventions (composed and in one launch, beside fla's kernel with a state slot per draft), and a prefill "
-                "writing two checkpoints per sequence (composed and in one launch, beside the plain prefill); every call "
-                "checked before it is timed, the contenders of a group timed in the same rounds.")
+                "writing two checkpoints per sequence (composed and in one launch, beside the plain prefill), and fla's "
+                "chunk_kda with its chunk states (return_intermediate_states) on fla and through kda_nb's backend; every "
+                "call checked before it is timed, the contenders of a group timed in the same rounds.")
 GATES = {'safe': (), 'softplus': (('safe_gate', False),)}    # FlashKDA's gate; Kimi's softplus gate (no lower bound)
 STATE_BYTES = {'fp32': 4, 'bf16': 2}
+JOBS = ('step', 'verify', 'checkpoints', 'chunks')           # what `--jobs` picks from (the sections below)
 NAMES = ('q', 'k', 'v', 'g', 'beta')
 TOL = 1.5e-2     # the largest relative RMS distance a checked call may have from what it is checked against
 TARGETS = dict(x_one_token=1.5, fla_over=2.0, overhead_pct=5.0)   # the targets the tables mark
@@ -225,17 +226,14 @@ def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = T
     pool = torch.empty_like(inp['initial_state'])
     pool[slots] = inp.pop('initial_state')
     start = dict(step_pool=pool, step_out=torch.zeros_like(inp['v']))
-    def kda(backend, persistent=False):
-        def run(bufs):
-            with switched(plan_switches, K3_PERSISTENT=persistent):
-                fwd(**inp, out=bufs['step_out'], initial_state=bufs['step_pool'], final_state=bufs['step_pool'],
-                    state_indices=slots, backend=backend, **case.options)
+    def kda(backend):
+        def run(bufs): fwd(**inp, out=bufs['step_out'], initial_state=bufs['step_pool'], final_state=bufs['step_pool'],
+                           state_indices=slots, backend=backend, **case.options)
         return run
     keys, ref = ('step_pool', 'step_out'), f'reference: {name}'
     cs = [Contender(ref, kda('reference'), keys)]
     if events: cs.append(Contender(name, kda('cuda'), keys, 'events', ref))
     cs.append(Contender(name, kda('cuda'), keys, 'graph', ref, role='base', design='one token'))
-    cs.append(Contender(f'{name}, persistent K3', kda('cuda', True), keys, 'graph', ref, design='one token'))
     fla = (None if fla_reason else
            _fla_run({n: inp[n] for n in NAMES}, _params(inp), 'step_pool', 'step_out', slots, None, inp['cu_seqlens']))
     cs.append(Contender('fla fused_recurrent_kda_fwd', fla, keys, 'graph', f'{name} (graph)', why_not=fla_reason,
@@ -266,17 +264,17 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   num_accepted_tokens=torch.zeros_like(accepted), records=rec, **par)   # a step before: records of d drafts
     start = dict(pt_pool=pt_pool, r_pool=r_pool, v_out=torch.zeros_like(x['v']), rec_k=rec.k, rec_v=rec.v,
                  rec_g=rec.g, rec_beta=rec.beta, rec_count=rec.count)
-    def per_token(backend, one=False, persistent=False):
+    def per_token(backend, one=False):
         def run(bufs):
-            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, K3_PERSISTENT=persistent):
+            with switched(ONE_LAUNCH_VERIFY=one):
                 verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=bufs['pt_pool'], ssm_state_indices=idx,
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
         return run
-    def replay(backend, one=False, persistent=False):
+    def replay(backend, one=False):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, K3_PERSISTENT=persistent):
+            with switched(ONE_LAUNCH_VERIFY=one):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
@@ -292,16 +290,12 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   design='slot per draft, composed'),
         Contender('per-token slots, one launch', per_token('cuda', True), pt, 'graph', 'per-token slots, composed (graph)',
                   why_not=one_why, design='slot per draft, one kernel'),
-        Contender('per-token slots, one launch, persistent K3', per_token('cuda', True, True), pt, 'graph',
-                  'per-token slots, composed (graph)', why_not=one_why, design='slot per draft, one kernel'),
         Contender('fla fused_recurrent_kda_fwd, per-token slots', fla, pt, 'graph', 'per-token slots, composed (graph)',
                   why_not=fla_reason, role='fla', design='slot per draft, one kernel'),
         Contender('reference: replay', replay('reference'), rp),
         Contender('replay, composed', replay('cuda'), rp, 'graph', 'reference: replay', design='replay, composed'),
         Contender('replay, one launch', replay('cuda', True), rp, 'graph', 'replay, composed (graph)', why_not=one_why,
-                  design='replay, one kernel'),
-        Contender('replay, one launch, persistent K3', replay('cuda', True, True), rp, 'graph', 'replay, composed (graph)',
-                  why_not=one_why, design='replay, one kernel')]
+                  design='replay, one kernel')]
 
 def checkpoint_offsets(lens: list[int]) -> list[list[int]]:
     "Two checkpoints per sequence: after a third and two thirds of its tokens, rounded down to a multiple of 16."
@@ -359,6 +353,45 @@ def prefill_part(case: Case, device, seed: int = 2) -> tuple[dict, list]:
         Contender('two checkpoints, K1 + K2, check=False', checkpoints(True, False, False), keys, 'events',
                   'two checkpoints, composed (events)', why_not=k12_why)]
 
+def chunk_states_part(case: Case, device, *, fla_reason: str | None = None, seed: int = 3,
+                      backend: str = 'cuda') -> tuple[dict, list]:
+    """fla's `chunk_kda` with `return_intermediate_states=True` (inference mode: the state entering each chunk of 64
+    tokens) on an anchor case, fp32 states V-first: fla's own call and kda_nb serving it
+    (`fla_backend.kda_nb_chunk_kda`, where fla's backend sends such a call with `SERVE_CHUNK_STATES` on), each checked
+    against kda_nb's reference backend on the same call; beside them both calls without the chunk states, fla's the
+    base of the ratios. All eager, CUDA events; each call's results are kept as it returns them (no copy).
+    (`backend`: kda_nb's, 'reference' for a test of the part's plumbing on a CPU.)"""
+    from kda_nb.fla_backend import kda_nb_chunk_kda
+    dev = torch.device(device)
+    inp = make_inputs(case, dev, seed=seed)
+    x = [inp[n] for n in NAMES]
+    kw = dict(scale=inp['scale'], initial_state=inp['initial_state'].float(), output_final_state=True,
+              use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, A_log=inp['A_log'],
+              dt_bias=inp['dt_bias'], safe_gate=True, lower_bound=inp['lower_bound'], state_v_first=True,
+              cu_seqlens=inp['cu_seqlens'])
+    def call(fn, states: bool, **extra):
+        def run(bufs):
+            with torch.inference_mode():
+                r = fn(*x, return_intermediate_states=states, **kw, **extra)
+            bufs['c_out'], bufs['c_fs'] = r[0], r[1]
+            if states: bufs['c_h'] = r[2]
+        return run
+    def fla(states: bool):
+        if fla_reason: return None
+        from kda_nb.bench.backends import fla_own_kernels
+        fla_own_kernels()                                           # fla's own kernels, not FlashKDA's (fla 0.6)
+        from fla.ops.kda import chunk_kda
+        return call(chunk_kda, states)
+    start = {k: torch.empty(0, device=dev) for k in ('c_out', 'c_fs', 'c_h')}   # each call puts its own results there
+    both, plain = ('c_out', 'c_fs', 'c_h'), ('c_out', 'c_fs')
+    ref = 'reference: chunk states'
+    return start, [
+        Contender(ref, call(kda_nb_chunk_kda, True, _backend='reference'), both),
+        Contender('fla chunk_kda', fla(False), plain, 'events', ref, why_not=fla_reason, role='base'),
+        Contender('kda_nb backend', call(kda_nb_chunk_kda, False, _backend=backend), plain, 'events', ref),
+        Contender('fla chunk_kda, chunk states', fla(True), both, 'events', ref, why_not=fla_reason, role='fla'),
+        Contender('kda_nb backend, chunk states', call(kda_nb_chunk_kda, True, _backend=backend), both, 'events', ref)]
+
 # %% ../../nbs/07n_bench_serving.ipynb #5e1a0011
 def relate(rows: list[dict], rate: float | None) -> list[dict]:
     "The ratios of one group's rows, in place (see above); the rows."
@@ -383,6 +416,10 @@ def relate(rows: list[dict], rate: float | None) -> list[dict]:
         if r['item'] == 'checkpoints' and r.get('role') is None and base:
             r['overhead_pct'] = 100 * (r['us'] / base - 1)
             r['target'] = 'met' if r['overhead_pct'] <= TARGETS['overhead_pct'] else 'missed'
+        if r['item'] == 'chunks' and r.get('role') != 'base':
+            if base: r['overhead_pct'] = 100 * (r['us'] / base - 1)       # over fla's call without the chunk states
+            peer = fla if r['contender'].endswith('chunk states') else base  # fla's same call
+            if r.get('role') is None and peer: r['fla_over'] = peer / r['us']
     return rows
 
 def _us(r: dict, scale: float = 1.0, digits: int = 1) -> tuple[str, str]:
@@ -440,6 +477,19 @@ def markdown(report: dict) -> str:
             out.append(f"| {r['case']} | {r['state']} | {r['contender']} | {ms} | {rg} | "
                        f"{_x(r.get('overhead_pct'), '+.1f', '%')} | {r.get('target') or '—'} | {_check(r)} |")
         out.append('')
+    cs = [r for r in rows if r['item'] == 'chunks' and r.get('contender')]
+    if cs:
+        out += [f"## fla's chunk states (`chunk_kda(return_intermediate_states=True)`, anchor cases, H = {cs[0]['H']}, "
+                f"T = {cs[0]['T']})", '',
+                "fla's own call and kda_nb's backend, each with and without the chunk states; *over fla's plain call*: "
+                "the time over fla's call without them; *fla / this*: fla's same call over this one's.", '',
+                "| case | contender | ms | range | over fla's plain call | fla / this | check |",
+                '|---|---|---:|---|---:|---:|---|']
+        for r in cs:
+            ms, rg = _us(r, 1e3, 3)
+            out.append(f"| {r['case']} | {r['contender']} | {ms} | {rg} | {_x(r.get('overhead_pct'), '+.1f', '%')} | "
+                       f"{_x(r.get('fla_over'))} | {_check(r)} |")
+        out.append('')
     left = [r for r in rows if r['status'] != 'timed']
     if left:
         out += ['## Not timed', '']
@@ -491,6 +541,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument('--prefill-T', type=int, default=ANCHOR_T, help=f"tokens of the anchor prefills (default {ANCHOR_T})")
     ap.add_argument('--states', type=_choices(tuple(STATE_BYTES)), default=list(STATE_BYTES), help='state pools (default fp32,bf16)')
     ap.add_argument('--gates', type=_choices(tuple(GATES)), default=list(GATES), help="the one-token step's gates (default safe,softplus)")
+    ap.add_argument('--jobs', type=_choices(JOBS), default=list(JOBS), help=f"the jobs timed (default {','.join(JOBS)})")
     ap.add_argument('--rounds', type=int, default=9, help='rounds of every group (default 9)')
     ap.add_argument('--reps', type=int, default=10, help='calls of a contender in a round (default 10; the prefills: a third, at least 1)')
     ap.add_argument('--deadline', type=float, default=210, help='no group is started after this many seconds from the start (default 210)')
@@ -516,11 +567,13 @@ def group_plan(a: argparse.Namespace) -> list[tuple[str, str, dict]]:
     plan += [('verify', f'verify N={a.verify_N} d={a.drafts} {st}', dict(state=st)) for st in a.states]
     plan += [('checkpoints', f'prefill {c.name} {c.state}', dict(case=c))
              for c in anchor_cases(a.prefill_T, (a.prefill_H,), tuple(a.states))]
-    return plan
+    plan += [('chunks', f'chunk states {c.name}', dict(case=c)) for c in anchor_cases(a.prefill_T, (a.prefill_H,), ('fp32',))]
+    return [p for p in plan if p[0] in a.jobs]
 
 def _meta(job: str, name: str, kw: dict, a) -> dict:
     if job == 'step': return dict(item=job, group=name, N=kw['N'], H=a.H, state=kw['state'], gate=kw['gate'])
     if job == 'verify': return dict(item=job, group=name, N=a.verify_N, H=a.H, drafts=a.drafts, state=kw['state'], gate='safe')
+    # (the prefills with checkpoints, and the chunk states: an anchor case)
     c = kw['case']
     return dict(item=job, group=name, case=c.name, N=c.N, H=c.H, T=c.T, state=c.state, gate='safe')
 
@@ -531,6 +584,7 @@ def _build(job: str, kw: dict, a, dev, fla_reason):
                            name='one-token step, kda_nb fwd')
         s2, c2 = verify_part(a.verify_N, a.drafts, a.H, kw['state'], dev, fla_reason=fla_reason)
         return {**s1, **s2}, [c for c in c1 if c.role != 'fla'] + c2
+    if job == 'chunks': return chunk_states_part(kw['case'], dev, fla_reason=fla_unavailable_reason())
     return prefill_part(kw['case'], dev)
 
 def run_serving(a: argparse.Namespace, interleave: Callable, log=print, command: str = '') -> dict:
@@ -558,7 +612,7 @@ def run_serving(a: argparse.Namespace, interleave: Callable, log=print, command:
                              reason=f"the --deadline of {a.deadline:g} s had passed ({time.monotonic() - t0:.0f} s into the run)")]
             else:
                 start, contenders = _build(job, kw, a, dev, fla_reason)
-                reps = max(1, a.reps // 3) if job == 'checkpoints' else a.reps
+                reps = max(1, a.reps // 3) if job in ('checkpoints', 'chunks') else a.reps
                 rows = relate(measure_group(meta, start, contenders, interleave, a.rounds, reps), rate)
                 del start, contenders
                 torch.cuda.empty_cache()
