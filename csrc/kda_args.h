@@ -122,6 +122,8 @@ struct DecodeArgs : Args {
     int input_kind = INPUT_BF16;        // as FwdArgs (last: read by the launcher only)
     int dim_k = 128;                    // as FwdArgs (last: read by K3's instances with DIMS only)
     int dim_v = 128;
+    int eager_loads = 0;                // K3's instances with EAGER (kda_decode.cu §eager; K = V = 128): every load of a
+                                        // tile of tokens issued before any is used (last: read by the launcher only)
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

@@ -4,7 +4,7 @@
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
 //   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
 //               token_slots=None, write_final=True, records=None, reuse_records=False, ckpt_offsets=None,
-//               ckpt_slots=None)  the forward on the plan's
+//               ckpt_slots=None, eager_loads=False)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
@@ -72,7 +72,7 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
 
 // K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given; `token_slots`
 // (checked: check_token_slots, token_slots_fit) the per-token stores, read as given
-kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound,
+kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, bool eager_loads,
                             const c10::optional<torch::Tensor>& token_slots = c10::nullopt, bool write_final = true) {
     kda::DecodeArgs a{};
     fill_common(a, c, scale, lower_bound);
@@ -87,6 +87,7 @@ kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound,
         a.token_slots_width = token_slots->size(1);
     }
     a.write_final = write_final;
+    a.eager_loads = eager_loads;
     return a;
 }
 
@@ -133,7 +134,7 @@ kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth,
     return p;
 }
 
-int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form) {
+int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, bool eager_loads) {
     auto plan = std::make_shared<DecodePlan>();
     plan->c = prepare(KDA_CALL_TENSORS, false, gate_form, beta_form, norm_form);
     const Call& c = plan->c;
@@ -146,7 +147,7 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
     if (final_state.has_value()) require_as_is(*final_state, *c.s_out, "final_state");
     if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
     if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
-    plan->a = decode_args(c, scale, lower_bound);
+    plan->a = decode_args(c, scale, lower_bound, eager_loads);
     const std::lock_guard<std::mutex> lock(plans_mutex);
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));
@@ -168,12 +169,15 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // 'chunked' or 'fused': ckpt_offsets and ckpt_slots [N, C] int64, the checkpoints K2 or the fused kernel stores: the state
 // after ckpt_offsets[n, c] tokens of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of
 // final_state (kda_checks.h §checkpoints).
+// 'decode' only: eager_loads, K3's instances that issue every load of a tile of tokens at once (kda_decode.cu §eager;
+// K = V = 128: at other head dims K3 loads token by token whatever it is given).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
                     c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
-                    c10::optional<torch::Tensor> ckpt_slots) {
+                    c10::optional<torch::Tensor> ckpt_slots, bool eager_loads) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
+    TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
     check_form_codes(gate_form, beta_form, norm_form);
     check_token_slots(token_slots, write_final, path, keep, final_state);
     check_records(records, reuse_records, path, steps);
@@ -190,12 +194,12 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form);
+                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, eager_loads);
     const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
         if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
-        err = kda::launch_decode(decode_args(c, scale, lower_bound, token_slots, write_final), c.stream);
+        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, token_slots, write_final), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
@@ -538,7 +542,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
-          py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none());
+          py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
+          py::arg("eager_loads") = false);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

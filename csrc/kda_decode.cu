@@ -102,7 +102,7 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
-template <GateForm GF, bool FORMS, bool DIMS, int IN>
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb, int kd, int vd) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
@@ -116,11 +116,30 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     const T* kp = static_cast<const T*>(p.k) + eq;
     const T* gp = static_cast<const T*>(p.g) + e0;
     const int stride = p.H * kd, qstride = hq * kd;
+    // with EAGER (§eager below) every load of the tile (q, k, g of each token, the block's values and beta) is issued
+    // before any is used; the same values then go through the same arithmetic in the same order
+    float qe[EAGER ? DEC_TILE : 1], ke[EAGER ? DEC_TILE : 1], ge[EAGER ? DEC_TILE : 1], ve[EAGER ? DEC_TILE : 1], be = 0.f;
+    if constexpr (EAGER) {
+        const bool vin = c < DEC_BLOCK_ROWS && (!DIMS || vbase + c < vd);
+#pragma unroll
+        for (int i = 0; i < DEC_TILE; ++i) {
+            const bool on = i < nt && kin;
+            qe[i] = on ? In<IN>::to_float(qp[i * qstride]) : 0.f;
+            ke[i] = on ? In<IN>::to_float(kp[i * qstride]) : 0.f;
+            ge[i] = on ? In<IN>::to_float(gp[i * stride]) : 0.f;
+            ve[i] = i < nt && vin ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
+        }
+        if (c < nt) be = input_at<IN>(p.beta, (tb + c) * p.H + h);
+    }
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
         if (i >= nt) break;
-        const float q = kin ? In<IN>::to_float(qp[i * qstride]) : 0.f, k = kin ? In<IN>::to_float(kp[i * qstride]) : 0.f,
-                    g = kin ? In<IN>::to_float(gp[i * stride]) : 0.f;
+        float q, k, g;
+        if constexpr (EAGER) { q = qe[i]; k = ke[i]; g = ge[i]; }
+        else {
+            q = kin ? In<IN>::to_float(qp[i * qstride]) : 0.f; k = kin ? In<IN>::to_float(kp[i * qstride]) : 0.f;
+            g = kin ? In<IN>::to_float(gp[i * stride]) : 0.f;
+        }
         sm.qh[i][c] = q;
         sm.kh[i][c] = k;
         // the token's decay of channel c, in [0, 1] for every gate form (0 below fp32's range)
@@ -136,10 +155,18 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         }
         if (lane == 0) { sm.sums[i][warp][0] = sq; sm.sums[i][warp][1] = sk; }
     }
-    if (c < DEC_BLOCK_ROWS)
-        for (int i = 0; i < nt; ++i)
-            sm.v[i][c] = !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
-    if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
+    if constexpr (EAGER) {
+        if (c < DEC_BLOCK_ROWS)
+#pragma unroll
+            for (int i = 0; i < DEC_TILE; ++i)
+                if (i < nt) sm.v[i][c] = ve[i];
+        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), be);
+    } else {
+        if (c < DEC_BLOCK_ROWS)
+            for (int i = 0; i < nt; ++i)
+                sm.v[i][c] = !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
+        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
+    }
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
         float sq = 0.f, sk = 0.f;
@@ -149,6 +176,23 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         sm.kh[i][c] *= inv_norm_value(norm_form_of<FORMS>(p), sk);
     }
     __syncthreads();
+}
+
+// §eager: K3's instances with EAGER (DecodeArgs::eager_loads, kda_nb.plan's K3_EAGER_LOADS; K = V = 128) stage a
+// sequence of one tile (at most DEC_TILE tokens: decode, and the verification of drafts) here, before its state is in
+// registers, with every load of the tile issued at once (stage_tokens with EAGER): the block waits for memory once a
+// tile, not once a token, and the values go through the same arithmetic in the same order, so the outputs and states
+// are bit for bit those without it. A longer sequence is staged token by token, as without EAGER: from its second tile
+// on, its state is in registers, and the tile's loads beside it would spill. True where it staged.
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER>
+__device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t t0, int len,
+                                            float A, float dtb, int kd, int vd) {
+    if constexpr (EAGER) {
+        if (len <= 0 || len > DEC_TILE) return false;
+        stage_tokens<GF, FORMS, DIMS, IN, true>(p, sm, h, vbase, t0, len, A, dtb, kd, vd);
+        return true;
+    }
+    return false;
 }
 
 // One block's work: (sequence n, head h, pair of slices vp), and the state it reads and writes.
@@ -200,8 +244,9 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN>
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+    static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -237,6 +282,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         float S[DEC_ROWS][4 * DEC_PIECES];
         const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
         const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
+        const bool early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, h, vbase, t0, len, A, dtb, KD, VD);
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
@@ -288,9 +334,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         for (int done = 0; done < len; done += DEC_TILE) {
             const int64_t tb = t0 + done;
             const int nt = min(DEC_TILE, len - done);
-            if (sl == 0 || !one_tile) {
+            if ((sl == 0 && !early) || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens<GF, FORMS, DIMS, IN>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
+                stage_tokens<GF, FORMS, DIMS, IN, false>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -380,13 +426,20 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
     // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
-    // and a table of per-token stores the one with STORES
+    // a table of per-token stores the one with STORES, and eager loads (§eager; K = V = 128) the one with EAGER
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
         return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
                                  [&](auto gf, auto forms, auto in, auto dm) {
-            kda_decode<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(stores)::value,
-                       decltype(dm)::value, decltype(in)::value>
-                <<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+            constexpr GateForm G = static_cast<GateForm>(decltype(gf)::value);
+            constexpr bool F = decltype(forms)::value, S = decltype(stores)::value, DM = decltype(dm)::value;
+            constexpr int I = decltype(in)::value;
+            if constexpr (!DM) {
+                if (a.eager_loads) {
+                    kda_decode<G, F, S, false, I, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    return cudaGetLastError();
+                }
+            }
+            kda_decode<G, F, S, DM, I, false><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
             return cudaGetLastError();
         });
     });

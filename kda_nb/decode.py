@@ -9,7 +9,7 @@ import torch
 
 from .kernels import launch
 from .layout import Form
-from .plan import Plan
+from .plan import decode_plan
 
 # %% auto #0
 __all__ = ['state_traffic_bytes', 'decode_cuda']
@@ -29,9 +29,9 @@ def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
     state after token t < W of sequence n into `final_state[token_slots[n, t]]` (a pool; a value outside it: no
     store); `write_final=False`: no state written after a sequence's last token (only with `token_slots`). `form`:
     the call's `kda_nb.layout.Form` (None: FlashKDA's), `lower_bound` None for a form with none."""
-    launch(_K3, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
-           state_indices, form=form, token_slots=token_slots, write_final=write_final)
+    eager = None if (q.shape[-1], v.shape[-1]) == (128, 128) else False     # (K3's eager instances: K = V = 128)
+    launch(decode_plan("decode_cuda: K3 asked for", eager), q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+           initial_state, final_state, cu_seqlens, state_indices, form=form, token_slots=token_slots,
+           write_final=write_final)
     return out, final_state
-
-_K3 = Plan('decode', "decode_cuda: K3 asked for")
 

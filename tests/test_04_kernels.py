@@ -19,7 +19,12 @@ ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
 def dims_of(row: dict) -> bool | None:
     "Whether a forward kernel's instance in `nvcc_resource_usage` takes the head dims at run time (its `DIMS`, the template argument before `IN`)."
-    m = re.search(r'Lb([01])ELi[01]EEEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
+    m = re.search(r'Lb([01])ELi[01]E(?:Lb[01]E)?EEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
+    return bool(int(m.group(1))) if m else None
+
+def eager_of(row: dict) -> bool | None:
+    "Whether an instance of K3 issues a tile's loads at once (its `EAGER`, the template argument after `IN`)."
+    m = re.search(r'Li[01]ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
     return bool(int(m.group(1))) if m else None
 
 def ckpt_of(row: dict) -> bool | None:
@@ -37,9 +42,15 @@ def test_kernels_compile_without_spills():
     # once for FlashKDA's form; fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd). Head dims below 128 (DIMS
     # true, dispatch_fwd_dims): K1 and K3 once per gate form and input type, the fused kernel never (kda_fwd_fused.cu).
     # K3 each of them with and without per-token stores (STORES, dispatch_bool); the fused kernel with checkpoints (CKPT)
-    # besides, FORMS true, for the safe and the given gate and each input type (its softplus instance spilled)
+    # besides, FORMS true, for the safe and the given gate and each input type (its softplus instance spilled); K3 with
+    # eager loads (EAGER) besides, at K = V = 128 only, once per instance without DIMS
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         rows = [r for r in usage if r['kernel'] == k]
+        if k == DECODE_KERNEL:
+            eager = [r for r in rows if eager_of(r)]
+            assert not any(dims_of(r) for r in eager) and len(eager) == 14, "K3's eager instances: K = V = 128, 7 x 2"
+            assert sum(instance_input(r) == 'bf16' for r in eager) == 8 and sum(instance_input(r) == 'fp16' for r in eager) == 6
+            rows = [r for r in rows if eager_of(r) is False]
         if k == FUSED_KERNEL:
             ck = [r for r in rows if ckpt_of(r)]
             assert sum(instance_input(r) == 'bf16' for r in ck) == sum(instance_input(r) == 'fp16' for r in ck) == 2, \

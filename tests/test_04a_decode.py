@@ -539,3 +539,63 @@ def test_decode_step_native_dims(K, V, monkeypatch):
     decode_cuda(**{n: x for n, x in pi.items() if n != 'initial_state'}, out=out_p, initial_state=pool_p,
                 final_state=pool_p, state_indices=idx)
     assert torch.equal(out, out_p[..., :V]) and torch.equal(p, pool_p[..., :V, :K])
+
+
+import re
+import kda_nb.plan as plan_module
+from kda_nb.layout import FORM_OPTIONS, Form
+
+EAGER_CASES = {   # (sequence lengths, heads, pool dtype (None: no state in), form, padding slots, per-token stores, inputs)
+    '256 x 1 token, fp32 pool': ([1] * 256, 32, torch.float32, None, False, False, torch.bfloat16),
+    '256 x 4 tokens, bf16 pool': ([4] * 256, 32, torch.bfloat16, None, False, False, torch.bfloat16),
+    'varlen, empties, longer than a tile, padding slots, softplus': ([1, 0, 3, 8, 0, 9, 19] * 40, 8, torch.float32,
+                                                                    'softplus', True, False, torch.bfloat16),
+    'no state in, fp16': ([2] * 300, 16, None, None, False, False, torch.float16),
+    'per-token stores, padding slots': ([4, 1, 3, 0] * 50, 8, torch.float32, None, True, True, torch.bfloat16),
+}
+
+def _k3_instances(prof) -> set:
+    "The last template argument (EAGER) of each K3 instance the profiler saw run."
+    return {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false)>', e.name))}
+
+@needs_kernels
+@pytest.mark.parametrize('case', list(EAGER_CASES))
+def test_decode_eager_loads_same_bits(case):
+    """K3 with eager loads (`kda_nb.plan.K3_EAGER_LOADS`: every load of a sequence's tile issued at once) against K3
+    loading token by token: the eager instance runs (the profiler names it), and the outputs and the whole pool come out
+    bit for bit the same (the same arithmetic in the same order), sequences longer than a tile, padding slots, empty
+    sequences and per-token stores included."""
+    seqlens, H, pool_dtype, form_name, pad, stores, dtype = EAGER_CASES[case]
+    N, W = len(seqlens), 4
+    inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, device='cuda', seed=51, dtype=dtype,
+                        **DECODE_FORMS.get(form_name, {}))
+    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
+    x = {n: t for n, t in inp.items() if n not in FORM_OPTIONS and n != 'initial_state'}
+    if not (form.safe_gate and form.use_gate_in_kernel): x['lower_bound'] = None
+    P = N * (1 + (W if stores else 0)) + 3
+    base = None if pool_dtype is None else torch.randn(P, H, 128, 128, device='cuda').to(pool_dtype)
+    read = torch.randperm(N, generator=torch.Generator().manual_seed(1))
+    if pad: read[::7] = -1
+    ts = None
+    if stores:
+        ts = (N + torch.arange(N * W)).view(N, W)
+        ts[:, 2] = -1
+        ts = ts.cuda()
+    def run(on: bool):
+        was, plan_module.K3_EAGER_LOADS = plan_module.K3_EAGER_LOADS, on
+        try:
+            pool = None if base is None else base.clone()
+            fs = pool if pool is not None else torch.full((N, H, 128, 128), float('nan'), device='cuda')
+            out = torch.full_like(inp['v'], float('nan'))
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                decode_cuda(**x, out=out, initial_state=pool, final_state=fs, form=form, token_slots=ts,
+                            state_indices=None if pool is None else read.cuda())
+                torch.cuda.synchronize()
+            return out, fs, _k3_instances(prof)
+        finally: plan_module.K3_EAGER_LOADS = was
+    o1, s1, ran1 = run(True)
+    o0, s0, ran0 = run(False)
+    assert (ran1, ran0) == ({'true'}, {'false'}), (ran1, ran0)
+    assert torch.isfinite(o0).all() and torch.isfinite(s0).all()
+    assert torch.equal(o1, o0), f"outputs differ: {rel_rms(o1, o0):.2e}"
+    assert torch.equal(s1, s0), f"states differ: {rel_rms(s1.float(), s0.float()):.2e}"

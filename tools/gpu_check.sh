@@ -14,11 +14,14 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused): fla's chunk states
-# (return_intermediate_states) served by kda_nb (kda_nb.fla_backend.SERVE_CHUNK_STATES, off): the GPU test against
-# fla's own (06a), then python -m kda_nb.bench serving --jobs chunks (fla's call and kda_nb's backend, with and without
-# the chunk states, on the anchor cases), fla given its H200 autotuning winners (tools/fla_configs.py) so that it
-# compiles instead of tuning. Point it at what lands next.
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3's eager loads
+# (kda_nb.plan.K3_EAGER_LOADS, off): its bitwise test against K3 loading token by token (04a), then K3's and the
+# serving tests with it on; fla's chunk states (return_intermediate_states) served by kda_nb
+# (kda_nb.fla_backend.SERVE_CHUNK_STATES, off): the GPU test against fla's own (06a); python -m kda_nb.bench serving
+# (every job: the step and the verifications with and without eager loads, the checkpoints, and fla's chunk_kda beside
+# kda_nb's backend with and without the chunk states), fla given its H200 autotuning winners (tools/fla_configs.py) so
+# that it compiles instead of tuning; and tools/sanitize.py (its K3 cases with eager loads among them). Point it at
+# what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -115,14 +118,22 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
+  echo "== K3's eager loads (K3_EAGER_LOADS, off): the same bits as token by token, then K3's and serving's tests with it on"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py -k eager 2>&1 \
+    | tee "$LOG/pytest_new.txt" || status=1
+  bounded python3 -c "import sys, pytest, kda_nb.plan as p; p.K3_EAGER_LOADS = True; sys.exit(pytest.main(['-q', '-rfEs',
+    '--tb=short', '-p', 'no:cacheprovider', '-m', 'not slow', 'tests/test_04a_decode.py', 'tests/test_11_serving.py',
+    'tests/test_12_serving_loop.py', '-k', 'not eager']))" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
   export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
-  echo "== fla's chunk states (return_intermediate_states) through the backend, against fla's own"
+  d=$(( $(left) - 120 )); [ "$d" -gt 240 ] && d=240
+  echo "== serving steps (at most $d s): eager loads beside token by token; fla's chunk states beside kda_nb's backend"
+  bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
+  echo "== fla's chunk states (return_intermediate_states) through the backend, against fla's own (fla tuned above)"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k intermediate 2>&1 \
-    | tee "$LOG/pytest_new.txt" || status=1
-  d=$(( $(left) - 20 )); [ "$d" -gt 300 ] && d=300
-  echo "== fla's chunk states timed (at most $d s): fla's chunk_kda beside kda_nb's backend"
-  bounded python3 -m kda_nb.bench serving --jobs chunks --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
+    | tee -a "$LOG/pytest_new.txt" || status=1
+  echo "== the forward's cases under compute-sanitizer (K3's with eager loads among them)"
+  bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --serving ]; then

@@ -18,6 +18,7 @@ from typing import Callable
 
 import torch
 
+from .. import plan as plan_switches
 from .. import serving as lib
 from ..api import fwd
 from ..decode import state_traffic_bytes
@@ -226,14 +227,17 @@ def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = T
     pool = torch.empty_like(inp['initial_state'])
     pool[slots] = inp.pop('initial_state')
     start = dict(step_pool=pool, step_out=torch.zeros_like(inp['v']))
-    def kda(backend):
-        def run(bufs): fwd(**inp, out=bufs['step_out'], initial_state=bufs['step_pool'], final_state=bufs['step_pool'],
-                           state_indices=slots, backend=backend, **case.options)
+    def kda(backend, eager=False):
+        def run(bufs):
+            with switched(plan_switches, K3_EAGER_LOADS=eager):
+                fwd(**inp, out=bufs['step_out'], initial_state=bufs['step_pool'], final_state=bufs['step_pool'],
+                    state_indices=slots, backend=backend, **case.options)
         return run
     keys, ref = ('step_pool', 'step_out'), f'reference: {name}'
     cs = [Contender(ref, kda('reference'), keys)]
     if events: cs.append(Contender(name, kda('cuda'), keys, 'events', ref))
     cs.append(Contender(name, kda('cuda'), keys, 'graph', ref, role='base', design='one token'))
+    cs.append(Contender(f'{name}, eager loads', kda('cuda', True), keys, 'graph', ref, design='one token'))
     fla = (None if fla_reason else
            _fla_run({n: inp[n] for n in NAMES}, _params(inp), 'step_pool', 'step_out', slots, None, inp['cu_seqlens']))
     cs.append(Contender('fla fused_recurrent_kda_fwd', fla, keys, 'graph', f'{name} (graph)', why_not=fla_reason,
@@ -264,17 +268,17 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   num_accepted_tokens=torch.zeros_like(accepted), records=rec, **par)   # a step before: records of d drafts
     start = dict(pt_pool=pt_pool, r_pool=r_pool, v_out=torch.zeros_like(x['v']), rec_k=rec.k, rec_v=rec.v,
                  rec_g=rec.g, rec_beta=rec.beta, rec_count=rec.count)
-    def per_token(backend, one=False):
+    def per_token(backend, one=False, eager=False):
         def run(bufs):
-            with switched(ONE_LAUNCH_VERIFY=one):
+            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, K3_EAGER_LOADS=eager):
                 verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=bufs['pt_pool'], ssm_state_indices=idx,
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
         return run
-    def replay(backend, one=False):
+    def replay(backend, one=False, eager=False):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switched(ONE_LAUNCH_VERIFY=one):
+            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, K3_EAGER_LOADS=eager):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
@@ -290,12 +294,16 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   design='slot per draft, composed'),
         Contender('per-token slots, one launch', per_token('cuda', True), pt, 'graph', 'per-token slots, composed (graph)',
                   why_not=one_why, design='slot per draft, one kernel'),
+        Contender('per-token slots, one launch, eager loads', per_token('cuda', True, True), pt, 'graph',
+                  'per-token slots, composed (graph)', why_not=one_why, design='slot per draft, one kernel'),
         Contender('fla fused_recurrent_kda_fwd, per-token slots', fla, pt, 'graph', 'per-token slots, composed (graph)',
                   why_not=fla_reason, role='fla', design='slot per draft, one kernel'),
         Contender('reference: replay', replay('reference'), rp),
         Contender('replay, composed', replay('cuda'), rp, 'graph', 'reference: replay', design='replay, composed'),
         Contender('replay, one launch', replay('cuda', True), rp, 'graph', 'replay, composed (graph)', why_not=one_why,
-                  design='replay, one kernel')]
+                  design='replay, one kernel'),
+        Contender('replay, one launch, eager loads', replay('cuda', True, True), rp, 'graph', 'replay, composed (graph)',
+                  why_not=one_why, design='replay, one kernel')]
 
 def checkpoint_offsets(lens: list[int]) -> list[list[int]]:
     "Two checkpoints per sequence: after a third and two thirds of its tokens, rounded down to a multiple of 16."
