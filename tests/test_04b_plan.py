@@ -130,8 +130,9 @@ def test_plan_choices_on_the_anchors_shapes():
     assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, k1_persistent=True, sms=132,
                                       eager_loads=False)
     # K3's loads: token by token, or (K3_EAGER_LOADS, or asked) a tile's at once, with its reason
-    step = kernel_path(256, 1, 32, 256, False, None, 132)
+    step = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=False)
     assert (step.path, step.k3_loads, step.why, step.launch_args()['eager_loads']) == ('decode', 'per-token', (), False)
+    assert kernel_path(256, 1, 32, 256, False, None, 132).k3_loads == ('eager' if K3_EAGER_LOADS else 'per-token')
     eager = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True)
     assert (eager.k3_loads, [f for f, _ in eager.why], eager.launch_args()['eager_loads']) == ('eager', ['k3_loads'], True)
     assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True).k3_loads == decode_plan('x', True).k3_loads == 'eager'

@@ -15,10 +15,10 @@
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
 # --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3's eager loads
-# (kda_nb.plan.K3_EAGER_LOADS, off): its bitwise test against K3 loading token by token (04a), then K3's and the
-# serving tests with it on; fla's chunk states (return_intermediate_states) served by kda_nb
+# (kda_nb.plan.K3_EAGER_LOADS, on since an H100 checked and timed them): its bitwise test against K3 loading token by
+# token (04a), then K3's and the serving tests with it off, for the instances without it; fla's chunk states (return_intermediate_states) served by kda_nb
 # (kda_nb.fla_backend.SERVE_CHUNK_STATES, off): the GPU test against fla's own (06a); python -m kda_nb.bench serving
-# (every job: the step and the verifications with and without eager loads, the checkpoints, and fla's chunk_kda beside
+# (every job: the step and the verifications with eager loads and token by token, the checkpoints, and fla's chunk_kda beside
 # kda_nb's backend with and without the chunk states), fla given its H200 autotuning winners (tools/fla_configs.py) so
 # that it compiles instead of tuning; and tools/sanitize.py (its K3 cases with eager loads among them). Point it at
 # what lands next.
@@ -118,10 +118,10 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== K3's eager loads (K3_EAGER_LOADS, off): the same bits as token by token, then K3's and serving's tests with it on"
+  echo "== K3's eager loads (K3_EAGER_LOADS, on): the same bits as token by token, then K3's and serving's tests with it off"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py -k eager 2>&1 \
     | tee "$LOG/pytest_new.txt" || status=1
-  bounded python3 -c "import sys, pytest, kda_nb.plan as p; p.K3_EAGER_LOADS = True; sys.exit(pytest.main(['-q', '-rfEs',
+  bounded python3 -c "import sys, pytest, kda_nb.plan as p; p.K3_EAGER_LOADS = False; sys.exit(pytest.main(['-q', '-rfEs',
     '--tb=short', '-p', 'no:cacheprovider', '-m', 'not slow', 'tests/test_04a_decode.py', 'tests/test_11_serving.py',
     'tests/test_12_serving_loop.py', '-k', 'not eager']))" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"

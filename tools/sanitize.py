@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with eager loads too), K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads), K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
@@ -104,30 +104,31 @@ for idx_dtype in (torch.int32, torch.int64):
                 initial_state=pool, final_state=pool, state_indices=torch.tensor([0, -1, 99, 1], device='cuda', dtype=idx_dtype),
                 token_slots=ts.to('cuda', idx_dtype), write_final=False)
     torch.cuda.synchronize()
-# K3 with eager loads (04a_decode, *Eager loads*; kda_nb.plan.K3_EAGER_LOADS): a tile's loads issued at once, through
-# padding slots, slots outside the pool, empty sequences, sequences longer than a tile, adversarial offsets and
-# per-token store tables no check has seen
+# K3 with eager loads and without (04a_decode, *Eager loads*; kda_nb.plan.K3_EAGER_LOADS, on: the cases above run
+# with them): through padding slots, slots outside the pool, empty sequences, sequences longer than a tile,
+# adversarial offsets and per-token store tables no check has seen
 import kda_nb.plan as plan_switches
-plan_switches.K3_EAGER_LOADS = True
+was, N = plan_switches.K3_EAGER_LOADS, 200
 try:
-    N = 200
-    for cu_tail, idx_dtype in (([], torch.int64), ([-5, 2 ** 40], torch.int32)):
-        inp = random_inputs(1, 0, 8, 128, seqlens=[1, 0, 3, 9] * (N // 4), state=None, device='cuda', seed=13)
-        cu = inp['cu_seqlens'].clone()
-        if cu_tail: cu[-3:-1] = torch.tensor(cu_tail, device='cuda')
-        pool = torch.randn(N + 4, 8, 128, 128, device='cuda').bfloat16()
-        idx = torch.randperm(N, device='cuda')
-        idx[::9], idx[5::11] = -1, N + 7                                # padding, and slots outside the pool
-        ts = torch.full((N, 3), -1, dtype=torch.long)
-        ts[::5, 0], ts[1::5, 2], ts[2::5, 1] = N, N + 1, 2 ** 40        # stores into spare slots, one outside the pool
-        x = {k: t for k, t in inp.items() if k not in ('initial_state', 'cu_seqlens')}
-        decode_cuda(**x, cu_seqlens=cu, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
-                    state_indices=idx.to(idx_dtype))
-        decode_cuda(**x, cu_seqlens=cu, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
-                    state_indices=idx.to(idx_dtype), token_slots=ts.to('cuda', idx_dtype), write_final=False)
-        torch.cuda.synchronize()
+    for eager in (True, False):
+        plan_switches.K3_EAGER_LOADS = eager
+        for cu_tail, idx_dtype in (([], torch.int64), ([-5, 2 ** 40], torch.int32)):
+            inp = random_inputs(1, 0, 8, 128, seqlens=[1, 0, 3, 9] * (N // 4), state=None, device='cuda', seed=13)
+            cu = inp['cu_seqlens'].clone()
+            if cu_tail: cu[-3:-1] = torch.tensor(cu_tail, device='cuda')
+            pool = torch.randn(N + 4, 8, 128, 128, device='cuda').bfloat16()
+            idx = torch.randperm(N, device='cuda')
+            idx[::9], idx[5::11] = -1, N + 7                            # padding, and slots outside the pool
+            ts = torch.full((N, 3), -1, dtype=torch.long)
+            ts[::5, 0], ts[1::5, 2], ts[2::5, 1] = N, N + 1, 2 ** 40    # stores into spare slots, one outside the pool
+            x = {k: t for k, t in inp.items() if k not in ('initial_state', 'cu_seqlens')}
+            decode_cuda(**x, cu_seqlens=cu, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
+                        state_indices=idx.to(idx_dtype))
+            decode_cuda(**x, cu_seqlens=cu, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
+                        state_indices=idx.to(idx_dtype), token_slots=ts.to('cuda', idx_dtype), write_final=False)
+            torch.cuda.synchronize()
 finally:
-    plan_switches.K3_EAGER_LOADS = False
+    plan_switches.K3_EAGER_LOADS = was
 # a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
 from kda_nb.api import DecodeStep
 bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)
