@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU truth, on an SM90 machine (the lent H200): build the kernels once, then in the same process tree
 #   1. the outputs of this tree against an earlier build, bitwise (python -m kda_nb.bench compare BASE);
-#   2. the GPU tests of the library's notebooks (kernels, decode, plan, API, backward, fla backend), with the
+#   2. the GPU tests of the library's notebooks (kernels, decode, plan, API, backward, fla backend, serving), with the
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
@@ -94,7 +94,8 @@ for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], 
 PY
 # the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
 TESTS="tests/test_05_api.py tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py 
-       tests/test_04c_backward_kernels.py tests/test_03a_backward.py tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py"
+       tests/test_04c_backward_kernels.py tests/test_03a_backward.py tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py
+       tests/test_07n_bench_serving.py tests/test_11_serving.py tests/test_12_serving_loop.py"
 if [ "$BENCH" = --train ]; then
   echo "== the backward's GPU tests"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
