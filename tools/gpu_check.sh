@@ -93,9 +93,11 @@ for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], 
     t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 # the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
-TESTS="tests/test_05_api.py tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py 
-       tests/test_04c_backward_kernels.py tests/test_03a_backward.py tests/test_06_peers.py tests/test_06a_fla_backend.py tests/test_07b_bench_backends.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py
-       tests/test_07n_bench_serving.py tests/test_11_serving.py tests/test_12_serving_loop.py"
+# (fla's tests last: fla may tune its kernels for minutes on a machine that has not run them yet)
+TESTS="tests/test_05_api.py tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py
+       tests/test_04c_backward_kernels.py tests/test_03a_backward.py tests/test_11_serving.py tests/test_12_serving_loop.py
+       tests/test_07n_bench_serving.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py
+       tests/test_07b_bench_backends.py tests/test_06_peers.py tests/test_06a_fla_backend.py"
 if [ "$BENCH" = --train ]; then
   echo "== the backward's GPU tests"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04c_backward_kernels.py 2>&1 | tee "$LOG/pytest_backward.txt" || status=1
