@@ -456,52 +456,40 @@ def markdown(report: dict) -> str:
            f"Each group's contenders timed in the same {s['rounds']} rounds of {s['reps']} calls (µs per call: the "
            f"median, and the range of the rounds); every call checked first (relative RMS distance from what it is "
            f"checked against, at most {report['tol']:g}).", '']
-    step = [r for r in rows if r['item'] == 'step' and r.get('contender')]
-    if step:
-        out += [f"## One-token step over a pool (H = {step[0]['H']})", '',
+    def section(title: str, notes: list, header: str, align: str, rs: list, cells):
+        "One table: its title and notes, its header and alignment rows, and `cells(r)` for each row."
+        out.extend([title, '', *(x for n in notes for x in (n, '')), header, align])
+        out.extend('| ' + ' | '.join(cells(r)) + ' |' for r in rs)
+        out.append('')
+    of = lambda item: [r for r in rows if r['item'] == item and r.get('contender')]
+    if step := of('step'):
+        section(f"## One-token step over a pool (H = {step[0]['H']})", [],
                 '| N | state | gate | contender | µs | range | state floor µs | x floor | check |',
-                '|---:|---|---|---|---:|---|---:|---:|---|']
-        for r in step:
-            us, rg = _us(r)
-            out.append(f"| {r['N']} | {r['state']} | {r['gate']} | {_who(r)} | {us} | {rg} | "
-                       f"{_x(r.get('floor_us'), '.1f', '')} | {_x(r.get('x_floor'))} | {_check(r)} |")
-        out.append('')
-    ver = [r for r in rows if r['item'] == 'verify' and r.get('contender')]
-    if ver:
+                '|---:|---|---|---|---:|---|---:|---:|---|', step,
+                lambda r: [str(r['N']), r['state'], r['gate'], _who(r), *_us(r), _x(r.get('floor_us'), '.1f', ''),
+                           _x(r.get('x_floor')), _check(r)])
+    if ver := of('verify'):
         t = TARGETS
-        out += [f"## Verification of {ver[0]['drafts']} drafts (N = {ver[0]['N']}, H = {ver[0]['H']}, graph replay)", '',
-                f"Targets: at most {t['x_one_token']:g}x the one-token step, at least {t['fla_over']:g}x fla's speed.", '',
+        section(f"## Verification of {ver[0]['drafts']} drafts (N = {ver[0]['N']}, H = {ver[0]['H']}, graph replay)",
+                [f"Targets: at most {t['x_one_token']:g}x the one-token step, at least {t['fla_over']:g}x fla's speed."],
                 '| state | contender | µs | range | design floor µs | x one token | fla / this | targets | check |',
-                '|---|---|---:|---|---:|---:|---:|---|---|']
-        for r in ver:
-            us, rg = _us(r)
-            out.append(f"| {r['state']} | {r['contender']} | {us} | {rg} | {_x(r.get('floor_us'), '.1f', '')} | "
-                       f"{_x(r.get('x_one_token'))} | {_x(r.get('fla_over'))} | {r.get('target') or '—'} | {_check(r)} |")
-        out.append('')
-    ck = [r for r in rows if r['item'] == 'checkpoints' and r.get('contender')]
-    if ck:
-        out += [f"## Prefill with two checkpoints per sequence (anchor cases, H = {ck[0]['H']}, T = {ck[0]['T']})", '',
-                f"Target: at most {TARGETS['overhead_pct']:g}% over the plain prefill.", '',
-                '| case | state | contender | ms | range | overhead | target | check |',
-                '|---|---|---|---:|---|---:|---|---|']
-        for r in ck:
-            ms, rg = _us(r, 1e3, 3)
-            out.append(f"| {r['case']} | {r['state']} | {r['contender']} | {ms} | {rg} | "
-                       f"{_x(r.get('overhead_pct'), '+.1f', '%')} | {r.get('target') or '—'} | {_check(r)} |")
-        out.append('')
-    cs = [r for r in rows if r['item'] == 'chunks' and r.get('contender')]
-    if cs:
-        out += [f"## fla's chunk states (`chunk_kda(return_intermediate_states=True)`, anchor cases, H = {cs[0]['H']}, "
-                f"T = {cs[0]['T']})", '',
-                "fla's own call and kda_nb's backend, each with and without the chunk states; *over fla's plain call*: "
-                "the time over fla's call without them; *fla / this*: fla's same call over this one's.", '',
-                "| case | contender | ms | range | over fla's plain call | fla / this | check |",
-                '|---|---|---:|---|---:|---:|---|']
-        for r in cs:
-            ms, rg = _us(r, 1e3, 3)
-            out.append(f"| {r['case']} | {r['contender']} | {ms} | {rg} | {_x(r.get('overhead_pct'), '+.1f', '%')} | "
-                       f"{_x(r.get('fla_over'))} | {_check(r)} |")
-        out.append('')
+                '|---|---|---:|---|---:|---:|---:|---|---|', ver,
+                lambda r: [r['state'], r['contender'], *_us(r), _x(r.get('floor_us'), '.1f', ''), _x(r.get('x_one_token')),
+                           _x(r.get('fla_over')), r.get('target') or '—', _check(r)])
+    if ck := of('checkpoints'):
+        section(f"## Prefill with two checkpoints per sequence (anchor cases, H = {ck[0]['H']}, T = {ck[0]['T']})",
+                [f"Target: at most {TARGETS['overhead_pct']:g}% over the plain prefill."],
+                '| case | state | contender | ms | range | overhead | target | check |', '|---|---|---|---:|---|---:|---|---|', ck,
+                lambda r: [r['case'], r['state'], r['contender'], *_us(r, 1e3, 3), _x(r.get('overhead_pct'), '+.1f', '%'),
+                           r.get('target') or '—', _check(r)])
+    if cs := of('chunks'):
+        section(f"## fla's chunk states (`chunk_kda(return_intermediate_states=True)`, anchor cases, H = {cs[0]['H']}, "
+                f"T = {cs[0]['T']})",
+                ["fla's own call and kda_nb's backend, each with and without the chunk states; *over fla's plain call*: "
+                 "the time over fla's call without them; *fla / this*: fla's same call over this one's."],
+                "| case | contender | ms | range | over fla's plain call | fla / this | check |", '|---|---|---:|---|---:|---:|---|',
+                cs, lambda r: [r['case'], r['contender'], *_us(r, 1e3, 3), _x(r.get('overhead_pct'), '+.1f', '%'),
+                               _x(r.get('fla_over')), _check(r)])
     left = [r for r in rows if r['status'] != 'timed']
     if left:
         out += ['## Not timed', '']
