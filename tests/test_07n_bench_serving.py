@@ -10,6 +10,7 @@ import pytest, torch
 import kda_nb
 from kda_nb.kernels import kernels_unavailable_reason
 from kda_nb.bench.modes import interleaved, run_mode
+from kda_nb.peers import fla_unavailable_reason
 
 def test_arguments():
     a = parse_args([])

@@ -196,6 +196,8 @@ def test_train_run_routes_and_counts_the_kimi_mixer(monkeypatch, capsys, tmp_pat
 
 from kda_nb.kernels import kernels_unavailable_reason
 
+from kda_nb.fla_backend import unregister_fla_backend
+
 KIMI_GPU_REASON = kimi_unavailable_reason('cuda') or kernels_unavailable_reason()
 
 @pytest.mark.skipif(KIMI_GPU_REASON is not None, reason=f"needs a Hopper GPU, fla's layers and kda_nb's kernels: {KIMI_GPU_REASON}")
