@@ -191,13 +191,15 @@ def fla_gpu_refusal(*args, **kwargs) -> str | None:
     return call_refusal(q.dtype, q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], form,
                         state_dtypes_of(a['initial_state']), backward=_grads(a))
 
-SERVE_CHUNK_STATES = False   # fla's return_intermediate_states on kda_nb: checked against fla on the GPU; off until timed beside it
+SERVE_CHUNK_STATES = False   # fla's return_intermediate_states on kda_nb: checked against fla on the GPU and timed beside it
+                             # (benchmarks/BENCHMARK_SERVING_H100.md): 1.09x to 1.45x fla on varlen anchors, 0.50x on one
+                             # long sequence, so off
 
 def _chunk_states_refusal(q, v, how=None) -> str | None:
     """Why kda_nb leaves a call with `return_intermediate_states` to fla: `SERVE_CHUNK_STATES` off, or the chunk
     states not stored in one launch."""
     if not SERVE_CHUNK_STATES:
-        return "return_intermediate_states: SERVE_CHUNK_STATES is off (not yet timed beside fla's own on a GPU)"
+        return "return_intermediate_states: SERVE_CHUNK_STATES is off (slower than fla's own on one long sequence)"
     from kda_nb.serving import one_launch_checkpoints_refusal
     reason = one_launch_checkpoints_refusal(q.shape[-1], v.shape[-1], q.shape[2], v.shape[2], how)
     return None if reason is None else f"return_intermediate_states: {reason} (else one launch per chunk; fla is faster)"
@@ -265,17 +267,18 @@ def _with_chunk_states(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, h0,
     first = [N + sum(chunks[:n]) for n in range(N)]                    # the slot of sequence n's first chunk state
     offsets = torch.tensor([[c * chunk_size if c < chunks[n] else 0 for c in range(C)] for n in range(N)])
     slots = torch.tensor([[first[n] + c if c < chunks[n] else -1 for c in range(C)] for n in range(N)])
-    pool = torch.zeros(N + NT, HV, V, K, dtype=torch.float32, device=dev)
+    pool = torch.empty(N + NT, HV, V, K, dtype=torch.float32, device=dev)   # every chunk's slot: stored by its checkpoint
     if h0 is not None: pool[:N] = h0
+    else: pool[:N].zero_()
     out, fs = prefill_checkpoints(q, k, v, g, beta, A_log, dt_bias, pool=pool, checkpoint_offsets=offsets.to(dev),
                                   checkpoint_slots=slots.to(dev), state_indices=torch.arange(N, device=dev),
                                   cu_seqlens=None if cu_seqlens is None else cu_seqlens.long(), scale=scale,
                                   lower_bound=lower_bound, output_final_state=output_final_state, backend=backend, **opts)
-    h = pool[N:].to(k.dtype)
+    h = pool[N:]
     if not v_first: h, fs = h.transpose(-1, -2), None if fs is None else fs.transpose(-1, -2)
+    h = torch.empty(h.shape, dtype=k.dtype, device=dev).copy_(h)       # rounded and laid out in one pass over the pool
     rows = B if cu_seqlens is None else 1
-    h = h.reshape(rows, NT // rows, *h.shape[1:])
-    return out, None if fs is None else fs.contiguous(), h.contiguous()
+    return out, None if fs is None else fs.contiguous(), h.view(rows, NT // rows, *h.shape[1:])
 
 # %% ../nbs/06a_fla_backend.ipynb #4591cd37
 _FLA_POOL = "kda_nb's pools are V-first [P, HV, V, K] (state_v_first=True)"

@@ -225,7 +225,7 @@ def k1_grid(steps: int) -> str:
     return 'persistent' if steps == 1 else 'per-step'
 
 K3_EAGER_LOADS = True        # K3 issues every load of a tile of tokens at once (04a_decode, *Eager loads*): on since the
-                             # GPU checked it (the same bits) and timed it (benchmarks/BENCHMARK_SERVING_EAGER_H100.md)
+                             # GPU checked it (the same bits) and timed it (benchmarks/BENCHMARK_SERVING_H100.md)
 
 def decode_plan(reason: str, eager: bool | None = None) -> Plan:
     """K3's plan (`reason`: why K3): its tile's loads issued all at once where `eager` (None: `K3_EAGER_LOADS`; its
