@@ -124,6 +124,17 @@ struct DecodeArgs : Args {
     int dim_v = 128;
     int eager_loads = 0;                // K3's instances with EAGER (kda_decode.cu §eager; K = V = 128): every load of a
                                         // tile of tokens issued before any is used (last: read by the launcher only)
+    // A replay read in place (kda_decode.cu §replay; K = V = 128, with token_slots; last: read by K3's instances with
+    // REPLAY only): replay_table [2, N] int64, row 0 the tokens of sequence n read from the records, row 1 the batch row
+    // of its first new token; the records rec_k [R, Hq, K], rec_v [R, H, V], rec_g [R, H, K], rec_beta [R, H] in the
+    // inputs' dtype, rec_per_slot rows a pool slot (R = n_slots * rec_per_slot); replay_total bounds the offsets cu.
+    const int64_t* replay_table = nullptr;
+    const void* rec_k = nullptr;
+    const void* rec_v = nullptr;
+    const void* rec_g = nullptr;
+    const void* rec_beta = nullptr;
+    int64_t rec_per_slot = 0;
+    int64_t replay_total = 0;
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

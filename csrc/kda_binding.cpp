@@ -73,7 +73,8 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
 // K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given; `token_slots`
 // (checked: check_token_slots, token_slots_fit) the per-token stores, read as given
 kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, bool eager_loads,
-                            const c10::optional<torch::Tensor>& token_slots = c10::nullopt, bool write_final = true) {
+                            const c10::optional<torch::Tensor>& token_slots = c10::nullopt, bool write_final = true,
+                            const std::vector<torch::Tensor>* replay = nullptr, int64_t rec_per_slot = 0) {
     kda::DecodeArgs a{};
     fill_common(a, c, scale, lower_bound);
     a.state_slot = c.pooled ? c.slots.data_ptr() : nullptr;      // int32 or int64, as given
@@ -88,6 +89,13 @@ kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, boo
     }
     a.write_final = write_final;
     a.eager_loads = eager_loads;
+    if (replay) {                                     // (checked: replay_fit)
+        a.rec_k = (*replay)[0].data_ptr(); a.rec_v = (*replay)[1].data_ptr();
+        a.rec_g = (*replay)[2].data_ptr(); a.rec_beta = (*replay)[3].data_ptr();
+        a.replay_table = (*replay)[4].data_ptr<int64_t>();
+        a.rec_per_slot = rec_per_slot;
+        a.replay_total = a.total + c.N * rec_per_slot;  // the sequences' tokens: at most every record row of theirs and the batch
+    }
     return a;
 }
 
@@ -171,13 +179,19 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // final_state (kda_checks.h §checkpoints).
 // 'decode' only: eager_loads, K3's instances that issue every load of a tile of tokens at once (kda_decode.cu §eager;
 // K = V = 128: at other head dims K3 loads token by token whatever it is given).
+// 'decode' only, with token_slots: replay = [rec_k, rec_v, rec_g, rec_beta, table], a replay read in place
+// (kda_decode.cu §replay, kda_checks.h §replay): sequence n of cu_seqlens reads its first table[0, n] tokens from the
+// records of its slot and the rest from the batch from row table[1, n] on, and writes only those rows of out.
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
                     c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
-                    c10::optional<torch::Tensor> ckpt_slots, bool eager_loads) {
+                    c10::optional<torch::Tensor> ckpt_slots, bool eager_loads,
+                    c10::optional<std::vector<torch::Tensor>> replay) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
+    TORCH_CHECK(!replay.has_value() || (path == "decode" && !keep && token_slots.has_value()), "replay (the records read "
+                "in place) is for the 'decode' path with token_slots, not a prepared step");
     check_form_codes(gate_form, beta_form, norm_form);
     check_token_slots(token_slots, write_final, path, keep, final_state);
     check_records(records, reuse_records, path, steps);
@@ -199,7 +213,9 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     cudaError_t err;
     if (path == "decode") {
         if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
-        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, token_slots, write_final), c.stream);
+        const int64_t per_slot = replay.has_value() ? replay_fit(*replay, path, keep, token_slots.has_value(), c, q) : 0;
+        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, token_slots, write_final,
+                                             replay.has_value() ? &*replay : nullptr, per_slot), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
@@ -543,7 +559,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
-          py::arg("eager_loads") = false);
+          py::arg("eager_loads") = false, py::arg("replay") = py::none());
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

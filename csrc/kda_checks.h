@@ -274,6 +274,42 @@ void token_slots_fit(const torch::Tensor& t, int64_t N, const torch::Tensor& q) 
     TORCH_CHECK(t.device() == q.device(), "token_slots must be on ", q.device(), ", got ", t.device());
 }
 
+// §replay: a replay read in place (kda::DecodeArgs::replay_table, kda_decode.cu §replay): replay = [rec_k, rec_v,
+// rec_g, rec_beta, table], K3 only, with token_slots (the store after the replayed tokens) and not in a prepared step.
+// The records: R rows a multiple of the pool's slots, heads and head dims as q (rec_k), v (rec_v), g (rec_g) and beta
+// (rec_beta) have them, q's dtype and device, contiguous; the table [2, N] int64, contiguous, on q's device. Checked
+// after `prepare` (the call's N, heads and pool). Returns the records' rows a slot.
+int64_t replay_fit(const std::vector<torch::Tensor>& r, const std::string& path, bool keep, bool has_token_slots,
+                   const Call& c, const torch::Tensor& q) {
+    TORCH_CHECK(path == "decode", "replay (the records read in place) is K3's: the path must be 'decode', got '", path, "'");
+    TORCH_CHECK(!keep, "replay is not taken by a prepared decode step (keep)");
+    TORCH_CHECK(has_token_slots, "replay needs token_slots: the slot the state after the replayed tokens goes into");
+    TORCH_CHECK(r.size() == 5, "replay must be [rec_k, rec_v, rec_g, rec_beta, table], got ", num(r.size()).c_str(), " tensors");
+    TORCH_CHECK(c.K == 128 && c.V == 128, "replay is read in place by K3's instances for K = V = 128, got K = ",
+                num(c.K).c_str(), ", V = ", num(c.V).c_str());
+    TORCH_CHECK(c.pooled && c.P >= 1, "replay reads the records of pool slots: pass state_indices and a pool");
+    const char* names[] = {"rec_k", "rec_v", "rec_g", "rec_beta"};
+    const int64_t R = r[0].dim() >= 1 ? r[0].size(0) : -1;
+    TORCH_CHECK(R >= c.P && R % c.P == 0, "the records' rows (rec_k's first dim, ", num(R).c_str(),
+                ") must be a positive multiple of the pool's ", num(c.P).c_str(), " slots");
+    const std::vector<int64_t> want[] = {{R, c.H / c.group, c.K}, {R, c.H, c.V}, {R, c.H, c.K}, {R, c.H}};
+    for (int i = 0; i < 4; ++i) {
+        TORCH_CHECK(r[i].scalar_type() == q.scalar_type(), names[i], " must be ", q.scalar_type(), " (q's dtype), got ",
+                    r[i].scalar_type());
+        TORCH_CHECK(r[i].device() == q.device(), names[i], " must be on ", q.device(), ", got ", r[i].device());
+        TORCH_CHECK(r[i].is_contiguous(), names[i], " must be contiguous: the kernel reads the records as they are");
+        std::string dims = "[";
+        for (size_t d = 0; d < want[i].size(); ++d) dims += (d ? ", " : "") + num(want[i][d]);
+        TORCH_CHECK(r[i].sizes() == c10::IntArrayRef(want[i]), names[i], " must be ", dims.c_str(), "], got ",
+                    shape_of(r[i]).c_str());
+    }
+    const torch::Tensor& t = r[4];
+    TORCH_CHECK(t.scalar_type() == at::kLong && t.dim() == 2 && t.size(0) == 2 && t.size(1) == c.N && t.is_contiguous()
+                && t.device() == q.device(), "the replay table must be [2, N] int64, contiguous, on ", q.device(),
+                ", with N = ", num(c.N).c_str(), ", got ", shape_of(t).c_str(), " ", t.scalar_type());
+    return R / c.P;
+}
+
 // §records: K1's records in a tensor of the caller's ('chunked' path, one step), so that calls over the same q, k, g,
 // beta, cu_seqlens, form and heads (what K1 reads; v and the states may differ) share one K1: reuse_records runs K2
 // alone on the records an earlier call left. Checked before `prepare` what needs no size, the size after it.

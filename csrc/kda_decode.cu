@@ -68,6 +68,7 @@ __device__ __forceinline__ float4 bf16x4(uint2 u) { return make_float4(bf16_lo(u
 // kda_layout.cuh, from the caller's offsets cu: the running maximum is a block-wide reduction over cu[0..n]
 // (started at 0), so no value of cu, however wrong, sends a read or write outside the tensors; a
 // fixed-length batch has n * T.
+template <bool REPLAY = false>
 __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_t& t0, int64_t& t1,
                                               int64_t* red) {
     if (!p.cu_seqlens) {
@@ -84,8 +85,9 @@ __device__ __forceinline__ void decode_bounds(const DecodeArgs& p, int n, int64_
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < DEC_WARPS; ++w) m = max(m, red[w]);
-    t0 = safe_offset(m, p.total);
-    t1 = safe_offset(max(m, __ldg(p.cu_seqlens + n + 1)), p.total);
+    const int64_t total = REPLAY ? p.replay_total : p.total;      // (§replay: the sequences' tokens)
+    t0 = safe_offset(m, total);
+    t1 = safe_offset(max(m, __ldg(p.cu_seqlens + n + 1)), total);
 }
 
 // Zero rows [a, b) of this block's columns of `out` (head h): padding sequences and tokens no sequence covers.
@@ -99,12 +101,46 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
     }
 }
 
+// §replay: K3's instances with REPLAY (DecodeArgs::replay_table, kda_nb.serving's replay read in place) take a sequence's
+// first j tokens from the draft records and the rest from the batch, so that no copy gathers them into one batch first.
+// Sequence n is a sequence of the caller's offsets cu (the replayed tokens and the new ones, up to replay_total tokens
+// in all); its token t below j = min(replay_table[n], its length, rec_per_slot) is record row slot * rec_per_slot + t
+// (q read from the records' keys: a replayed token's output is not written), token t >= j batch row
+// replay_table[N + n] + t - j, written to `out` at that row if it lies in [0, total), else neither read nor written.
+// Nothing else of `out` is written: the caller zeroes it first. With the slot outside the pool nothing is read.
+struct ReplayRows {
+    int64_t rec0 = 0, new0 = 0;   // the sequence's first record row, and the batch row of its first new token
+    int j = 0;                    // its tokens read from the records
+};
+template <bool REPLAY>
+__device__ __forceinline__ ReplayRows replay_rows(const DecodeArgs& p, int n, int len, bool has_slot) {
+    ReplayRows r;
+    if constexpr (REPLAY) {
+        int64_t slot = n;
+        if (p.state_slot) slot = p.slot_int32 ? static_cast<const int*>(p.state_slot)[n]
+                                              : static_cast<const int64_t*>(p.state_slot)[n];
+        const int64_t j = has_slot ? min(max(p.replay_table[n], int64_t(0)), min(int64_t(len), p.rec_per_slot)) : 0;
+        r.j = static_cast<int>(j);
+        r.rec0 = has_slot ? slot * p.rec_per_slot : 0;
+        r.new0 = p.replay_table[p.n_seq + n];
+    }
+    return r;
+}
+// token t of the sequence: its row, whether from the records, and whether it is read at all
+__device__ __forceinline__ int64_t replay_row(const DecodeArgs& p, const ReplayRows& r, int t, bool& rec, bool& ok) {
+    rec = t < r.j;
+    const int64_t row = rec ? r.rec0 + t : r.new0 + (t - r.j);
+    ok = rec || (row >= 0 && row < p.total);
+    return row;
+}
+
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
 // thread holds a tile of tokens in registers.
-template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER>
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
-                                             int nt, float A, float dtb, int kd, int vd) {
+                                             int nt, float A, float dtb, int kd, int vd, const ReplayRows& rr = {},
+                                             int tfirst = 0) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
     const bool kin = !DIMS || c < kd;                               // channels >= K: zeros, nothing read
     const int64_t e0 = (tb * p.H + h) * kd + (kin ? c : 0);         // token tb; the next ones H * K further
@@ -116,6 +152,39 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     const T* kp = static_cast<const T*>(p.k) + eq;
     const T* gp = static_cast<const T*>(p.g) + e0;
     const int stride = p.H * kd, qstride = hq * kd;
+    // token i's loads: at stride from token tb's, or with REPLAY (§replay) each from its own row and tensor
+    auto load_qkg = [&](int i, float& q, float& k, float& g) {
+        if constexpr (REPLAY) {
+            bool rec, ok;
+            const int64_t row = replay_row(p, rr, tfirst + i, rec, ok);
+            ok = ok && kin;
+            const int64_t eqi = (row * hq + (h >> shift)) * kd + c, egi = (row * p.H + h) * kd + c;
+            q = ok ? In<IN>::to_float((rec ? static_cast<const T*>(p.rec_k) : static_cast<const T*>(p.q))[eqi]) : 0.f;
+            k = ok ? In<IN>::to_float((rec ? static_cast<const T*>(p.rec_k) : static_cast<const T*>(p.k))[eqi]) : 0.f;
+            g = ok ? In<IN>::to_float((rec ? static_cast<const T*>(p.rec_g) : static_cast<const T*>(p.g))[egi]) : 0.f;
+        } else {
+            q = kin ? In<IN>::to_float(qp[i * qstride]) : 0.f; k = kin ? In<IN>::to_float(kp[i * qstride]) : 0.f;
+            g = kin ? In<IN>::to_float(gp[i * stride]) : 0.f;
+        }
+    };
+    auto load_v = [&](int i) -> float {          // thread c < DEC_BLOCK_ROWS: value channel vbase + c of token i
+        if constexpr (REPLAY) {
+            bool rec, ok;
+            const int64_t row = replay_row(p, rr, tfirst + i, rec, ok);
+            return ok ? input_at<IN>(rec ? p.rec_v : p.v, (row * p.H + h) * vd + vbase + c) : 0.f;
+        } else {
+            return !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
+        }
+    };
+    auto load_beta = [&](int i) -> float {       // thread c: beta of token c
+        if constexpr (REPLAY) {
+            bool rec, ok;
+            const int64_t row = replay_row(p, rr, tfirst + i, rec, ok);
+            return ok ? input_at<IN>(rec ? p.rec_beta : p.beta, row * p.H + h) : 0.f;
+        } else {
+            return input_at<IN>(p.beta, (tb + i) * p.H + h);
+        }
+    };
     // with EAGER (§eager below) every load of the tile (q, k, g of each token, the block's values and beta) is issued
     // before any is used; the same values then go through the same arithmetic in the same order
     float qe[EAGER ? DEC_TILE : 1], ke[EAGER ? DEC_TILE : 1], ge[EAGER ? DEC_TILE : 1], ve[EAGER ? DEC_TILE : 1], be = 0.f;
@@ -123,19 +192,27 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         const bool vin = c < DEC_BLOCK_ROWS && (!DIMS || vbase + c < vd);
 #pragma unroll
         for (int i = 0; i < DEC_TILE; ++i) {
-            const bool on = i < nt && kin;
-            qe[i] = on ? In<IN>::to_float(qp[i * qstride]) : 0.f;
-            ke[i] = on ? In<IN>::to_float(kp[i * qstride]) : 0.f;
-            ge[i] = on ? In<IN>::to_float(gp[i * stride]) : 0.f;
-            ve[i] = i < nt && vin ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
+            if constexpr (REPLAY) {
+                qe[i] = ke[i] = ge[i] = ve[i] = 0.f;
+                if (i < nt) load_qkg(i, qe[i], ke[i], ge[i]);
+                if (i < nt && vin) ve[i] = load_v(i);
+            } else {
+                const bool on = i < nt && kin;
+                qe[i] = on ? In<IN>::to_float(qp[i * qstride]) : 0.f;
+                ke[i] = on ? In<IN>::to_float(kp[i * qstride]) : 0.f;
+                ge[i] = on ? In<IN>::to_float(gp[i * stride]) : 0.f;
+                ve[i] = i < nt && vin ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
+            }
         }
-        if (c < nt) be = input_at<IN>(p.beta, (tb + c) * p.H + h);
+        if constexpr (REPLAY) { if (c < nt) be = load_beta(c); }
+        else { if (c < nt) be = input_at<IN>(p.beta, (tb + c) * p.H + h); }
     }
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
         if (i >= nt) break;
         float q, k, g;
         if constexpr (EAGER) { q = qe[i]; k = ke[i]; g = ge[i]; }
+        else if constexpr (REPLAY) load_qkg(i, q, k, g);
         else {
             q = kin ? In<IN>::to_float(qp[i * qstride]) : 0.f; k = kin ? In<IN>::to_float(kp[i * qstride]) : 0.f;
             g = kin ? In<IN>::to_float(gp[i * stride]) : 0.f;
@@ -161,6 +238,10 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
             for (int i = 0; i < DEC_TILE; ++i)
                 if (i < nt) sm.v[i][c] = ve[i];
         if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), be);
+    } else if constexpr (REPLAY) {
+        if (c < DEC_BLOCK_ROWS)
+            for (int i = 0; i < nt; ++i) sm.v[i][c] = load_v(i);
+        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c));
     } else {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i)
@@ -184,12 +265,12 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 // tile, not once a token, and the values go through the same arithmetic in the same order, so the outputs and states
 // are bit for bit those without it. A longer sequence is staged token by token, as without EAGER: from its second tile
 // on, its state is in registers, and the tile's loads beside it would spill. True where it staged.
-template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER>
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
 __device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t t0, int len,
-                                            float A, float dtb, int kd, int vd) {
+                                            float A, float dtb, int kd, int vd, const ReplayRows& rr = {}) {
     if constexpr (EAGER) {
         if (len <= 0 || len > DEC_TILE) return false;
-        stage_tokens<GF, FORMS, DIMS, IN, true>(p, sm, h, vbase, t0, len, A, dtb, kd, vd);
+        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY>(p, sm, h, vbase, t0, len, A, dtb, kd, vd, rr, 0);
         return true;
     }
     return false;
@@ -244,9 +325,10 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER>
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
+    static_assert(!REPLAY || (STORES && EAGER), "a replay read in place stores its state after the replayed tokens (eager instances)");
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
@@ -267,12 +349,16 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
     {
         const int n = cur.n, h = cur.h, vbase = cur.vp * DEC_BLOCK_ROWS;
         int64_t t0, t1;
-        decode_bounds(p, n, t0, t1, sm.red);
+        decode_bounds<REPLAY>(p, n, t0, t1, sm.red);
+        if constexpr (REPLAY) {                                         // (the caller zeroed out: §replay)
+            if (!cur.has_slot) return;
+        } else {
         if (n == 0) zero_rows<DIMS, IN>(p, h, vbase, 0, t0, VD);                  // before the first sequence
         if (n == p.n_seq - 1) zero_rows<DIMS, IN>(p, h, vbase, t1, p.total, VD);  // after the last
         if (!cur.has_slot) {                                            // padding: no copy was issued for it
             zero_rows<DIMS, IN>(p, h, vbase, t0, t1, VD);
             return;
+        }
         }
 
         const float A = GF == GateForm::Given ? 1.f : gate_rate<GF>(__ldg(p.A_log + h));   // the given gate: no A_log,
@@ -282,7 +368,10 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         float S[DEC_ROWS][4 * DEC_PIECES];
         const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
         const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
-        const bool early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, h, vbase, t0, len, A, dtb, KD, VD);
+        const ReplayRows rr = replay_rows<REPLAY>(p, n, len, cur.has_slot);
+        bool early;
+        if constexpr (REPLAY) early = stage_early<GF, FORMS, DIMS, IN, EAGER, true>(p, sm, h, vbase, t0, len, A, dtb, KD, VD, rr);
+        else early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, h, vbase, t0, len, A, dtb, KD, VD);
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
@@ -336,7 +425,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if ((sl == 0 && !early) || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens<GF, FORMS, DIMS, IN, false>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
+                if constexpr (REPLAY) stage_tokens<GF, FORMS, DIMS, IN, false, true>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD, rr, done);
+                else stage_tokens<GF, FORMS, DIMS, IN, false>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -389,6 +479,16 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
             }
             __syncwarp();
+            if constexpr (REPLAY) {                                     // a new token only, at its batch row (§replay)
+                bool rec, ok;
+                const int64_t row = replay_row(p, rr, done + i, rec, ok);
+                if (lane == 0 && ok && !rec) {
+                    const float* w = sm.o + 4 * DEC_ROWS * warp;
+                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
+                                                                In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
+                }
+            } else
             if (lane == 0 && (!DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD)) {
                 const float* w = sm.o + 4 * DEC_ROWS * warp;
                 T* dst = out + ((tb + i) * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
@@ -417,6 +517,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
 
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
+    if (a.replay_table && (native_dims(a.dim_k, a.dim_v) || !a.token_slots)) return cudaErrorInvalidValue;   // (§replay)
     const bool dims = native_dims(a.dim_k, a.dim_v);
     // one per (sequence, head, pair of slices); with DIMS the pairs that hold rows < V
     const int pairs = dims ? (a.dim_v + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
@@ -426,13 +527,20 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     constexpr int smem = sizeof(DecodeSmem);
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
     // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
-    // a table of per-token stores the one with STORES, and eager loads (§eager; K = V = 128) the one with EAGER
+    // a table of per-token stores the one with STORES, and eager loads (§eager; K = V = 128) the one with EAGER; a replay
+    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
         return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
                                  [&](auto gf, auto forms, auto in, auto dm) {
             constexpr GateForm G = static_cast<GateForm>(decltype(gf)::value);
             constexpr bool F = decltype(forms)::value, S = decltype(stores)::value, DM = decltype(dm)::value;
             constexpr int I = decltype(in)::value;
+            if constexpr (!DM && S) {
+                if (a.replay_table) {
+                    kda_decode<G, F, true, false, I, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    return cudaGetLastError();
+                }
+            }
             if constexpr (!DM) {
                 if (a.eager_loads) {
                     kda_decode<G, F, S, false, I, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);

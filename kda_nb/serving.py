@@ -17,9 +17,9 @@ from .layout import CHUNK, Form, check_form, check_slots, put_rows, safe_cu_seql
 from .plan import Plan, path_plan, plan, plan_for, sm_count
 
 # %% auto #0
-__all__ = ['ONE_LAUNCH_VERIFY', 'ONE_LAUNCH_CHECKPOINTS', 'FUSED_CHECKPOINTS', 'FUSED_CHECKPOINT_GATES', 'verify_bytes',
-           'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts', 'verify_drafts',
-           'prefill_checkpoints', 'one_launch_checkpoints_refusal', 'checkpoint_launch_plan']
+__all__ = ['ONE_LAUNCH_VERIFY', 'REPLAY_IN_PLACE', 'ONE_LAUNCH_CHECKPOINTS', 'FUSED_CHECKPOINTS', 'FUSED_CHECKPOINT_GATES',
+           'verify_bytes', 'verify_drafts_per_token', 'DraftRecords', 'new_draft_records', 'commit_drafts',
+           'verify_drafts', 'prefill_checkpoints', 'one_launch_checkpoints_refusal', 'checkpoint_launch_plan']
 
 # %% ../nbs/11_serving.ipynb #f48a361f
 def verify_bytes(d: int, K: int = 128, V: int = 128, state_bytes: int = 4, input_bytes: int = 2,
@@ -72,6 +72,9 @@ def _scale(q, scale): return q.shape[-1] ** -0.5 if scale is None else float(sca
 
 # %% ../nbs/11_serving.ipynb #c5e1a002
 ONE_LAUNCH_VERIFY = True    # verify in one K3 launch with per-token stores: on since the GPU timed it against the composed paths (benchmarks/BENCHMARK_SERVING_H100.md)
+REPLAY_IN_PLACE = False     # the one-launch replay with K3 reading the records and the drafts where they lie (no gathered
+                            # batch, outputs written in place): off until the GPU has checked it against the gathered
+                            # batch bit for bit and timed it (`python -m kda_nb.bench serving`)
 
 def _one_launch_form(q: Tensor, v: Tensor, pool: Tensor, backend: str, form: dict) -> Form | None:
     """The call's `Form` where a verification runs in one K3 launch: `ONE_LAUNCH_VERIFY` on, and the kernels take the
@@ -263,6 +266,30 @@ def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, poo
     out.copy_(o.view(v.shape))
     return out
 
+def _replay_in_place(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, records, slots, acc, live, starts,
+                     lens, out, form: Form) -> Tensor:
+    """`_replay_one_launch` without the gathered batch (`REPLAY_IN_PLACE`): the same K3 launch over the same sequences
+    (sequence n: its `j_n` replayed tokens, then its `d_n` drafts), but K3 reads the replayed tokens from the records of
+    the slot and the drafts from the batch where they lie, and writes the drafts' outputs in place (04a, *Replay read in
+    place*); `out` is zeroed first, so a padding sequence's outputs are 0 as before. The same values go through the
+    same arithmetic, so the outputs and the pool are bit for bit the gathered batch's."""
+    B, T = q.shape[:2]
+    M, D = B * T, records.D
+    j = torch.where(live, acc, 0).clamp(0, D)                    # tokens replayed
+    d = torch.where(live, lens, 0)                               # tokens verified (none for a padding sequence)
+    cu = torch.cat([j.new_zeros(1), (j + d).cumsum(0)])
+    cols = torch.arange(D, device=slots.device)
+    store = torch.where((cols == (j - 1)[:, None]) & (j > 0)[:, None], slots[:, None], -1)   # after token j_n - 1
+    table = torch.stack([j, starts.to(j.dtype)]).contiguous()
+    A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
+    o = out.zero_() if out is not None and out.is_contiguous() else v.new_zeros(v.shape)
+    row = lambda x: x.reshape(1, M, *x.shape[2:])               # the batch as one row of the varlen call (o: a view)
+    decode_cuda(row(q), row(k), row(v), row(g), row(beta), scale, row(o), A_log, dt_bias, lower_bound, pool, pool, cu,
+                torch.where(live, slots, -1), token_slots=store, write_final=False, form=form,
+                replay=[records.k, records.v, records.g, records.beta, table])
+    if out is not None and o is not out: out.copy_(o)
+    return o if out is None else out
+
 def _record(records: DraftRecords, k, v, g, beta, slots, starts, lens, live) -> None:
     "This step's drafts into the records of their slots, and their count (live sequences only)."
     B, T = k.shape[:2]
@@ -316,8 +343,8 @@ def verify_drafts(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_lo
     sc = _scale(q, scale)
     one = _one_launch_form(q, v, pool, backend, form)
     if one is not None:
-        o = _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, sc, lower_bound, pool, records, slots, acc, live,
-                               starts, lens, out, one)
+        o = (_replay_in_place if REPLAY_IN_PLACE else _replay_one_launch)(
+            q, k, v, g, beta, A_log, dt_bias, sc, lower_bound, pool, records, slots, acc, live, starts, lens, out, one)
     else:
         _replay(pool, records, slots, acc, live, A_log=A_log, dt_bias=dt_bias, scale=sc, lower_bound=lower_bound,
                 backend=backend, form=form)

@@ -19,12 +19,17 @@ ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
 def dims_of(row: dict) -> bool | None:
     "Whether a forward kernel's instance in `nvcc_resource_usage` takes the head dims at run time (its `DIMS`, the template argument before `IN`)."
-    m = re.search(r'Lb([01])ELi[01]E(?:Lb[01]E)?EEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
+    m = re.search(r'Lb([01])ELi[01]E(?:Lb[01]E){0,2}EEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
     return bool(int(m.group(1))) if m else None
 
 def eager_of(row: dict) -> bool | None:
     "Whether an instance of K3 issues a tile's loads at once (its `EAGER`, the template argument after `IN`)."
-    m = re.search(r'Li[01]ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
+    m = re.search(r'Li[01]ELb([01])ELb[01]EEEvNS_\d+DecodeArgs', row['entry'])
+    return bool(int(m.group(1))) if m else None
+
+def replay_of(row: dict) -> bool | None:
+    "Whether an instance of K3 reads a replay in place (its `REPLAY`, the template argument after `EAGER`)."
+    m = re.search(r'Li[01]ELb[01]ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
     return bool(int(m.group(1))) if m else None
 
 def ckpt_of(row: dict) -> bool | None:
@@ -43,10 +48,15 @@ def test_kernels_compile_without_spills():
     # true, dispatch_fwd_dims): K1 and K3 once per gate form and input type, the fused kernel never (kda_fwd_fused.cu).
     # K3 each of them with and without per-token stores (STORES, dispatch_bool); the fused kernel with checkpoints (CKPT)
     # besides, FORMS true, for the safe and the given gate and each input type (its softplus instance spilled); K3 with
-    # eager loads (EAGER) besides, at K = V = 128 only, once per instance without DIMS
+    # eager loads (EAGER) besides, at K = V = 128 only, once per instance without DIMS; and with a replay read in place
+    # (REPLAY) besides, with per-token stores and eager loads, once per form and input type at K = V = 128
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         rows = [r for r in usage if r['kernel'] == k]
         if k == DECODE_KERNEL:
+            replay = [r for r in rows if replay_of(r)]
+            assert len(replay) == 7 and all(eager_of(r) and not dims_of(r) for r in replay), "K3 reading a replay: 7, eager"
+            assert sum(instance_input(r) == 'bf16' for r in replay) == 4 and sum(instance_input(r) == 'fp16' for r in replay) == 3
+            rows = [r for r in rows if replay_of(r) is False]
             eager = [r for r in rows if eager_of(r)]
             assert not any(dims_of(r) for r in eager) and len(eager) == 14, "K3's eager instances: K = V = 128, 7 x 2"
             assert sum(instance_input(r) == 'bf16' for r in eager) == 8 and sum(instance_input(r) == 'fp16' for r in eager) == 6

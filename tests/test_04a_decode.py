@@ -555,8 +555,8 @@ EAGER_CASES = {   # (sequence lengths, heads, pool dtype (None: no state in), fo
 }
 
 def _k3_instances(prof) -> set:
-    "The last template argument (EAGER) of each K3 instance the profiler saw run."
-    return {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false)>', e.name))}
+    "The template argument EAGER (the one before REPLAY, the last) of each K3 instance the profiler saw run."
+    return {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false), (?:true|false)>', e.name))}
 
 @needs_kernels
 @pytest.mark.parametrize('case', list(EAGER_CASES))
@@ -599,3 +599,46 @@ def test_decode_eager_loads_same_bits(case):
     assert torch.isfinite(o0).all() and torch.isfinite(s0).all()
     assert torch.equal(o1, o0), f"outputs differ: {rel_rms(o1, o0):.2e}"
     assert torch.equal(s1, s0), f"states differ: {rel_rms(s1.float(), s0.float()):.2e}"
+
+
+def test_decode_replay_binding_without_gpu(tmp_path):
+    """The binding built against launchers that launch nothing: a replay read in place is refused off K3, in a
+    prepared step and without token_slots, before any tensor's device is looked at."""
+    from kda_nb.kernels import binding_with_stub_launchers
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_replay')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
+    pool = torch.zeros(3, 2, 128, 128)
+    call = lambda path='decode', keep=False, **kw: ext.kda_forward(
+        q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+        None, pool, None, None, path, 1, 1.0, 4, False, 0, keep, 0, 0, 0, **kw)
+    rec = [torch.zeros(12, 2, 128, dtype=torch.bfloat16)] * 3 + [torch.zeros(12, 2, dtype=torch.bfloat16),
+                                                                 torch.zeros(2, 1, dtype=torch.long)]
+    ok = torch.zeros(1, 4, dtype=torch.long)
+    for kw in (dict(replay=rec), dict(replay=rec, token_slots=ok, path='chunked'), dict(replay=rec, token_slots=ok, keep=True)):
+        with pytest.raises(RuntimeError, match="replay .* is for the 'decode' path with token_slots"): call(**kw)
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(replay=rec, token_slots=ok)
+
+@needs_kernels
+def test_decode_replay_binding_checks():
+    "On the GPU: the records' and the table's dtype, shape, layout and device, and the head dims, each refused by name."
+    inp = random_inputs(1, 0, 2, 128, seqlens=[2, 3], state=None, device='cuda', seed=43)
+    args = {n: x for n, x in inp.items() if n != 'initial_state'}
+    pool = torch.zeros(4, 2, 128, 128, device='cuda')
+    ts = torch.full((2, 2), -1, dtype=torch.long, device='cuda')
+    z = lambda *s, dt=torch.bfloat16: torch.zeros(*s, dtype=dt, device='cuda')
+    good = [z(8, 2, 128), z(8, 2, 128), z(8, 2, 128), z(8, 2), z(2, 2, dt=torch.long)]
+    call = lambda rec: decode_cuda(**args, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
+                                   state_indices=torch.tensor([0, 1], device='cuda'), token_slots=ts, write_final=False,
+                                   replay=rec)
+    call(good)
+    swap = lambda i, x: [x if j == i else t for j, t in enumerate(good)]
+    for rec, words in ((good[:4], r'replay must be \[rec_k, rec_v, rec_g, rec_beta, table\]'),
+                       (swap(0, z(6, 2, 128)), "records' rows .* must be a positive multiple of the pool's 4 slots"),
+                       (swap(1, z(8, 2, 64)), r'rec_v must be \[8, 2, 128\]'),
+                       (swap(2, z(8, 2, 128, dt=torch.float16)), 'rec_g must be BFloat16'),
+                       (swap(3, z(8, 2).cpu()), 'rec_beta must be on cuda'),
+                       (swap(0, z(2, 128, 8).transpose(0, 2)), 'rec_k must be contiguous'),
+                       (swap(4, z(2, 3, dt=torch.long)), r'the replay table must be \[2, N\] int64'),
+                       (swap(4, z(2, 2, dt=torch.int32)), r'the replay table must be \[2, N\] int64')):
+        with pytest.raises(RuntimeError, match=words): call(rec)

@@ -371,14 +371,14 @@ from contextlib import contextmanager
 REASON = kernels_unavailable_reason()
 needs_kernels = pytest.mark.skipif(REASON is not None, reason=f"needs an SM90 GPU and nvcc: {REASON}")
 
-def switched(on: bool):
-    "A context: `ONE_LAUNCH_VERIFY` set to `on` inside it, back to what it was after."
+def switched(on: bool, name: str = 'ONE_LAUNCH_VERIFY'):
+    "A context: the switch `name` of kda_nb.serving set to `on` inside it, back to what it was after."
     glob = verify_drafts.__globals__
     @contextmanager
     def ctx():
-        was, glob['ONE_LAUNCH_VERIFY'] = glob['ONE_LAUNCH_VERIFY'], on
+        was, glob[name] = glob[name], on
         try: yield
-        finally: glob['ONE_LAUNCH_VERIFY'] = was
+        finally: glob[name] = was
     return ctx()
 
 def counting_k3(calls: list):
@@ -427,11 +427,15 @@ from kda_nb.layout import Form, form_options
 from kda_nb.serving import _one_launch_form
 
 def k3_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-                   cu_seqlens=None, state_indices=None, *, token_slots=None, write_final=True, form=None):
-    """`decode_cuda`'s contract (04a: padding sequences, per-token stores, `write_final`) computed token by token on the
-    fp64 recurrence, reading the indices on the host: K3's stand-in on a CPU, for the tests of the one-launch glue."""
+                   cu_seqlens=None, state_indices=None, *, token_slots=None, write_final=True, form=None, replay=None):
+    """`decode_cuda`'s contract (04a: padding sequences, per-token stores, `write_final`, a replay read in place)
+    computed token by token on the fp64 recurrence, reading the indices on the host: K3's stand-in on a CPU, for the
+    tests of the one-launch glue."""
     B, T = q.shape[:2]
     flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
+    if replay is not None: return _replay_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+                                                      initial_state, final_state, cu_seqlens, state_indices, token_slots,
+                                                      write_final, form, replay)
     bounds = seq_bounds(B, T, cu_seqlens)
     P = final_state.shape[0]
     slots = state_indices.tolist() if state_indices is not None else list(range(len(bounds)))
@@ -448,6 +452,31 @@ def k3_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, in
             if t < len(table[n]) and 0 <= table[n][t] < P: final_state[table[n][t]] = h[0].to(final_state.dtype)
         if write_final: final_state[slots[n]] = h[0].to(final_state.dtype)
     out.copy_(o.view(out.shape))
+    return out, final_state
+
+def _replay_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
+                        cu_seqlens, state_indices, token_slots, write_final, form, replay):
+    "K3's replay read in place (04a): sequence n of cu_seqlens, its first j_n tokens from the records of its slot."
+    rec_k, rec_v, rec_g, rec_beta, table = replay
+    M = q.shape[0] * q.shape[1]
+    flat = lambda x: x.reshape(M, *x.shape[2:])
+    P, cu = final_state.shape[0], cu_seqlens.tolist()
+    D = rec_k.shape[0] // P
+    slots, ts, tab = state_indices.tolist(), token_slots.tolist(), table.tolist()
+    h0 = [initial_state[s].clone() if 0 <= s < P else None for s in slots]
+    for n in range(len(slots)):
+        if h0[n] is None: continue
+        L = cu[n + 1] - cu[n]
+        j, new0 = min(max(tab[0][n], 0), L, D), tab[1][n]
+        h = h0[n][None]
+        for t in range(L):
+            if t < j: x = [r[slots[n] * D + t] for r in (rec_k, rec_k, rec_v, rec_g, rec_beta)]
+            else: x = [flat(y)[new0 + t - j] for y in (q, k, v, g, beta)]
+            o_t, h = kda_recurrent(*(y[None, None] for y in x), A_log, dt_bias, scale=scale, lower_bound=lower_bound,
+                                   initial_state=h, **form_options(form or Form()))
+            if t >= j: out.view(M, *out.shape[2:])[new0 + t - j] = o_t[0, 0].to(out.dtype)
+            if t < len(ts[n]) and 0 <= ts[n][t] < P: final_state[ts[n][t]] = h[0].to(final_state.dtype)
+        if write_final: final_state[slots[n]] = h[0].to(final_state.dtype)
     return out, final_state
 
 def k3_stand_in(k3=k3_on_the_host):
@@ -486,6 +515,21 @@ def test_one_launch_glue_on_the_host():
     (o1, p1, c1), (o2, p2, c2) = found
     assert all(rel_rms(a, b) < 1e-12 for a, b in zip(o1, o2)) and rel_rms(p1, p2) < 1e-12 and torch.equal(c1, c2)
 
+@pytest.mark.parametrize('seed', [0, 5])
+def test_replay_in_place_glue_on_the_host(seed):
+    """`REPLAY_IN_PLACE`: the replay's glue with K3 reading the records and the drafts where they lie, K3 stood in for by
+    the fp64 recurrence under the kernel's contract: the serving loop exact, and every output and state the gathered
+    batch's."""
+    runs = {}
+    for on in (False, True):
+        trace = []
+        with k3_stand_in(), switched(on, 'REPLAY_IN_PLACE'):
+            assert serving_loop(seed=seed, D=6, trace=trace) < 1e-12
+            assert serving_loop(form=Form(safe_gate=False), HV=4, seed=seed + 1) < 1e-12
+        runs[on] = trace
+    for a, b in zip(runs[False], runs[True]):
+        for x, y in zip(a, b): assert torch.equal(torch.isfinite(x), torch.isfinite(y)) and rel_rms(y.nan_to_num(), x.nan_to_num()) < 1e-12
+
 def test_switch_on_without_gpu_keeps_the_composed_path():
     "ONE_LAUNCH_VERIFY on, on the CPU: the kernels take nothing here, so both conventions run composed, as with it off."
     x = random_inputs(1, 2, 2, 8, state=None)
@@ -494,9 +538,10 @@ def test_switch_on_without_gpu_keeps_the_composed_path():
         assert serving_loop(seed=2) < 1e-12
     with switched(False): assert serving_loop(seed=2) < 1e-12
 
-def test_one_launch_glue_reads_nothing_on_the_host():
+@pytest.mark.parametrize('in_place', [False, True])
+def test_one_launch_glue_reads_nothing_on_the_host(in_place):
     "The one-launch glue with check=False on the meta device (any host read raises), K3 stubbed out: it reads nothing."
-    with k3_stand_in(lambda *a, **kw: None):
+    with k3_stand_in(lambda *a, **kw: None), switched(in_place, 'REPLAY_IN_PLACE'):
         H, K, N, D = 2, 8, 3, 4
         e = lambda *s, dt=torch.bfloat16: torch.empty(*s, dtype=dt, device='meta')
         args = [e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H, K), e(1, 9, H)]
@@ -529,6 +574,24 @@ def test_one_launch_against_fp64_and_composed(state, form):
         for x, y in zip(a, b):
             seen = torch.isfinite(x)
             assert torch.equal(seen, torch.isfinite(y)) and rel_rms(y[seen], x[seen]) < tol
+
+@needs_kernels
+@pytest.mark.parametrize('form', [None, Form(safe_gate=False)])
+@pytest.mark.parametrize('state', [torch.float32, torch.bfloat16])
+def test_replay_in_place_same_bits(state, form):
+    """`REPLAY_IN_PLACE`: K3 reading the records and the drafts where they lie gives the serving loop's outputs, pools and
+    records bit for bit as the gathered batch does (the same launches, counted), and a captured step replays new
+    verdicts and slots (-1 among them) as eager calls compute them."""
+    runs = {}
+    for on in (False, True):
+        trace, calls = [], []
+        with switched(True), switched(on, 'REPLAY_IN_PLACE'), counting_k3(calls):
+            serving_loop(form=form, D=8, K=128, V=128, dtype=torch.bfloat16, state=state, device='cuda', seed=7, trace=trace)
+        assert len(calls) == 10, (on, len(calls))
+        runs[on] = trace
+    for a, b in zip(runs[False], runs[True]):
+        for x, y in zip(a, b): assert torch.equal(x.nan_to_num(), y.nan_to_num()) and torch.equal(x.isnan(), y.isnan())
+    with switched(True), switched(True, 'REPLAY_IN_PLACE'): _check_verify_drafts_graph()
 
 @needs_kernels
 @pytest.mark.parametrize('one_launch', [False, True])

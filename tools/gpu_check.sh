@@ -14,14 +14,12 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3's eager loads
-# (kda_nb.plan.K3_EAGER_LOADS, on since an H100 checked and timed them): its bitwise test against K3 loading token by
-# token (04a), then K3's and the serving tests with it off, for the instances without it; fla's chunk states (return_intermediate_states) served by kda_nb
-# (kda_nb.fla_backend.SERVE_CHUNK_STATES, off): the GPU test against fla's own (06a); python -m kda_nb.bench serving
-# (every job: the step and the verifications with eager loads and token by token, the checkpoints, and fla's chunk_kda beside
-# kda_nb's backend with and without the chunk states), fla given its H200 autotuning winners (tools/fla_configs.py) so
-# that it compiles instead of tuning; and tools/sanitize.py (its K3 cases with eager loads among them). Point it at
-# what lands next.
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3 reading a replay in
+# place (kda_nb.serving.REPLAY_IN_PLACE, off): the binding's checks of the records and the table (04a), the serving loop
+# bit for bit as with the gathered batch, and a captured step replayed (11); python -m kda_nb.bench serving (every job, its
+# verification rows with the replay read in place among them), fla given its H200 autotuning winners
+# (tools/fla_configs.py) so that it compiles instead of tuning; and tools/sanitize.py (adversarial replay tables among
+# its K3 cases). Point it at what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -121,21 +119,15 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== K3's eager loads (K3_EAGER_LOADS, on): the same bits as token by token, then K3's and serving's tests with it off"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py -k eager 2>&1 \
-    | tee "$LOG/pytest_new.txt" || status=1
-  bounded python3 -c "import sys, pytest, kda_nb.plan as p; p.K3_EAGER_LOADS = False; sys.exit(pytest.main(['-q', '-rfEs',
-    '--tb=short', '-p', 'no:cacheprovider', '-m', 'not slow', 'tests/test_04a_decode.py', 'tests/test_11_serving.py',
-    'tests/test_12_serving_loop.py', '-k', 'not eager']))" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
+  echo "== K3 reading a replay in place (REPLAY_IN_PLACE, off): the binding's checks, then the same bits as the gathered batch"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
+    -k "replay or in_place" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
   export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
   d=$(( $(left) - 120 )); [ "$d" -gt 240 ] && d=240
-  echo "== serving steps (at most $d s): eager loads beside token by token; fla's chunk states beside kda_nb's backend"
+  echo "== serving steps (at most $d s): the replay read in place beside the gathered batch, every row as the record has it"
   bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
-  echo "== fla's chunk states (return_intermediate_states) through the backend, against fla's own (fla tuned above)"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_06a_fla_backend.py -k intermediate 2>&1 \
-    | tee -a "$LOG/pytest_new.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (K3's with eager loads among them)"
+  echo "== the forward's cases under compute-sanitizer (K3 reading a replay in place from adversarial tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   exit $status
 fi

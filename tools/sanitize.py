@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads), K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
@@ -129,6 +129,26 @@ try:
             torch.cuda.synchronize()
 finally:
     plan_switches.K3_EAGER_LOADS = was
+# K3 reading a replay in place (04a_decode, *Replay read in place*): replay tables no check has seen (counts negative,
+# past the records and past the sequence; batch rows negative and past the batch), adversarial offsets, padding slots
+# and slots outside the pool
+N, D = 64, 4
+inp = random_inputs(1, 0, 4, 128, seqlens=[3, 0, 5, 1] * (N // 4), state=None, device='cuda', seed=14)
+x = {k: t for k, t in inp.items() if k not in ('initial_state', 'cu_seqlens')}
+pool = torch.randn(N + 2, 4, 128, 128, device='cuda')
+rec = [torch.randn(N + 2, D, *t.shape[2:], device='cuda').to(t.dtype).flatten(0, 1) for t in (x['k'], x['v'], x['g'])]
+rec.insert(3, torch.randn((N + 2) * D, 4, device='cuda').to(x['beta'].dtype))
+idx = torch.randperm(N, device='cuda')
+idx[::7], idx[3::11] = -1, N + 5
+table = torch.stack([torch.tensor([2, -3, 9, 2 ** 40] * (N // 4)), torch.tensor([0, -50, 10 ** 6, 2 ** 50] * (N // 4))])
+table[1, ::5] = torch.arange(0, N, 5) * 2
+cu = inp['cu_seqlens'].clone()
+cu[-3:-1] = torch.tensor([-5, 2 ** 40], device='cuda')
+ts = torch.full((N, D), -1, dtype=torch.long)
+ts[::3, 1], ts[1::3, 0] = N, N + 1
+decode_cuda(**x, cu_seqlens=cu, out=torch.zeros_like(inp['v']), initial_state=pool, final_state=pool, state_indices=idx,
+            token_slots=ts.cuda(), write_final=False, replay=rec + [table.cuda().contiguous()])
+torch.cuda.synchronize()
 # a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
 from kda_nb.api import DecodeStep
 bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)

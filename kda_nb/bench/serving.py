@@ -279,10 +279,10 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
         return run
-    def replay(backend, one=False, eager=None):
+    def replay(backend, one=False, eager=None, in_place=False):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, **_eager(eager)):
+            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), switched(plan_switches, **_eager(eager)):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
@@ -307,7 +307,9 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
         Contender('replay, one launch', replay('cuda', True), rp, 'graph', 'replay, composed (graph)', why_not=one_why,
                   design='replay, one kernel'),
         Contender('replay, one launch, K3 token by token', replay('cuda', True, False), rp, 'graph', 'replay, composed (graph)',
-                  why_not=one_why, design='replay, one kernel')]
+                  why_not=one_why, design='replay, one kernel'),
+        Contender('replay, one launch, read in place', replay('cuda', True, None, True), rp, 'graph',
+                  'replay, composed (graph)', why_not=one_why, design='replay, one kernel')]
 
 def checkpoint_offsets(lens: list[int]) -> list[list[int]]:
     "Two checkpoints per sequence: after a third and two thirds of its tokens, rounded down to a multiple of 16."
