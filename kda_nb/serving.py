@@ -233,6 +233,17 @@ def _replay(pool: Tensor, records: DraftRecords, slots: Tensor, acc: Tensor, liv
         check_seqlens=False, backend=backend, **form)
     put_rows(records.count, sc, torch.zeros_like(sc), live)   # replayed: nothing left to accept
 
+def _replay_sequences(slots: Tensor, acc: Tensor, live: Tensor, lens: Tensor, D: int):
+    """The one-launch replay's sequences: `(j, d, cu, store)`, each sequence's replayed tokens and drafts, the offsets of
+    the varlen call they make (sequence n: its `j[n]` replayed tokens, then its `d[n]` drafts) and the per-token store
+    table that puts the state after token `j[n] - 1` back into the slot (none for a sequence that replays nothing)."""
+    j = torch.where(live, acc, 0).clamp(0, D)                    # tokens replayed
+    d = torch.where(live, lens, 0)                               # tokens verified (none for a padding sequence)
+    cu = torch.cat([j.new_zeros(1), (j + d).cumsum(0)])
+    cols = torch.arange(D, device=slots.device)
+    store = torch.where((cols == (j - 1)[:, None]) & (j > 0)[:, None], slots[:, None], -1)
+    return j, d, cu, store
+
 def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool, records, slots, acc, live, starts,
                        lens, out, form: Form) -> Tensor:
     """kda_nb's convention in one K3 launch: each live sequence's first `acc[n]` recorded drafts, then its drafts of
@@ -243,9 +254,7 @@ def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, poo
     M, N, P, D = B * T, slots.numel(), pool.shape[0], records.D
     L = N * D + M
     sc = slots.clamp(0, P - 1)
-    j = torch.where(live, acc, 0).clamp(0, D)                    # tokens replayed
-    d = torch.where(live, lens, 0)                               # tokens verified (none for a padding sequence)
-    cu = torch.cat([j.new_zeros(1), (j + d).cumsum(0)])
+    j, d, cu, store = _replay_sequences(slots, acc, live, lens, D)
     n, t, _ = _token_coords(cu[:-1], j + d, L)
     replayed = t < j[n]
     rec_rows, new_rows = sc[n] * D + t.clamp(0, D - 1), (starts[n] + t - j[n]).clamp(0, M - 1)
@@ -254,8 +263,6 @@ def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, poo
         pick = replayed.view(-1, *(1,) * (x.dim() - 1))
         return torch.where(pick, rec.index_select(0, rec_rows), x.index_select(0, new_rows)).unsqueeze(0)
     xs = [batch(r, x) for r, x in ((records.k, q), (records.k, k), (records.v, v), (records.g, g), (records.beta, beta))]
-    cols = torch.arange(D, device=slots.device)
-    store = torch.where((cols == (j - 1)[:, None]) & (j > 0)[:, None], slots[:, None], -1)   # after token j_n - 1
     A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
     o_all = xs[2].new_empty(xs[2].shape)
     decode_cuda(*xs, scale, o_all, A_log, dt_bias, lower_bound, pool, pool, cu, torch.where(live, slots, -1),
@@ -274,12 +281,8 @@ def _replay_in_place(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool,
     place*); `out` is zeroed first, so a padding sequence's outputs are 0 as before. The same values go through the
     same arithmetic, so the outputs and the pool are bit for bit the gathered batch's."""
     B, T = q.shape[:2]
-    M, D = B * T, records.D
-    j = torch.where(live, acc, 0).clamp(0, D)                    # tokens replayed
-    d = torch.where(live, lens, 0)                               # tokens verified (none for a padding sequence)
-    cu = torch.cat([j.new_zeros(1), (j + d).cumsum(0)])
-    cols = torch.arange(D, device=slots.device)
-    store = torch.where((cols == (j - 1)[:, None]) & (j > 0)[:, None], slots[:, None], -1)   # after token j_n - 1
+    M = B * T
+    j, _, cu, store = _replay_sequences(slots, acc, live, lens, records.D)
     table = torch.stack([j, starts.to(j.dtype)]).contiguous()
     A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
     o = out.zero_() if out is not None and out.is_contiguous() else v.new_zeros(v.shape)
