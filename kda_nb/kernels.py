@@ -111,7 +111,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
 
 def instance_input(row: dict) -> str | None:
     """The inputs' element type, 'bf16' or 'fp16', of a kernel instance in `nvcc_resource_usage` (its template argument
-    `IN`, the last before the args struct but K3's `EAGER` and `REPLAY`, forward and backward); None for a kernel without one."""
+    `IN`, the last before the args struct but K3's flags, forward and backward); None for a kernel without one."""
     m = re.search(r'Li([01])E(?:Lb[01]E){0,2}EEvNS_\d+(?:Fwd|Decode|Prep|Adjoint|States|DStates)Args', row['entry'])
     return ('bf16', 'fp16')[int(m.group(1))] if m else None
 
@@ -252,10 +252,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     records an earlier call over the same q, k, g, beta, cu_seqlens and form left there. 'chunked' or 'fused': `ckpt_offsets`
     and `ckpt_slots` [N, C] int64 (*Checkpoints in K2*, which the fused kernel shares) store the state after `ckpt_offsets[n, c]`
     tokens of sequence n (a multiple of 16, or its length; 0: its initial state) into `final_state[ckpt_slots[n, c]]`;
-    any other offset, or a slot outside the pool, stores nothing. K3 with `token_slots` only: `replay`, `[rec_k, rec_v, rec_g,
-    rec_beta, table]`, reads a replay in place (04a, *Replay read in place*): sequence n of `cu_seqlens` takes its first
-    `table[0, n]` tokens from the records of its pool slot and the rest from the batch from row `table[1, n]` on, and
-    writes only those rows of `out`."""
+    any other offset, or a slot outside the pool, stores nothing. `replay`: 04a's *Replay read in place*."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _ext or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
@@ -266,6 +263,5 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
             and ckpt_slots is None and not eager and replay is None:
         made = ext.kda_forward(*args)                 # (positionally: a small decode step's host time counts)
     else:
-        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager,
-                               replay)
+        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager, replay)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

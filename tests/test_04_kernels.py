@@ -18,19 +18,14 @@ import pytest
 ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
 def dims_of(row: dict) -> bool | None:
-    "Whether a forward kernel's instance in `nvcc_resource_usage` takes the head dims at run time (its `DIMS`, the template argument before `IN`)."
+    "Whether a forward kernel's instance takes the head dims at run time (its `DIMS`, the argument before `IN`)."
     m = re.search(r'Lb([01])ELi[01]E(?:Lb[01]E){0,2}EEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
     return bool(int(m.group(1))) if m else None
 
-def eager_of(row: dict) -> bool | None:
-    "Whether an instance of K3 issues a tile's loads at once (its `EAGER`, the template argument after `IN`)."
-    m = re.search(r'Li[01]ELb([01])ELb[01]EEEvNS_\d+DecodeArgs', row['entry'])
-    return bool(int(m.group(1))) if m else None
-
-def replay_of(row: dict) -> bool | None:
-    "Whether an instance of K3 reads a replay in place (its `REPLAY`, the template argument after `EAGER`)."
-    m = re.search(r'Li[01]ELb[01]ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
-    return bool(int(m.group(1))) if m else None
+def k3_flag(row: dict, which: str) -> bool | None:
+    "An instance of K3's `EAGER` (a tile's loads at once) or `REPLAY` (a replay read in place), its last two arguments."
+    m = re.search(r'Li[01]ELb([01])ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
+    return bool(int(m.group(1 if which == 'eager' else 2))) if m else None
 
 def ckpt_of(row: dict) -> bool | None:
     "Whether an instance of K2 or the fused kernel stores checkpoints (its `CKPT`, the template argument before `DIMS`)."
@@ -43,24 +38,19 @@ def test_kernels_compile_without_spills():
     assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
                                            SCAN_KERNEL}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
-    # K = V = 128 (DIMS false): bf16 inputs: K1, the fused kernel and K3 once per gate form (safe, softplus, given) and
-    # once for FlashKDA's form; fp16 inputs: once per gate form (kda_switch.h's dispatch_fwd). Head dims below 128 (DIMS
-    # true, dispatch_fwd_dims): K1 and K3 once per gate form and input type, the fused kernel never (kda_fwd_fused.cu).
-    # K3 each of them with and without per-token stores (STORES, dispatch_bool); the fused kernel with checkpoints (CKPT)
-    # besides, FORMS true, for the safe and the given gate and each input type (its softplus instance spilled); K3 with
-    # eager loads (EAGER) besides, at K = V = 128 only, once per instance without DIMS; and with a replay read in place
-    # (REPLAY) besides, with per-token stores and eager loads, once per form and input type at K = V = 128
+    # K = V = 128: bf16: K1, the fused kernel and K3 once per gate form and for FlashKDA's form; fp16: once per gate form
+    # (dispatch_fwd). DIMS (dispatch_fwd_dims): K1 and K3 once per gate form and input type. K3 each with and without
+    # STORES; the fused kernel with CKPT besides for the safe and given gates (softplus spilled); K3 with EAGER besides
+    # where not DIMS, and 7 of those with REPLAY
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         rows = [r for r in usage if r['kernel'] == k]
         if k == DECODE_KERNEL:
-            replay = [r for r in rows if replay_of(r)]
-            assert len(replay) == 7 and all(eager_of(r) and not dims_of(r) for r in replay), "K3 reading a replay: 7, eager"
-            assert sum(instance_input(r) == 'bf16' for r in replay) == 4 and sum(instance_input(r) == 'fp16' for r in replay) == 3
-            rows = [r for r in rows if replay_of(r) is False]
-            eager = [r for r in rows if eager_of(r)]
+            replay, rows = [r for r in rows if k3_flag(r, 'replay')], [r for r in rows if k3_flag(r, 'replay') is False]
+            assert sorted(map(instance_input, replay)) == ['bf16'] * 4 + ['fp16'] * 3 and all(k3_flag(r, 'eager') for r in replay)
+            eager = [r for r in rows if k3_flag(r, 'eager')]
             assert not any(dims_of(r) for r in eager) and len(eager) == 14, "K3's eager instances: K = V = 128, 7 x 2"
             assert sum(instance_input(r) == 'bf16' for r in eager) == 8 and sum(instance_input(r) == 'fp16' for r in eager) == 6
-            rows = [r for r in rows if eager_of(r) is False]
+            rows = [r for r in rows if k3_flag(r, 'eager') is False]
         if k == FUSED_KERNEL:
             ck = [r for r in rows if ckpt_of(r)]
             assert sum(instance_input(r) == 'bf16' for r in ck) == sum(instance_input(r) == 'fp16' for r in ck) == 2, \
@@ -74,8 +64,7 @@ def test_kernels_compile_without_spills():
         assert sum(instance_input(r) == 'bf16' for r in dims) == sum(instance_input(r) == 'fp16' for r in dims) == want, \
             f"{k}: one instance with DIMS per gate form and input type"
         assert len(rows) == 7 * per + 2 * want
-    # K2 in 3 and 4 stages, each with and without checkpoints (CKPT, dispatch_bool), each for bf16 and fp16 inputs, each
-    # with and without DIMS
+    # K2: 3 and 4 stages, each with and without CKPT (dispatch_bool) and DIMS, for bf16 and fp16 inputs
     k2 = [(instance_input(r), dims_of(r)) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
     for dims in (False, True):
         assert [i for i, d in k2 if d is dims].count('bf16') == [i for i, d in k2 if d is dims].count('fp16') == 2 * 2
