@@ -346,14 +346,25 @@ def test_decode_token_stores_adversarial(idx_dtype):
     torch.cuda.synchronize()
     assert torch.equal(big, after_first), "a table of values outside the pool stored something"
 
-@needs_kernels
-def test_decode_token_stores_binding_checks():
-    "The binding refuses a table of the wrong dtype, shape, device or layout, and write_final=False without a table."
+def pooled_call():
+    "`(call, args)`: K3 on two sequences (2 and 3 tokens, H = 2) from and into slots 0 and 1 of a pool of 4; `call(**kw)`."
     inp = random_inputs(1, 0, 2, 128, seqlens=[2, 3], state=None, device='cuda', seed=43)
     args = {n: x for n, x in inp.items() if n != 'initial_state'}
     pool = torch.zeros(4, 2, 128, 128, device='cuda')
-    call = lambda **kw: decode_cuda(**args, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
-                                    state_indices=torch.tensor([0, 1], device='cuda'), **kw)
+    return (lambda **kw: decode_cuda(**args, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
+                                     state_indices=torch.tensor([0, 1], device='cuda'), **kw)), args
+
+def stub_call(ext):
+    "kda_forward of a binding built against stub launchers, on CPU tensors (16 tokens, H = 2, a pool of 3 slots)."
+    q, pool = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), torch.zeros(3, 2, 128, 128)
+    return lambda final_state=pool, path='decode', keep=False, **kw: ext.kda_forward(
+        q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
+        None, final_state, None, None, path, 1, 1.0, 4, False, 0, keep, 0, 0, 0, **kw)
+
+@needs_kernels
+def test_decode_token_stores_binding_checks():
+    "The binding refuses a table of the wrong dtype, shape, device or layout, and write_final=False without a table."
+    call, args = pooled_call()
     ok = torch.zeros(2, 4, dtype=torch.long, device='cuda')
     for kw, words in ((dict(token_slots=ok.float()), 'token_slots must be int32 or int64'),
                       (dict(token_slots=ok[0]), r'token_slots must be \[N, W\] with W >= 1'),
@@ -363,20 +374,15 @@ def test_decode_token_stores_binding_checks():
                       (dict(write_final=False), 'write_final=False .* is for calls with token_slots')):
         with pytest.raises(RuntimeError, match=words): call(**kw)
     with pytest.raises(RuntimeError, match='token_slots need final_state'):
-        decode_cuda(**args, out=torch.empty_like(inp['v']), token_slots=ok)
+        decode_cuda(**args, out=torch.empty_like(args['v']), token_slots=ok)
 
 
 def test_decode_token_stores_binding_without_gpu(tmp_path):
     """The binding built with the host compiler against launchers that launch nothing (no nvcc, no GPU): what it checks
     of the table before it looks at the tensors' devices (the shape against N and the device: the GPU test above)."""
     from kda_nb.kernels import binding_with_stub_launchers
-    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_token_slots')
+    try: call = stub_call(binding_with_stub_launchers(tmp_path, 'kda_binding_token_slots'))
     except FileNotFoundError as e: pytest.skip(str(e))
-    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
-    pool = torch.zeros(3, 2, 128, 128)
-    call = lambda final_state=pool, path='decode', keep=False, **kw: ext.kda_forward(
-        q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
-        None, final_state, None, None, path, 1, 1.0, 4, False, 0, keep, 0, 0, 0, **kw)
     ok = torch.zeros(1, 4, dtype=torch.long)
     for kw, words in ((dict(write_final=False), 'write_final=False .* is for calls with token_slots'),
                       (dict(token_slots=ok, path='fused'), "the path must be 'decode', got 'fused'"),
@@ -605,13 +611,8 @@ def test_decode_replay_binding_without_gpu(tmp_path):
     """The binding built against launchers that launch nothing: a replay read in place is refused off K3, in a
     prepared step and without token_slots, before any tensor's device is looked at."""
     from kda_nb.kernels import binding_with_stub_launchers
-    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_replay')
+    try: call = stub_call(binding_with_stub_launchers(tmp_path, 'kda_binding_replay'))
     except FileNotFoundError as e: pytest.skip(str(e))
-    q = torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16)
-    pool = torch.zeros(3, 2, 128, 128)
-    call = lambda path='decode', keep=False, **kw: ext.kda_forward(
-        q, q, q, q, torch.zeros(1, 16, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
-        None, pool, None, None, path, 1, 1.0, 4, False, 0, keep, 0, 0, 0, **kw)
     rec = [torch.zeros(12, 2, 128, dtype=torch.bfloat16)] * 3 + [torch.zeros(12, 2, dtype=torch.bfloat16),
                                                                  torch.zeros(2, 1, dtype=torch.long)]
     ok = torch.zeros(1, 4, dtype=torch.long)
@@ -621,16 +622,12 @@ def test_decode_replay_binding_without_gpu(tmp_path):
 
 @needs_kernels
 def test_decode_replay_binding_checks():
-    "On the GPU: the records' and the table's dtype, shape, layout and device, and the head dims, each refused by name."
-    inp = random_inputs(1, 0, 2, 128, seqlens=[2, 3], state=None, device='cuda', seed=43)
-    args = {n: x for n, x in inp.items() if n != 'initial_state'}
-    pool = torch.zeros(4, 2, 128, 128, device='cuda')
+    "On the GPU: the records' and the table's count, dtype, shape, layout and device, each refused by name."
+    pooled, _ = pooled_call()
     ts = torch.full((2, 2), -1, dtype=torch.long, device='cuda')
     z = lambda *s, dt=torch.bfloat16: torch.zeros(*s, dtype=dt, device='cuda')
     good = [z(8, 2, 128), z(8, 2, 128), z(8, 2, 128), z(8, 2), z(2, 2, dt=torch.long)]
-    call = lambda rec: decode_cuda(**args, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
-                                   state_indices=torch.tensor([0, 1], device='cuda'), token_slots=ts, write_final=False,
-                                   replay=rec)
+    call = lambda rec: pooled(token_slots=ts, write_final=False, replay=rec)
     call(good)
     swap = lambda i, x: [x if j == i else t for j, t in enumerate(good)]
     for rec, words in ((good[:4], r'replay must be \[rec_k, rec_v, rec_g, rec_beta, table\]'),
