@@ -192,7 +192,7 @@ def fla_gpu_refusal(*args, **kwargs) -> str | None:
                         state_dtypes_of(a['initial_state']), backward=_grads(a))
 
 SERVE_CHUNK_STATES = False   # fla's return_intermediate_states on kda_nb: checked against fla on the GPU and timed beside it
-                             # (benchmarks/BENCHMARK_SERVING_H100.md): 1.09x to 1.45x fla on varlen anchors, 0.50x on one
+                             # (benchmarks/BENCHMARK_SERVING_H100.md): 1.03x to 1.38x fla on varlen anchors, 0.50x on one
                              # long sequence, so off
 
 def _chunk_states_refusal(q, v, how=None) -> str | None:

@@ -72,9 +72,9 @@ def _scale(q, scale): return q.shape[-1] ** -0.5 if scale is None else float(sca
 
 # %% ../nbs/11_serving.ipynb #c5e1a002
 ONE_LAUNCH_VERIFY = True    # verify in one K3 launch with per-token stores: on since the GPU timed it against the composed paths (benchmarks/BENCHMARK_SERVING_H100.md)
-REPLAY_IN_PLACE = False     # the one-launch replay with K3 reading the records and the drafts where they lie (no gathered
-                            # batch, outputs written in place): off until the GPU has checked it against the gathered
-                            # batch bit for bit and timed it (`python -m kda_nb.bench serving`)
+REPLAY_IN_PLACE = True      # the one-launch replay with K3 reading the records and the drafts where they lie (no gathered
+                            # batch, outputs written in place): on since the GPU checked it against the gathered batch
+                            # bit for bit and timed it 5% faster (benchmarks/BENCHMARK_SERVING_H100.md)
 
 def _one_launch_form(q: Tensor, v: Tensor, pool: Tensor, backend: str, form: dict) -> Form | None:
     """The call's `Form` where a verification runs in one K3 launch: `ONE_LAUNCH_VERIFY` on, and the kernels take the

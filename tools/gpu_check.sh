@@ -15,7 +15,7 @@
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
 # --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3 reading a replay in
-# place (kda_nb.serving.REPLAY_IN_PLACE, off): the binding's checks of the records and the table (04a), the serving loop
+# place (kda_nb.serving.REPLAY_IN_PLACE, on): the binding's checks of the records and the table (04a), the serving loop
 # bit for bit as with the gathered batch, and a captured step replayed (11); python -m kda_nb.bench serving (every job, its
 # verification rows with the replay read in place among them), fla given its H200 autotuning winners
 # (tools/fla_configs.py) so that it compiles instead of tuning; and tools/sanitize.py (adversarial replay tables among
@@ -119,7 +119,7 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== K3 reading a replay in place (REPLAY_IN_PLACE, off): the binding's checks, then the same bits as the gathered batch"
+  echo "== K3 reading a replay in place (REPLAY_IN_PLACE, on): the binding's checks, then the same bits as the gathered batch"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
     -k "replay or in_place" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
