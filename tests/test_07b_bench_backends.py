@@ -50,6 +50,14 @@ def test_earlier_versions_say_whether_they_can_run():
     cpu = build_cases(['small'], cpu=True, quick=True, D=16)
     assert 'CUDA devices only' in kernels_version_backend('v4').why_not(cpu[0], 'cpu')
 
+def test_launch_backend_is_this_tree_at_the_versions_layer():
+    cpu = build_cases(['small'], cpu=True, quick=True, D=16)
+    bk = default_backends(['kda_nb_launch'])[0]
+    assert bk.name == 'kda_nb_launch' and LABELS['kda_nb_launch'] == 'kda_nb launch'
+    assert 'CUDA devices only' in bk.why_not(cpu[0], 'cpu')
+    train = build_cases(['train'], cpu=True, quick=True, D=16)
+    assert 'no backward' in bk.why_not(train[0], 'cpu')
+
 
 import importlib.util
 import os

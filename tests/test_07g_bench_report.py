@@ -71,6 +71,18 @@ def test_small_table_in_microseconds_with_the_state_floor():
     assert 'e2e ms' in details_table(recs) and 'events' in case_line(small_cases(Ns=(256,), Ts=())[0], recs[:4])
     assert small_table([dict(r) for r in recs], copy_gbps=4000.0) == t        # the dicts of a results file: the same
 
+def test_small_table_puts_an_earlier_version_over_this_trees_binding():
+    recs = []
+    for impl, e2e in (('kda_nb', 0.034), ('kda_nb_launch', 0.020), ('kda_nb_base', 0.019)):
+        r = new_record(small_cases(Ns=(1,), Ts=())[0], impl, 'fp32', 'ok')
+        r.update(median_ms=e2e, e2e_median_ms=e2e, e2e_min_ms=e2e, e2e_max_ms=e2e, e2e_calls=200, n_calls=100)
+        recs.append(r)
+    t = small_table(recs, copy_gbps=4000.0)
+    assert '| kda_nb (µs) | kda_nb launch (µs) | kda_nb base (µs) | kda_nb base ÷ kda_nb launch, end to end |' in t
+    assert t.splitlines()[-1].endswith('| 0.95× |')                     # 19 over 20, not 19 over 34
+    without = small_table([r for r in recs if r['impl'] != 'kda_nb_launch'], copy_gbps=4000.0)
+    assert 'kda_nb base ÷ kda_nb, end to end' in without and without.splitlines()[-1].endswith('| 0.56× |')
+
 
 import json
 import pytest

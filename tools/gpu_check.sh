@@ -222,7 +222,7 @@ echo "== GPU tests (not the slow ones)"
 bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" $TESTS 2>&1 | tee "$LOG/pytest.txt" || status=1
 if [ "$BENCH" = --bench ]; then
   echo "== benchmark: anchor and small calls, this tree against $BASE"
-  bounded python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_$BASE" --out "$LOG" --tag house "${COMMIT_ARG[@]}" 2>&1 \
+  bounded python3 -m kda_nb.bench --no-plots --cases anchor,small --impls "kda_nb,kda_nb_launch,kda_nb_$BASE" --out "$LOG" --tag house "${COMMIT_ARG[@]}" 2>&1 \
     | tee "$LOG/bench.txt" || status=1
 fi
 exit $status

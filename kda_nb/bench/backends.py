@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from ..api import DecodeStep, fwd, kda
-from ..kernels import kernels_unavailable_reason, load_kernels
+from ..kernels import kernels_unavailable_reason, launch, load_kernels
 from .versions import KERNEL_VERSIONS, load_version, version_sources, version_unavailable_reason
 from ..layout import Form
 from ..plan import Plan, plan, plan_for
@@ -27,8 +27,9 @@ from .cases import INPUTS, STATES, TRAIN, Case
 # %% auto #0
 __all__ = ['TRAIN_LEAVES', 'INTRACARD_CP', 'IMPLS', 'LABELS', 'Backend', 'case_plan', 'train_step', 'kernels_ready',
            'fwd_backend', 'step_backend', 'version_refusal', 'version_launcher', 'version_call',
-           'kernels_version_backend', 'env_set', 'fla_intracard', 'fla_own_kernels', 'fla_backend',
-           'fla_intracard_reason', 'fla_cp_backend', 'fla_recurrent_backend', 'flash_kda_backend', 'default_backends']
+           'kernels_version_backend', 'launch_call', 'launch_backend', 'env_set', 'fla_intracard', 'fla_own_kernels',
+           'fla_backend', 'fla_intracard_reason', 'fla_cp_backend', 'fla_recurrent_backend', 'flash_kda_backend',
+           'default_backends']
 
 # %% ../../nbs/07b_bench_backends.ipynb #cb552273
 @dataclass
@@ -211,6 +212,29 @@ def kernels_version_backend(version: str) -> Backend:
         return call
     return Backend(f'kda_nb_{version}', why_not, bind)
 
+def launch_call(inp: dict, out, final_state, seqlens=None) -> Callable:
+    "`version_call` for this tree: its kernels through `kda_nb.kernels.launch` on the plan picked once (the binding's checks only, not `fwd`'s)."
+    p = plan_for(inp['q'], inp['v'], inp.get('initial_state'), final_state, inp.get('cu_seqlens'), seqlens=seqlens)
+    args = (inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'], float(inp['scale']), out, inp['A_log'],
+            inp['dt_bias'], float(inp['lower_bound']), inp.get('initial_state'), final_state, inp.get('cu_seqlens'), None)
+    return lambda: launch(p, *args)
+
+def launch_backend() -> Backend:
+    """This tree's kernels at the layer `kernels_version_backend` times an earlier version at: the plan picked once, then
+    the binding alone, so that `kda_nb_launch` against `kda_nb_<version>` compares like with like (`kda_nb` adds `fwd`'s
+    checks and plan to every call, which a small call feels)."""
+    def why_not(case, device):
+        return (_forward_only(case, "kda_nb_launch") or _cuda_reason(case, device, "kda_nb's kernels")
+                or kernels_ready(device) or _plan_refusal(case, device))
+    def bind(inp, case):
+        out, fs = _buffers(inp, case)
+        call_kernels = launch_call(inp, out, fs, seqlens=case.seqlens)
+        def call():
+            call_kernels()
+            return out, fs
+        return call
+    return Backend('kda_nb_launch', why_not, bind)
+
 # %% ../../nbs/07b_bench_backends.ipynb #f96d450c
 INTRACARD_CP = 'FLA_INTRACARD_CP'      # fla's switch for its intra-card CP backend
 _INTRACARD_MODULE = 'fla.ops.common.backends.intracard'     # where fla keeps that backend's class
@@ -338,10 +362,10 @@ def flash_kda_backend() -> Backend:
 
 # %% ../../nbs/07b_bench_backends.ipynb #077d280d
 IMPLS = ('kda_nb', 'flash_kda', 'fla', 'reference')
-LABELS = {'kda_nb': 'kda_nb', 'kda_nb_step': 'kda_nb DecodeStep', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_cp': 'fla chunk_kda, intra-card CP', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
+LABELS = {'kda_nb': 'kda_nb', 'kda_nb_step': 'kda_nb DecodeStep', 'kda_nb_launch': 'kda_nb launch', **{f'kda_nb_{v}': f'kda_nb {v}' for v in KERNEL_VERSIONS}, 'flash_kda': 'FlashKDA', 'fla': 'fla chunk_kda', 'fla_cp': 'fla chunk_kda, intra-card CP', 'fla_recurrent': 'fla fused_recurrent_kda', 'reference': 'kda_nb reference'}
 def default_backends(impls=IMPLS, ref_max_tokens: int | None = 8192) -> list[Backend]:
     "The backends named in `impls`, in that order."
-    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_step=step_backend, **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS}, reference=lambda: fwd_backend('reference', ref_max_tokens),
+    make = dict(kda_nb=lambda: fwd_backend('cuda'), kda_nb_step=step_backend, kda_nb_launch=launch_backend, **{f'kda_nb_{v}': (lambda v=v: kernels_version_backend(v)) for v in KERNEL_VERSIONS}, reference=lambda: fwd_backend('reference', ref_max_tokens),
                 fla=fla_backend, fla_cp=fla_cp_backend, fla_recurrent=fla_recurrent_backend, flash_kda=flash_kda_backend)
     bad = [i for i in impls if i not in make]
     if bad: raise ValueError(f"unknown backend(s) {bad}; choose from {list(make)}")

@@ -55,7 +55,8 @@ def _what_to_run(ap: argparse.ArgumentParser):
                     help=f"implementations (default: {','.join(IMPLS)}); also fla_recurrent (fla's fused_recurrent_kda, "
                          f"on the one-token small cases), fla_cp (fla's chunk_kda with its intra-card context parallelism, "
                          f"FLA_INTRACARD_CP=1 for its calls; forward only), kda_nb_step (a DecodeStep: K3 with the checks done once, "
-                         f"where fwd picks K3) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS)} "
+                         f"where fwd picks K3), kda_nb_launch (this tree's kernels through kda_nb.kernels.launch, the "
+                         f"plan picked once: the layer the earlier kernels are timed at) and {', '.join(f'kda_nb_{v}' for v in KERNEL_VERSIONS)} "
                          "(earlier kernels)")
     ap.add_argument('--variants', default='',
                     help=f"other forms of KDA added to the anchor and train groups, at the first H and state: "

@@ -141,7 +141,7 @@ def add_speedups(records: list[Mapping]) -> list[Mapping]:
     return records
 
 # %% ../../nbs/07e_bench_records.ipynb #6e6d5bb4
-_ORDER = ('kda_nb', 'kda_nb_step') + tuple(i for i in IMPLS if i not in ('kda_nb', 'reference')) + ('fla_cp', 'fla_recurrent', 'reference')   # columns, left to right
+_ORDER = ('kda_nb', 'kda_nb_step', 'kda_nb_launch') + tuple(i for i in IMPLS if i not in ('kda_nb', 'reference')) + ('fla_cp', 'fla_recurrent', 'reference')   # columns, left to right
 
 def _impls(records) -> list[str]:
     seen = {r['impl'] for r in records}
