@@ -58,6 +58,7 @@ struct DecodeSmem {
     float b[DEC_TILE];
     float sums[DEC_TILE][DEC_WARPS][2];
     float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
+    int64_t slot[DEC_TILE];                   // the pool slot each token of the tile stores its state into (§stores; -1: none)
     int64_t red[DEC_WARPS];
     uint64_t bar[DEC_SLICES];
 };
@@ -134,13 +135,23 @@ __device__ __forceinline__ int64_t replay_row(const DecodeArgs& p, const ReplayR
     return row;
 }
 
+// §slots: the pool slot that the table of per-token stores names for the state after token t of sequence n; -1 where
+// there is no table or t lies past its width W (a value outside the pool is refused where the store happens)
+__device__ __forceinline__ int64_t token_slot(const DecodeArgs& p, int n, int64_t t) {
+    if (!p.token_slots || t >= p.token_slots_width) return -1;
+    const int64_t e = static_cast<int64_t>(n) * p.token_slots_width + t;
+    return p.token_slots_int32 ? static_cast<int64_t>(static_cast<const int*>(p.token_slots)[e])
+                               : static_cast<const int64_t*>(p.token_slots)[e];
+}
+
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
-// thread holds a tile of tokens in registers.
+// thread holds a tile of tokens in registers. The tile's first token is token tfirst of sequence n; each token's
+// store slot (§slots) is read here with the tile, so that no token of the loop waits on a load of the table.
 template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
-__device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
-                                             int nt, float A, float dtb, int kd, int vd, const ReplayRows& rr = {},
-                                             int tfirst = 0) {
+__device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int n, int h, int vbase, int64_t tb,
+                                             int nt, float A, float dtb, int kd, int vd, int tfirst,
+                                             const ReplayRows& rr = {}) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
     const bool kin = !DIMS || c < kd;                               // channels >= K: zeros, nothing read
     const int64_t e0 = (tb * p.H + h) * kd + (kin ? c : 0);         // token tb; the next ones H * K further
@@ -188,6 +199,7 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     // with EAGER (§eager below) every load of the tile (q, k, g of each token, the block's values and beta) is issued
     // before any is used; the same values then go through the same arithmetic in the same order
     float qe[EAGER ? DEC_TILE : 1], ke[EAGER ? DEC_TILE : 1], ge[EAGER ? DEC_TILE : 1], ve[EAGER ? DEC_TILE : 1], be = 0.f;
+    int64_t slot = -1;
     if constexpr (EAGER) {
         const bool vin = c < DEC_BLOCK_ROWS && (!DIMS || vbase + c < vd);
 #pragma unroll
@@ -206,6 +218,7 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         }
         if constexpr (REPLAY) { if (c < nt) be = load_beta(c); }
         else { if (c < nt) be = input_at<IN>(p.beta, (tb + c) * p.H + h); }
+        if (c < nt) slot = token_slot(p, n, tfirst + c);
     }
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
@@ -237,16 +250,19 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 #pragma unroll
             for (int i = 0; i < DEC_TILE; ++i)
                 if (i < nt) sm.v[i][c] = ve[i];
-        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), be);
+        if (c < nt) { sm.b[c] = beta_value(beta_form_of<FORMS>(p), be); sm.slot[c] = slot; }
     } else if constexpr (REPLAY) {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i) sm.v[i][c] = load_v(i);
-        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c));
+        if (c < nt) { sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c)); sm.slot[c] = token_slot(p, n, tfirst + c); }
     } else {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i)
                 sm.v[i][c] = !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
-        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
+        if (c < nt) {
+            sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
+            sm.slot[c] = token_slot(p, n, tfirst + c);
+        }
     }
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
@@ -266,11 +282,11 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 // are bit for bit those without it. A longer sequence is staged token by token, as without EAGER: from its second tile
 // on, its state is in registers, and the tile's loads beside it would spill. True where it staged.
 template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
-__device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t t0, int len,
+__device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int n, int h, int vbase, int64_t t0, int len,
                                             float A, float dtb, int kd, int vd, const ReplayRows& rr = {}) {
     if constexpr (EAGER) {
         if (len <= 0 || len > DEC_TILE) return false;
-        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY>(p, sm, h, vbase, t0, len, A, dtb, kd, vd, rr, 0);
+        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY>(p, sm, n, h, vbase, t0, len, A, dtb, kd, vd, 0, rr);
         return true;
     }
     return false;
@@ -370,8 +386,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
         const ReplayRows rr = replay_rows<REPLAY>(p, n, len, cur.has_slot);
         bool early;
-        if constexpr (REPLAY) early = stage_early<GF, FORMS, DIMS, IN, EAGER, true>(p, sm, h, vbase, t0, len, A, dtb, KD, VD, rr);
-        else early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, h, vbase, t0, len, A, dtb, KD, VD);
+        if constexpr (REPLAY) early = stage_early<GF, FORMS, DIMS, IN, EAGER, true>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD, rr);
+        else early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD);
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
@@ -425,8 +441,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if ((sl == 0 && !early) || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                if constexpr (REPLAY) stage_tokens<GF, FORMS, DIMS, IN, false, true>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD, rr, done);
-                else stage_tokens<GF, FORMS, DIMS, IN, false>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD);
+                if constexpr (REPLAY) stage_tokens<GF, FORMS, DIMS, IN, false, true>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done, rr);
+                else stage_tokens<GF, FORMS, DIMS, IN, false>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -496,16 +512,11 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                                                             In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
             }
             __syncwarp();
-            // §stores: the state after this token (position t of the sequence) into the slot the table names for
-            // it; none past the table's width W, none for a value outside the pool
+            // §stores: the state after this token (position done + i of the sequence) into the slot the table names
+            // for it, read when the tile was staged (§slots); none past the table's width W, none outside the pool
             if constexpr (STORES) {
-                const int64_t t = done + i;
-                if (t < p.token_slots_width) {
-                    const int64_t e = static_cast<int64_t>(n) * p.token_slots_width + t;
-                    const int64_t slot = p.token_slots_int32 ? static_cast<int64_t>(static_cast<const int*>(p.token_slots)[e])
-                                                             : static_cast<const int64_t*>(p.token_slots)[e];
-                    if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
-                }
+                const int64_t slot = sm.slot[i];
+                if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
             }
         }
         }

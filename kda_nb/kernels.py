@@ -21,7 +21,7 @@ from .layout import Form
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'RECORD_BYTES',
+           'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'SHOWN_LINES', 'RECORD_BYTES',
            'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units', 'nvcc_resource_usage',
            'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers', 'kernels_unavailable_reason',
            'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
@@ -55,14 +55,19 @@ def csrc_dir() -> Path:
         if (d / 'kda_binding.cpp').exists(): return d.resolve()
     raise FileNotFoundError(f"kda_nb: CUDA sources not found next to {pkg}")
 
+SHOWN_LINES = 24      # a longer listing opens on a click, so that a kernel's page stays a page
+
 def show_source(file: str, section: str):
-    "Display the `// §section` part of a `csrc/` file as a code block."
+    "Display the `// §section` part of a `csrc/` file as a code block (folded where it is longer than `SHOWN_LINES`)."
     from IPython.display import Markdown
     lines = (csrc_dir() / file).read_text().splitlines()
     start = next(i for i, l in enumerate(lines) if re.search(rf'// §{section}\b', l))
     end = next((i for i in range(start + 1, len(lines))
                 if '// §' in lines[i] or lines[i].startswith('}')), len(lines))
-    return Markdown(f"`{file}`, lines {start + 1}-{end}:\n\n```cpp\n" + '\n'.join(lines[start:end]) + "\n```")
+    code = "```cpp\n" + '\n'.join(lines[start:end]) + "\n```"
+    if end - start <= SHOWN_LINES: return Markdown(f"`{file}`, lines {start + 1}-{end}:\n\n{code}")
+    return Markdown(f"<details><summary><code>{file}</code>, lines {start + 1}-{end}: §{section}, {end - start} lines"
+                    f"</summary>\n\n{code}\n\n</details>")
 
 # %% ../nbs/04_kernels.ipynb #af504cd0
 RECORD_BYTES = 13840            # bytes K1 leaves per (chunk, head); kda_common.cuh: REC_BYTES

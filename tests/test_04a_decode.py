@@ -639,3 +639,55 @@ def test_decode_replay_binding_checks():
                        (swap(4, z(2, 3, dt=torch.long)), r'the replay table must be \[2, N\] int64'),
                        (swap(4, z(2, 2, dt=torch.int32)), r'the replay table must be \[2, N\] int64')):
         with pytest.raises(RuntimeError, match=words): call(rec)
+
+
+from kda_nb.recurrence import recurrent_steps
+
+def tokens_at_once(S, q, k, la, v, b, scale):
+    """One tile of d tokens of N sequences at once, from the states `S [N, H, V, K]`: q, k, la (log-decays) [d, N, H, K],
+    v [d, N, H, V], b [d, N, H]. Returns the outputs [d, N, H, V] and the states after each token [d, N, H, V, K]."""
+    d = q.shape[0]
+    a = la.exp()
+    P = torch.cumprod(a, 0)                                        # P_i: products, each in [0, 1]
+    w = torch.einsum('nhvk,inhk->inhv', S, P * k)                  # the 2d dot products of each row with s_0
+    z = torch.einsum('nhvk,inhk->inhv', S, P * q)
+    M = torch.zeros(d, d, *b.shape[1:], dtype=S.dtype)             # shared by every row of a head
+    G = torch.zeros_like(M)
+    for j in range(d):
+        R = torch.ones_like(a[0])                                  # R_jj = 1, then a_{j+1} ... a_i: never a quotient
+        for i in range(j, d):
+            if i > j:
+                R = R * a[i]
+                M[i, j] = b[i] * (R * k[j] * k[i]).sum(-1)
+            G[i, j] = (R * k[j] * q[i]).sum(-1)
+    u = []
+    for i in range(d):                                             # forward substitution, per row
+        u.append(b[i, ..., None] * (v[i] - w[i]) - sum((M[i, j, ..., None] * u[j] for j in range(i)), torch.zeros_like(w[i])))
+    u = torch.stack(u)
+    o = torch.stack([scale * (z[i] + sum(G[i, j, ..., None] * u[j] for j in range(i + 1))) for i in range(d)])
+    states, s = [], S
+    for t in range(d):                                             # the state after each token: no reduction
+        s = s * a[t][:, :, None, :] + u[t][..., None] * k[t][:, :, None, :]
+        states.append(s)
+    return o, torch.stack(states)
+
+def test_tokens_at_once_is_the_recurrence():
+    g = torch.Generator().manual_seed(5)
+    N, H, K, V = 3, 2, 16, 8
+    for d in range(2, 9):
+        q, k = (torch.nn.functional.normalize(torch.randn(d, N, H, K, generator=g, dtype=torch.float64), dim=-1) for _ in range(2))
+        la = -torch.rand(d, N, H, K, generator=g, dtype=torch.float64) * torch.tensor([0.1, 5., 50.], dtype=torch.float64)[
+            torch.randint(0, 3, (d, N, H, K), generator=g)]
+        la[0, 0] = -1000.                                          # a masked token: its decay is an exact 0
+        v = torch.randn(d, N, H, V, generator=g, dtype=torch.float64)
+        b = 2 * torch.rand(d, N, H, generator=g, dtype=torch.float64)   # beta up to 2 (negative eigenvalues)
+        S = torch.randn(N, H, V, K, generator=g, dtype=torch.float64)
+        o, states = tokens_at_once(S, q, k, la, v, b, 0.25)
+        ref_o, _ = recurrent_steps(q.reshape(-1, H, K), k.reshape(-1, H, K), v.reshape(-1, H, V), la.reshape(-1, H, K),
+                                   b.reshape(-1, H), 0.25, S.clone())
+        assert torch.allclose(o.reshape(-1, H, V), ref_o, rtol=1e-10, atol=1e-10), d
+        for t in range(d):                                         # the state after every token (the stores)
+            _, ref_s = recurrent_steps(q[:t + 1].reshape(-1, H, K), k[:t + 1].reshape(-1, H, K), v[:t + 1].reshape(-1, H, V),
+                                       la[:t + 1].reshape(-1, H, K), b[:t + 1].reshape(-1, H), 0.25, S.clone())
+            assert torch.allclose(states[t], ref_s, rtol=1e-10, atol=1e-10), (d, t)
+        assert torch.isfinite(o).all() and torch.isfinite(states).all()

@@ -14,12 +14,12 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3 reading a replay in
-# place (kda_nb.serving.REPLAY_IN_PLACE, on): the binding's checks of the records and the table (04a), the serving loop
-# bit for bit as with the gathered batch, and a captured step replayed (11); python -m kda_nb.bench serving (every job, its
-# verification rows with the replay read in place among them), fla given its H200 autotuning winners
-# (tools/fla_configs.py) so that it compiles instead of tuning; and tools/sanitize.py (adversarial replay tables among
-# its K3 cases). Point it at what lands next.
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3 reading its per-token
+# store table with each tile (kda_decode.cu §slots, no switch: the same arithmetic): the tests of K3's stores, eager
+# loads and replay read in place (04a, 11: the same bits as before, the binding's checks, a captured step replayed);
+# python -m kda_nb.bench serving (every job: the verification rows are where the table is read), fla given its H200
+# autotuning winners (tools/fla_configs.py) so that it compiles instead of tuning; and tools/sanitize.py (adversarial
+# store and replay tables among its K3 cases). Point it at what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -119,15 +119,15 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== K3 reading a replay in place (REPLAY_IN_PLACE, on): the binding's checks, then the same bits as the gathered batch"
+  echo "== K3's stores, eager loads and replay read in place (the store table read with each tile: kda_decode.cu §slots)"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
-    -k "replay or in_place" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+    -k "stores or eager or replay or in_place" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
   export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
   d=$(( $(left) - 120 )); [ "$d" -gt 240 ] && d=240
-  echo "== serving steps (at most $d s): the replay read in place beside the gathered batch, every row as the record has it"
+  echo "== serving steps (at most $d s): every row as the record has it"
   bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (K3 reading a replay in place from adversarial tables among them)"
+  echo "== the forward's cases under compute-sanitizer (K3 with adversarial store and replay tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   exit $status
 fi
