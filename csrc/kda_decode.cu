@@ -47,6 +47,8 @@ constexpr int DEC_PAIRS = DEC_SPLIT / DEC_SLICES;             // 2 blocks per (s
 constexpr int DEC_PIECES = D / (4 * DEC_LANES);               // 4 pieces of 4 channels per lane and row
 constexpr int DEC_TILE = 8;                                   // tokens staged at a time
 constexpr int DEC_MIN_BLOCKS = 4;                             // resident blocks per SM the registers must allow (5: spills)
+constexpr int DEC_MIN_BLOCKS_AT_ONCE = 3;                     // the same for the tokens at once (§at_once), whose tile of
+                                                              // dot products, corrections and outputs per row would spill at 4
 static_assert(DEC_THREADS == D, "one staging thread per channel");
 static_assert(DEC_ROWS == 2, "8 rows per warp: one 16-byte store of a token's outputs");
 static_assert(DEC_BLOCK_ROWS <= DEC_THREADS && DEC_SPLIT % DEC_SLICES == 0, "a block's values staged by one thread each");
@@ -59,6 +61,7 @@ struct DecodeSmem {
     float sums[DEC_TILE][DEC_WARPS][2];
     float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
     int64_t slot[DEC_TILE];                   // the pool slot each token of the tile stores its state into (§stores; -1: none)
+    float gm[DEC_TILE][DEC_TILE], gq[DEC_TILE][DEC_TILE];   // the tile's two triangular matrices (§gram: AT_ONCE only)
     int64_t red[DEC_WARPS];
     uint64_t bar[DEC_SLICES];
 };
@@ -292,6 +295,51 @@ __device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm,
     return false;
 }
 
+// §gram: (AT_ONCE, 04a *Several tokens at once*) the tile's two lower-triangular matrices, which hold no state and so
+// serve every row of the head: gm[i][j] = beta_i (R_ij . k_j) . k_i for j < i and gq[i][j] = (R_ij . k_j) . q_i for
+// j <= i, where R_ij = a_{j+1} ... a_i is the decay between tokens j and i (R_ii = 1): products of decays in [0, 1],
+// never a quotient, so an unbounded gate underflows to 0. Thread (j, g) = (tid / 16, tid % 16) sums channels
+// g + 16 c of column j, the 16 threads of a column then reduce; zeros outside the triangles and past the tile's len
+// tokens. Reads the staged tile (qh, kh, decay, b: normalised and activated), ends with the block in step.
+__device__ __forceinline__ void tile_gram(DecodeSmem& sm, int len) {
+    const int gj = threadIdx.x >> 4, gc = threadIdx.x & 15;
+    float am[DEC_TILE], ag[DEC_TILE];
+#pragma unroll
+    for (int i = 0; i < DEC_TILE; ++i) am[i] = ag[i] = 0.f;
+    if (gj < len) {
+#pragma unroll
+        for (int cc = 0; cc < D / 16; ++cc) {
+            const int c = 16 * cc + gc;
+            const float kj = sm.kh[gj][c];
+            float r = 1.f;
+#pragma unroll
+            for (int i = 0; i < DEC_TILE; ++i) {
+                if (i < gj || i >= len) continue;
+                if (i > gj) {
+                    r *= sm.decay[i][c];
+                    am[i] = fmaf(kj * r, sm.kh[i][c], am[i]);
+                }
+                ag[i] = fmaf(kj * r, sm.qh[i][c], ag[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < DEC_TILE; ++i)
+#pragma unroll
+        for (int sh = 1; sh < 16; sh <<= 1) {
+            am[i] += __shfl_xor_sync(0xffffffffu, am[i], sh);
+            ag[i] += __shfl_xor_sync(0xffffffffu, ag[i], sh);
+        }
+    if (gc == 0) {
+#pragma unroll
+        for (int i = 0; i < DEC_TILE; ++i) {
+            sm.gm[i][gj] = i > gj && i < len ? sm.b[i] * am[i] : 0.f;
+            sm.gq[i][gj] = i >= gj && i < len ? ag[i] : 0.f;
+        }
+    }
+    __syncthreads();
+}
+
 // One block's work: (sequence n, head h, pair of slices vp), and the state it reads and writes.
 struct DecodeItem {
     int n, h, vp;
@@ -341,9 +389,10 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
-__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool AT_ONCE = false>
+__global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE : DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
+    static_assert(!AT_ONCE || EAGER, "the tokens at once need the tile staged before the state (eager instances)");
     static_assert(!REPLAY || (STORES && EAGER), "a replay read in place stores its state after the replayed tokens (eager instances)");
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
@@ -388,6 +437,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         bool early;
         if constexpr (REPLAY) early = stage_early<GF, FORMS, DIMS, IN, EAGER, true>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD, rr);
         else early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD);
+        const bool at_once = AT_ONCE && early && len > 1;    // (block-uniform)
+        if constexpr (AT_ONCE) { if (at_once) tile_gram(sm, len); }
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
@@ -433,8 +484,120 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                             make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
             }
         };
-        // §tiles: the tokens a tile at a time, staged once for both slices where they fit one tile
+        // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
+        // lane 0 writes the warp's 8 contiguous rows as one 16-byte store, rounded to the inputs' type: token t of the
+        // sequence, at batch row tok (with REPLAY the row replay_row gives, a new token only)
+        auto put_out = [&](const float (&o)[DEC_ROWS], int64_t tok, int t) {
+            if (j == 0) {
+#pragma unroll
+                for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
+            }
+            __syncwarp();
+            if constexpr (REPLAY) {                                     // a new token only, at its batch row (§replay)
+                bool rec, ok;
+                const int64_t row = replay_row(p, rr, t, rec, ok);
+                if (lane == 0 && ok && !rec) {
+                    const float* w = sm.o + 4 * DEC_ROWS * warp;
+                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
+                                                                In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
+                }
+            } else
+            if (lane == 0 && (!DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD)) {
+                const float* w = sm.o + 4 * DEC_ROWS * warp;
+                T* dst = out + (tok * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
+                *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
+                                                            In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
+            }
+            __syncwarp();
+        };
+        // §stores: the state after token i of the tile into the slot the table names for it, read when the tile was
+        // staged (§slots); none past the table's width W, none for a value outside the pool
+        auto store_token = [&](int i) {
+            if constexpr (STORES) {
+                const int64_t slot = sm.slot[i];
+                if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
+            }
+        };
         bool loaded = false;
+        // §at_once: (AT_ONCE: a sequence of one tile, more than one token; 04a *Several tokens at once*) each row's
+        // 2 len dot products with the state in, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tokens
+        // 0 to i, products in [0, 1]), reduced together; then per row the corrections u_i = beta_i (v_i - w_i) -
+        // sum_j<i gm[i][j] u_j, the outputs scale (z_i + sum_j<=i gq[i][j] u_j) (§gram), and the state token by token,
+        // a_i s + u_i k_i, with no reduction: the stores and the state out as the tokens in turn give them
+        if constexpr (AT_ONCE) {
+            if (at_once) {
+                load_state();
+                loaded = true;
+                float w[DEC_ROWS][DEC_TILE], z[DEC_ROWS][DEC_TILE], u[DEC_ROWS][DEC_TILE];   // (u: each set before use)
+#pragma unroll
+                for (int ii = 0; ii < DEC_ROWS; ++ii)
+#pragma unroll
+                    for (int i = 0; i < DEC_TILE; ++i) w[ii][i] = z[ii][i] = 0.f;
+#pragma unroll
+                for (int m = 0; m < DEC_PIECES; ++m) {
+                    float4 P = make_float4(1.f, 1.f, 1.f, 1.f);
+#pragma unroll
+                    for (int i = 0; i < DEC_TILE; ++i) {
+                        if (i >= len) continue;
+                        const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]),
+                                     q = lds4(&sm.qh[i][32 * m + 4 * j]);
+                        P.x *= d.x; P.y *= d.y; P.z *= d.z; P.w *= d.w;
+                        const float4 kp = make_float4(P.x * k.x, P.y * k.y, P.z * k.z, P.w * k.w),
+                                     qp = make_float4(P.x * q.x, P.y * q.y, P.z * q.z, P.w * q.w);
+#pragma unroll
+                        for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                            const float* s = &S[ii][4 * m];
+                            w[ii][i] = fmaf(s[0], kp.x, w[ii][i]); w[ii][i] = fmaf(s[1], kp.y, w[ii][i]);
+                            w[ii][i] = fmaf(s[2], kp.z, w[ii][i]); w[ii][i] = fmaf(s[3], kp.w, w[ii][i]);
+                            z[ii][i] = fmaf(s[0], qp.x, z[ii][i]); z[ii][i] = fmaf(s[1], qp.y, z[ii][i]);
+                            z[ii][i] = fmaf(s[2], qp.z, z[ii][i]); z[ii][i] = fmaf(s[3], qp.w, z[ii][i]);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < DEC_TILE; ++i) {
+                    if (i >= len) continue;                             // (len: block-uniform)
+#pragma unroll
+                    for (int ii = 0; ii < DEC_ROWS; ++ii)
+#pragma unroll
+                        for (int sh = 1; sh < DEC_LANES; sh <<= 1) {
+                            w[ii][i] += __shfl_xor_sync(0xffffffffu, w[ii][i], sh);
+                            z[ii][i] += __shfl_xor_sync(0xffffffffu, z[ii][i], sh);
+                        }
+                }
+#pragma unroll
+                for (int i = 0; i < DEC_TILE; ++i) {
+                    if (i >= len) continue;
+                    float o[DEC_ROWS];
+#pragma unroll
+                    for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                        float acc = sm.b[i] * (sm.v[i][vrow + row_of(ii)] - w[ii][i]);
+#pragma unroll
+                        for (int jj = 0; jj < i; ++jj) acc = fmaf(-sm.gm[i][jj], u[ii][jj], acc);
+                        u[ii][i] = acc;
+                        float r = z[ii][i];
+#pragma unroll
+                        for (int jj = 0; jj <= i; ++jj) r = fmaf(sm.gq[i][jj], u[ii][jj], r);
+                        o[ii] = p.scale * r;
+                    }
+                    put_out(o, t0 + i, i);
+#pragma unroll
+                    for (int m = 0; m < DEC_PIECES; ++m) {
+                        const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]);
+#pragma unroll
+                        for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                            float* s = &S[ii][4 * m];
+                            s[0] = fmaf(u[ii][i], k.x, s[0] * d.x); s[1] = fmaf(u[ii][i], k.y, s[1] * d.y);
+                            s[2] = fmaf(u[ii][i], k.z, s[2] * d.z); s[3] = fmaf(u[ii][i], k.w, s[3] * d.w);
+                        }
+                    }
+                    store_token(i);
+                }
+            }
+        }
+        // §tiles: the tokens a tile at a time, staged once for both slices where they fit one tile
+        if (!at_once)
 #pragma unroll 1
         for (int done = 0; done < len; done += DEC_TILE) {
             const int64_t tb = t0 + done;
@@ -488,36 +651,8 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 for (int w = 1; w < DEC_LANES; w <<= 1) rd[ii] += __shfl_xor_sync(0xffffffffu, rd[ii], w);
                 o[ii] = p.scale * rd[ii];
             }
-            // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
-            // lane 0 writes the warp's 8 contiguous rows as one 16-byte store, rounded to the inputs' type
-            if (j == 0) {
-#pragma unroll
-                for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
-            }
-            __syncwarp();
-            if constexpr (REPLAY) {                                     // a new token only, at its batch row (§replay)
-                bool rec, ok;
-                const int64_t row = replay_row(p, rr, done + i, rec, ok);
-                if (lane == 0 && ok && !rec) {
-                    const float* w = sm.o + 4 * DEC_ROWS * warp;
-                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
-                                                                In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
-                }
-            } else
-            if (lane == 0 && (!DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD)) {
-                const float* w = sm.o + 4 * DEC_ROWS * warp;
-                T* dst = out + ((tb + i) * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
-                *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
-                                                            In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
-            }
-            __syncwarp();
-            // §stores: the state after this token (position done + i of the sequence) into the slot the table names
-            // for it, read when the tile was staged (§slots); none past the table's width W, none outside the pool
-            if constexpr (STORES) {
-                const int64_t slot = sm.slot[i];
-                if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
-            }
+            put_out(o, tb + i, done + i);
+            store_token(i);
         }
         }
         if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
@@ -539,7 +674,8 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
     // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
     // a table of per-token stores the one with STORES, and eager loads (§eager; K = V = 128) the one with EAGER; a replay
-    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly
+    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly; with eager loads,
+    // tokens_at_once the one with AT_ONCE (§at_once)
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
         return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
                                  [&](auto gf, auto forms, auto in, auto dm) {
@@ -547,12 +683,20 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
             constexpr bool F = decltype(forms)::value, S = decltype(stores)::value, DM = decltype(dm)::value;
             constexpr int I = decltype(in)::value;
             if constexpr (!DM && S) {
+                if (a.replay_table && a.tokens_at_once) {
+                    kda_decode<G, F, true, false, I, true, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    return cudaGetLastError();
+                }
                 if (a.replay_table) {
                     kda_decode<G, F, true, false, I, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
                     return cudaGetLastError();
                 }
             }
             if constexpr (!DM) {
+                if (a.eager_loads && a.tokens_at_once) {
+                    kda_decode<G, F, S, false, I, true, false, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    return cudaGetLastError();
+                }
                 if (a.eager_loads) {
                     kda_decode<G, F, S, false, I, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
                     return cudaGetLastError();
