@@ -60,10 +60,10 @@ struct DecodeSmem {
     float b[DEC_TILE];
     float sums[DEC_TILE][DEC_WARPS][2];
     float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
-    int64_t slot[DEC_TILE];                   // the pool slot each token of the tile stores its state into (§stores; -1: none)
-    float gm[DEC_TILE][DEC_TILE], gq[DEC_TILE][DEC_TILE];   // the tile's two triangular matrices (§gram: AT_ONCE only)
     int64_t red[DEC_WARPS];
     uint64_t bar[DEC_SLICES];
+    int64_t slot[DEC_TILE];                   // the pool slot each token of the tile stores its state into (§slots; AT_ONCE only)
+    float gm[DEC_TILE][DEC_TILE], gq[DEC_TILE][DEC_TILE];   // the tile's two triangular matrices (§gram: AT_ONCE only)
 };
 
 __device__ __forceinline__ float4 bf16x4(uint2 u) { return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y)); }
@@ -149,9 +149,9 @@ __device__ __forceinline__ int64_t token_slot(const DecodeArgs& p, int n, int64_
 
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
-// thread holds a tile of tokens in registers. The tile's first token is token tfirst of sequence n; each token's
-// store slot (§slots) is read here with the tile, so that no token of the loop waits on a load of the table.
-template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
+// thread holds a tile of tokens in registers. The tile's first token is token tfirst of sequence n; with SLOTS (the
+// instances with AT_ONCE, whose tokens wait on nothing else) each token's store slot (§slots) is read here with the tile.
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool SLOTS = false>
 __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int n, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb, int kd, int vd, int tfirst,
                                              const ReplayRows& rr = {}) {
@@ -221,7 +221,7 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         }
         if constexpr (REPLAY) { if (c < nt) be = load_beta(c); }
         else { if (c < nt) be = input_at<IN>(p.beta, (tb + c) * p.H + h); }
-        if (c < nt) slot = token_slot(p, n, tfirst + c);
+        if (SLOTS && c < nt) slot = token_slot(p, n, tfirst + c);
     }
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
@@ -253,18 +253,24 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 #pragma unroll
             for (int i = 0; i < DEC_TILE; ++i)
                 if (i < nt) sm.v[i][c] = ve[i];
-        if (c < nt) { sm.b[c] = beta_value(beta_form_of<FORMS>(p), be); sm.slot[c] = slot; }
+        if (c < nt) {
+            sm.b[c] = beta_value(beta_form_of<FORMS>(p), be);
+            if constexpr (SLOTS) sm.slot[c] = slot;
+        }
     } else if constexpr (REPLAY) {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i) sm.v[i][c] = load_v(i);
-        if (c < nt) { sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c)); sm.slot[c] = token_slot(p, n, tfirst + c); }
+        if (c < nt) {
+            sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c));
+            if constexpr (SLOTS) sm.slot[c] = token_slot(p, n, tfirst + c);
+        }
     } else {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i)
                 sm.v[i][c] = !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
         if (c < nt) {
             sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
-            sm.slot[c] = token_slot(p, n, tfirst + c);
+            if constexpr (SLOTS) sm.slot[c] = token_slot(p, n, tfirst + c);
         }
     }
     __syncthreads();
@@ -284,12 +290,12 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 // tile, not once a token, and the values go through the same arithmetic in the same order, so the outputs and states
 // are bit for bit those without it. A longer sequence is staged token by token, as without EAGER: from its second tile
 // on, its state is in registers, and the tile's loads beside it would spill. True where it staged.
-template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool SLOTS = false>
 __device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int n, int h, int vbase, int64_t t0, int len,
                                             float A, float dtb, int kd, int vd, const ReplayRows& rr = {}) {
     if constexpr (EAGER) {
         if (len <= 0 || len > DEC_TILE) return false;
-        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY>(p, sm, n, h, vbase, t0, len, A, dtb, kd, vd, 0, rr);
+        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY, SLOTS>(p, sm, n, h, vbase, t0, len, A, dtb, kd, vd, 0, rr);
         return true;
     }
     return false;
@@ -435,8 +441,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
         const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
         const ReplayRows rr = replay_rows<REPLAY>(p, n, len, cur.has_slot);
         bool early;
-        if constexpr (REPLAY) early = stage_early<GF, FORMS, DIMS, IN, EAGER, true>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD, rr);
-        else early = stage_early<GF, FORMS, DIMS, IN, EAGER>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD);
+        early = stage_early<GF, FORMS, DIMS, IN, EAGER, REPLAY, AT_ONCE>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD, rr);
         const bool at_once = AT_ONCE && early && len > 1;    // (block-uniform)
         if constexpr (AT_ONCE) { if (at_once) tile_gram(sm, len); }
 #pragma unroll 1
@@ -511,11 +516,11 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
             }
             __syncwarp();
         };
-        // §stores: the state after token i of the tile into the slot the table names for it, read when the tile was
-        // staged (§slots); none past the table's width W, none for a value outside the pool
-        auto store_token = [&](int i) {
+        // §stores: the state after token t = done + i (tile token i) into the slot the table names for it (§slots: read
+        // with the tile where AT_ONCE, else here); none past the table's width W, none for a value outside the pool
+        auto store_token = [&](int i, int t) {
             if constexpr (STORES) {
-                const int64_t slot = sm.slot[i];
+                const int64_t slot = AT_ONCE ? sm.slot[i] : token_slot(p, n, t);
                 if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
             }
         };
@@ -592,7 +597,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                             s[2] = fmaf(u[ii][i], k.z, s[2] * d.z); s[3] = fmaf(u[ii][i], k.w, s[3] * d.w);
                         }
                     }
-                    store_token(i);
+                    store_token(i, i);
                 }
             }
         }
@@ -604,8 +609,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
             const int nt = min(DEC_TILE, len - done);
             if ((sl == 0 && !early) || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                if constexpr (REPLAY) stage_tokens<GF, FORMS, DIMS, IN, false, true>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done, rr);
-                else stage_tokens<GF, FORMS, DIMS, IN, false>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done);
+                stage_tokens<GF, FORMS, DIMS, IN, false, REPLAY, AT_ONCE>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done, rr);
             }
             if (!loaded) { load_state(); loaded = true; }
 #pragma unroll 1
@@ -652,7 +656,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                 o[ii] = p.scale * rd[ii];
             }
             put_out(o, tb + i, done + i);
-            store_token(i);
+            store_token(i, done + i);
         }
         }
         if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
