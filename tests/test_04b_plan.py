@@ -149,6 +149,9 @@ def test_plan_choices_on_the_anchors_shapes():
     assert kernel_path(1, 512, 32, 256, True, 2, 132, k3_eager=True, k3_at_once=True).k3_tokens == 'at once'
     assert kernel_path(256, 2, 32, 256, False, None, 132, k3_eager=True).k3_tokens == ('at once' if K3_TOKENS_AT_ONCE else 'in turn')
     assert decode_plan('x', True, True, None).k3_tokens == 'in turn' and decode_plan('x', True, True, 2).k3_tokens == 'at once'
+    from kda_nb.kernels import csrc_dir
+    tile = re.search(r'constexpr int DEC_TILE = (\d+);', (csrc_dir() / 'kda_decode.cu').read_text())
+    assert tile and int(tile.group(1)) == K3_TILE, "K3_TILE is K3's DEC_TILE"
     assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
     assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
 
