@@ -560,6 +560,28 @@ EAGER_CASES = {   # (sequence lengths, heads, pool dtype (None: no state in), fo
     'per-token stores, padding slots': ([4, 1, 3, 0] * 50, 8, torch.float32, None, True, True, torch.bfloat16),
 }
 
+def k3_pool_case(case: tuple, seed: int, read_seed: int, W: int = 4):
+    """A K3 call of an EAGER_CASES-style case `(sequence lengths, heads, pool dtype, form, padding slots, per-token
+    stores, inputs)`: its inputs, `Form`, the arguments `x` (lower_bound None for a form without one), a pool of P
+    slots (None for no state in), the slots read (-1 every 7th with padding) and the store table [N, W] (column 2 -1)."""
+    seqlens, H, pool_dtype, form_name, pad, stores, dtype = case
+    N = len(seqlens)
+    inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, device='cuda', seed=seed, dtype=dtype,
+                        **DECODE_FORMS.get(form_name, {}))
+    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
+    x = {n: t for n, t in inp.items() if n not in FORM_OPTIONS and n != 'initial_state'}
+    if not (form.safe_gate and form.use_gate_in_kernel): x['lower_bound'] = None
+    P = N * (1 + (W if stores else 0)) + 3
+    base = None if pool_dtype is None else torch.randn(P, H, 128, 128, device='cuda').to(pool_dtype)
+    read = torch.randperm(N, generator=torch.Generator().manual_seed(read_seed))
+    if pad: read[::7] = -1
+    ts = None
+    if stores:
+        ts = (N + torch.arange(N * W)).view(N, W)
+        ts[:, 2] = -1
+        ts = ts.cuda()
+    return inp, form, x, base, read, ts
+
 def _k3_instances(prof) -> set:
     "The template argument EAGER (the one before REPLAY and AT_ONCE, the last two) of each K3 instance the profiler saw run."
     return {m.group(1) for e in prof.events()
@@ -572,22 +594,9 @@ def test_decode_eager_loads_same_bits(case):
     loading token by token: the eager instance runs (the profiler names it), and the outputs and the whole pool come out
     bit for bit the same (the same arithmetic in the same order), sequences longer than a tile, padding slots, empty
     sequences and per-token stores included."""
-    seqlens, H, pool_dtype, form_name, pad, stores, dtype = EAGER_CASES[case]
-    N, W = len(seqlens), 4
-    inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, device='cuda', seed=51, dtype=dtype,
-                        **DECODE_FORMS.get(form_name, {}))
-    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
-    x = {n: t for n, t in inp.items() if n not in FORM_OPTIONS and n != 'initial_state'}
-    if not (form.safe_gate and form.use_gate_in_kernel): x['lower_bound'] = None
-    P = N * (1 + (W if stores else 0)) + 3
-    base = None if pool_dtype is None else torch.randn(P, H, 128, 128, device='cuda').to(pool_dtype)
-    read = torch.randperm(N, generator=torch.Generator().manual_seed(1))
-    if pad: read[::7] = -1
-    ts = None
-    if stores:
-        ts = (N + torch.arange(N * W)).view(N, W)
-        ts[:, 2] = -1
-        ts = ts.cuda()
+    seqlens, H = EAGER_CASES[case][:2]
+    N = len(seqlens)
+    inp, form, x, base, read, ts = k3_pool_case(EAGER_CASES[case], seed=51, read_seed=1)
     def run(on: bool):
         was, plan_module.K3_EAGER_LOADS = plan_module.K3_EAGER_LOADS, on
         try:
@@ -711,23 +720,10 @@ def test_decode_tokens_at_once(case):
     tokens in turn; the pool (final states and per-token stores) within the pool's rounding of the tokens in turn; the
     slots nobody names keep their bits. Padding slots, empty sequences, sequences longer than a tile (run in turn by the
     same instance) and tokens masked with a log-decay of -1000 (a decay of exactly 0) included."""
-    seqlens, H, pool_dtype, form_name, pad, stores, dtype = AT_ONCE_CASES[case]
-    N, W = len(seqlens), 4
-    inp = random_inputs(1, 0, H, 128, seqlens=seqlens, state=None, device='cuda', seed=53, dtype=dtype,
-                        **DECODE_FORMS.get(form_name, {}))
-    if form_name == 'given': inp['g'][:, ::5] = -1000.0
-    form = Form(**{n: inp[n] for n in FORM_OPTIONS if n in inp})
-    x = {n: t for n, t in inp.items() if n not in FORM_OPTIONS and n != 'initial_state'}
-    if not (form.safe_gate and form.use_gate_in_kernel): x['lower_bound'] = None
-    P = N * (1 + (W if stores else 0)) + 3
-    base = torch.randn(P, H, 128, 128, device='cuda').to(pool_dtype)
-    read = torch.randperm(N, generator=torch.Generator().manual_seed(3))
-    if pad: read[::7] = -1
-    ts = None
-    if stores:
-        ts = (N + torch.arange(N * W)).view(N, W)
-        ts[:, 2] = -1
-        ts = ts.cuda()
+    seqlens, _, pool_dtype, form_name = AT_ONCE_CASES[case][:4]
+    inp, form, x, base, read, ts = k3_pool_case(AT_ONCE_CASES[case], seed=53, read_seed=3)
+    P = base.shape[0]
+    if form_name == 'given': inp['g'][:, ::5] = -1000.0               # masked tokens (x['g'] is the same tensor)
     def run(at_once: bool):
         pool, out = base.clone(), torch.full_like(inp['v'], float('nan'))
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
