@@ -63,10 +63,25 @@ struct DecodeSmem {
     int64_t red[DEC_WARPS];
     uint64_t bar[DEC_SLICES];
     int64_t slot[DEC_TILE];                   // the pool slot each token of the tile stores its state into (§slots; AT_ONCE only)
-    float gm[DEC_TILE][DEC_TILE], gq[DEC_TILE][DEC_TILE];   // the tile's two triangular matrices (§gram: AT_ONCE only)
+    float gm[DEC_TILE][DEC_TILE + 1], gq[DEC_TILE][DEC_TILE + 1];   // the tile's two triangular matrices (§gram: AT_ONCE
+                                                                    // only; a row padded, so that 8 lanes read 8 banks)
 };
 
 __device__ __forceinline__ float4 bf16x4(uint2 u) { return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y)); }
+
+// The sums over the 8 lanes of a row (lane j = lane % 8) of a[0..7], each lane keeping one: lane j returns the sum of
+// a[j]. Three halvings: at each, a lane keeps the half of its values its bit selects and adds its partner's copy of
+// that half (4 + 2 + 1 shuffles, against 8 x 3 for the 8 sums in every lane).
+__device__ __forceinline__ float reduce_scatter8(const float (&a)[DEC_TILE], int j) {
+    static_assert(DEC_TILE == 8 && DEC_LANES == 8, "one token per lane of a row");
+    float h4[4], h2[2];
+    const bool b2 = j & 4, b1 = j & 2, b0 = j & 1;
+#pragma unroll
+    for (int t = 0; t < 4; ++t) h4[t] = (b2 ? a[t + 4] : a[t]) + __shfl_xor_sync(0xffffffffu, b2 ? a[t] : a[t + 4], 4);
+#pragma unroll
+    for (int t = 0; t < 2; ++t) h2[t] = (b1 ? h4[t + 2] : h4[t]) + __shfl_xor_sync(0xffffffffu, b1 ? h4[t] : h4[t + 2], 2);
+    return (b0 ? h2[1] : h2[0]) + __shfl_xor_sync(0xffffffffu, b0 ? h2[0] : h2[1], 1);
+}
 
 // §bounds: the sequence's tokens [t0, t1) = [safe[n], safe[n + 1]) by the safe-offset rule of
 // kda_layout.cuh, from the caller's offsets cu: the running maximum is a block-wide reduction over cu[0..n]
@@ -490,30 +505,29 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
             }
         };
         // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
-        // lane 0 writes the warp's 8 contiguous rows as one 16-byte store, rounded to the inputs' type: token t of the
-        // sequence, at batch row tok (with REPLAY the row replay_row gives, a new token only)
+        // lane 0 writes the warp's 8 contiguous rows as one 16-byte store (write_rows), rounded to the inputs' type:
+        // token t of the sequence, at batch row tok (with REPLAY the row replay_row gives, a new token only)
+        auto write_rows = [&](const float* w, int64_t tok, int t) {
+            int64_t row = tok;
+            bool ok = !DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD;
+            if constexpr (REPLAY) {                                     // a new token only, at its batch row (§replay)
+                bool rec;
+                row = replay_row(p, rr, t, rec, ok);
+                ok = ok && !rec;
+            }
+            if (ok) {
+                T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
+                *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
+                                                            In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
+            }
+        };
         auto put_out = [&](const float (&o)[DEC_ROWS], int64_t tok, int t) {
             if (j == 0) {
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
             }
             __syncwarp();
-            if constexpr (REPLAY) {                                     // a new token only, at its batch row (§replay)
-                bool rec, ok;
-                const int64_t row = replay_row(p, rr, t, rec, ok);
-                if (lane == 0 && ok && !rec) {
-                    const float* w = sm.o + 4 * DEC_ROWS * warp;
-                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
-                    *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
-                                                                In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
-                }
-            } else
-            if (lane == 0 && (!DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD)) {
-                const float* w = sm.o + 4 * DEC_ROWS * warp;
-                T* dst = out + (tok * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
-                *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
-                                                            In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
-            }
+            if (lane == 0) write_rows(sm.o + 4 * DEC_ROWS * warp, tok, t);
             __syncwarp();
         };
         // §stores: the state after token t = done + i (tile token i) into the slot the table names for it (§slots: read
@@ -527,78 +541,75 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
         bool loaded = false;
         // §at_once: (AT_ONCE: a sequence of one tile, more than one token; 04a *Several tokens at once*) each row's
         // 2 len dot products with the state in, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tokens
-        // 0 to i, products in [0, 1]), reduced together; then per row the corrections u_i = beta_i (v_i - w_i) -
-        // sum_j<i gm[i][j] u_j, the outputs scale (z_i + sum_j<=i gq[i][j] u_j) (§gram), and the state token by token,
-        // a_i s + u_i k_i, with no reduction: the stores and the state out as the tokens in turn give them
+        // 0 to i, products in [0, 1]), reduced and scattered over the row's 8 lanes at once, so that lane i keeps token
+        // i's sums (reduce_scatter8); lane i starts token i's correction beta_i (v_i - w_i) and its output z_i. Then
+        // token by token: u_i, final once the tokens before it have given theirs, goes from lane i to the row's lanes;
+        // each lane l takes u_i into its correction (- gm[l][i] u_i) and its output (+ gq[l][i] u_i) (§gram), and the
+        // state steps, a_i s + u_i k_i, with no reduction: the stores as the tokens in turn give them. Lane i ends
+        // with token i's output, which goes through shared memory (the dead values of sm.v) to one store per token
         if constexpr (AT_ONCE) {
             if (at_once) {
                 load_state();
                 loaded = true;
-                float w[DEC_ROWS][DEC_TILE], z[DEC_ROWS][DEC_TILE], u[DEC_ROWS][DEC_TILE];   // (u: each set before use)
+                const bool mine = j < len;                              // lane j's token is one of the sequence's
+                float cor[DEC_ROWS], res[DEC_ROWS];
+                // the sums of a row with one vector, k (w) or q (z), for the tile's tokens: 8 live at a time, not 32
+                auto sums_with = [&](int ii, const float (*x)[D]) {
+                    float acc[DEC_TILE];
 #pragma unroll
-                for (int ii = 0; ii < DEC_ROWS; ++ii)
+                    for (int i = 0; i < DEC_TILE; ++i) acc[i] = 0.f;
 #pragma unroll
-                    for (int i = 0; i < DEC_TILE; ++i) w[ii][i] = z[ii][i] = 0.f;
+                    for (int m = 0; m < DEC_PIECES; ++m) {
+                        const float* s = &S[ii][4 * m];
+                        float4 P = make_float4(1.f, 1.f, 1.f, 1.f);
 #pragma unroll
-                for (int m = 0; m < DEC_PIECES; ++m) {
-                    float4 P = make_float4(1.f, 1.f, 1.f, 1.f);
-#pragma unroll
-                    for (int i = 0; i < DEC_TILE; ++i) {
-                        if (i >= len) continue;
-                        const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]),
-                                     q = lds4(&sm.qh[i][32 * m + 4 * j]);
-                        P.x *= d.x; P.y *= d.y; P.z *= d.z; P.w *= d.w;
-                        const float4 kp = make_float4(P.x * k.x, P.y * k.y, P.z * k.z, P.w * k.w),
-                                     qp = make_float4(P.x * q.x, P.y * q.y, P.z * q.z, P.w * q.w);
-#pragma unroll
-                        for (int ii = 0; ii < DEC_ROWS; ++ii) {
-                            const float* s = &S[ii][4 * m];
-                            w[ii][i] = fmaf(s[0], kp.x, w[ii][i]); w[ii][i] = fmaf(s[1], kp.y, w[ii][i]);
-                            w[ii][i] = fmaf(s[2], kp.z, w[ii][i]); w[ii][i] = fmaf(s[3], kp.w, w[ii][i]);
-                            z[ii][i] = fmaf(s[0], qp.x, z[ii][i]); z[ii][i] = fmaf(s[1], qp.y, z[ii][i]);
-                            z[ii][i] = fmaf(s[2], qp.z, z[ii][i]); z[ii][i] = fmaf(s[3], qp.w, z[ii][i]);
+                        for (int i = 0; i < DEC_TILE; ++i) {
+                            if (i >= len) continue;
+                            const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), v = lds4(&x[i][32 * m + 4 * j]);
+                            P.x *= d.x; P.y *= d.y; P.z *= d.z; P.w *= d.w;
+                            acc[i] = fmaf(s[0], P.x * v.x, acc[i]); acc[i] = fmaf(s[1], P.y * v.y, acc[i]);
+                            acc[i] = fmaf(s[2], P.z * v.z, acc[i]); acc[i] = fmaf(s[3], P.w * v.w, acc[i]);
                         }
                     }
+                    return reduce_scatter8(acc, j);
+                };
+#pragma unroll
+                for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                    const float wj = sums_with(ii, sm.kh);              // (every lane: the shuffles take all 32)
+                    cor[ii] = mine ? sm.b[j] * (sm.v[j][vrow + row_of(ii)] - wj) : 0.f;
+                    res[ii] = sums_with(ii, sm.qh);
                 }
 #pragma unroll
                 for (int i = 0; i < DEC_TILE; ++i) {
                     if (i >= len) continue;                             // (len: block-uniform)
-#pragma unroll
-                    for (int ii = 0; ii < DEC_ROWS; ++ii)
-#pragma unroll
-                        for (int sh = 1; sh < DEC_LANES; sh <<= 1) {
-                            w[ii][i] += __shfl_xor_sync(0xffffffffu, w[ii][i], sh);
-                            z[ii][i] += __shfl_xor_sync(0xffffffffu, z[ii][i], sh);
-                        }
-                }
-#pragma unroll
-                for (int i = 0; i < DEC_TILE; ++i) {
-                    if (i >= len) continue;
-                    float o[DEC_ROWS];
+                    const float gm = sm.gm[j][i], gq = sm.gq[j][i];     // (zero outside the triangles and past len)
+                    float u[DEC_ROWS];
 #pragma unroll
                     for (int ii = 0; ii < DEC_ROWS; ++ii) {
-                        float acc = sm.b[i] * (sm.v[i][vrow + row_of(ii)] - w[ii][i]);
-#pragma unroll
-                        for (int jj = 0; jj < i; ++jj) acc = fmaf(-sm.gm[i][jj], u[ii][jj], acc);
-                        u[ii][i] = acc;
-                        float r = z[ii][i];
-#pragma unroll
-                        for (int jj = 0; jj <= i; ++jj) r = fmaf(sm.gq[i][jj], u[ii][jj], r);
-                        o[ii] = p.scale * r;
+                        u[ii] = __shfl_sync(0xffffffffu, cor[ii], (lane & ~(DEC_LANES - 1)) | i);
+                        cor[ii] = fmaf(-gm, u[ii], cor[ii]);
+                        res[ii] = fmaf(gq, u[ii], res[ii]);
                     }
-                    put_out(o, t0 + i, i);
 #pragma unroll
                     for (int m = 0; m < DEC_PIECES; ++m) {
                         const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]);
 #pragma unroll
                         for (int ii = 0; ii < DEC_ROWS; ++ii) {
                             float* s = &S[ii][4 * m];
-                            s[0] = fmaf(u[ii][i], k.x, s[0] * d.x); s[1] = fmaf(u[ii][i], k.y, s[1] * d.y);
-                            s[2] = fmaf(u[ii][i], k.z, s[2] * d.z); s[3] = fmaf(u[ii][i], k.w, s[3] * d.w);
+                            s[0] = fmaf(u[ii], k.x, s[0] * d.x); s[1] = fmaf(u[ii], k.y, s[1] * d.y);
+                            s[2] = fmaf(u[ii], k.z, s[2] * d.z); s[3] = fmaf(u[ii], k.w, s[3] * d.w);
                         }
                     }
                     store_token(i, i);
                 }
+                // token j's outputs of the warp's 8 rows into sm.v[j] (read only by this lane, above), then lane j of
+                // the warp's first row writes token j's 8 rows
+                if (mine) {
+#pragma unroll
+                    for (int ii = 0; ii < DEC_ROWS; ++ii) sm.v[j][vrow + row_of(ii)] = p.scale * res[ii];
+                }
+                __syncwarp();
+                if (mine && r == 0) write_rows(&sm.v[j][vrow + 4 * DEC_ROWS * warp], t0 + j, j);
             }
         }
         // §tiles: the tokens a tile at a time, staged once for both slices where they fit one tile
