@@ -20,7 +20,8 @@
 # and the tests of K3's stores, eager loads and replay, whose code moved with it (the same arithmetic); python -m
 # kda_nb.bench serving (every job: the verification rows *tokens at once* among them), fla given its H200 autotuning
 # winners (tools/fla_configs.py) so that it compiles instead of tuning; and tools/sanitize.py (adversarial store and
-# replay tables with the tokens at once among its K3 cases). Point it at what lands next.
+# replay tables with the tokens at once among its K3 cases). Point it at what lands next. NEW_K: the tests' -k expression
+# (NEW_K= : every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -122,7 +123,7 @@ fi
 if [ "$BENCH" = --new ]; then
   echo "== K3's tokens at once (K3_TOKENS_AT_ONCE, off), and its stores, eager loads and replay read in place"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
-    -k "at_once or stores or eager or replay or in_place" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+    -k "${NEW_K-at_once or stores or eager or replay or in_place}" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
   export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
   d=$(( $(left) - 120 )); [ "$d" -gt 240 ] && d=240
