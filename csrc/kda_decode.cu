@@ -552,6 +552,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                 load_state();
                 loaded = true;
                 const bool mine = j < len;                              // lane j's token is one of the sequence's
+                const float *gmr = sm.gm[j], *gqr = sm.gq[j];          // lane j's rows of the two matrices
                 float cor[DEC_ROWS], res[DEC_ROWS];
                 // the sums of a row with one vector, k (w) or q (z), for the tile's tokens: 8 live at a time, not 32
                 auto sums_with = [&](int ii, const float (*x)[D]) {
@@ -582,11 +583,11 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
 #pragma unroll
                 for (int i = 0; i < DEC_TILE; ++i) {
                     if (i >= len) continue;                             // (len: block-uniform)
-                    const float gm = sm.gm[j][i], gq = sm.gq[j][i];     // (zero outside the triangles and past len)
+                    const float gm = gmr[i], gq = gqr[i];               // (zero outside the triangles and past len)
                     float u[DEC_ROWS];
 #pragma unroll
                     for (int ii = 0; ii < DEC_ROWS; ++ii) {
-                        u[ii] = __shfl_sync(0xffffffffu, cor[ii], (lane & ~(DEC_LANES - 1)) | i);
+                        u[ii] = __shfl_sync(0xffffffffu, cor[ii], i, DEC_LANES);   // (lane i of the row's 8)
                         cor[ii] = fmaf(-gm, u[ii], cor[ii]);
                         res[ii] = fmaf(gq, u[ii], res[ii]);
                     }
