@@ -47,8 +47,6 @@ constexpr int DEC_PAIRS = DEC_SPLIT / DEC_SLICES;             // 2 blocks per (s
 constexpr int DEC_PIECES = D / (4 * DEC_LANES);               // 4 pieces of 4 channels per lane and row
 constexpr int DEC_TILE = 8;                                   // tokens staged at a time
 constexpr int DEC_MIN_BLOCKS = 4;                             // resident blocks per SM the registers must allow (5: spills)
-constexpr int DEC_MIN_BLOCKS_AT_ONCE = 3;                     // the same for the tokens at once (§at_once), whose tile of
-                                                              // dot products, corrections and outputs per row would spill at 4
 static_assert(DEC_THREADS == D, "one staging thread per channel");
 static_assert(DEC_ROWS == 2, "8 rows per warp: one 16-byte store of a token's outputs");
 static_assert(DEC_BLOCK_ROWS <= DEC_THREADS && DEC_SPLIT % DEC_SLICES == 0, "a block's values staged by one thread each");
@@ -411,7 +409,7 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
 }
 
 template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool AT_ONCE = false>
-__global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE : DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
     static_assert(!AT_ONCE || EAGER, "the tokens at once need the tile staged before the state (eager instances)");
     static_assert(!REPLAY || (STORES && EAGER), "a replay read in place stores its state after the replayed tokens (eager instances)");
@@ -457,8 +455,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
         const ReplayRows rr = replay_rows<REPLAY>(p, n, len, cur.has_slot);
         bool early;
         early = stage_early<GF, FORMS, DIMS, IN, EAGER, REPLAY, AT_ONCE>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD, rr);
-        const bool at_once = AT_ONCE && early && len > 1;    // (block-uniform)
-        if constexpr (AT_ONCE) { if (at_once) tile_gram(sm, len); }
+        if constexpr (AT_ONCE) { if (early) tile_gram(sm, len); }      // (§gram: the tile staged once for both slices)
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
@@ -539,19 +536,17 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
             }
         };
         bool loaded = false;
-        // §at_once: (AT_ONCE: a sequence of one tile, more than one token; 04a *Several tokens at once*) each row's
-        // 2 len dot products with the state in, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tokens
+        // §at_once: (AT_ONCE: every tile of the sequence; 04a *Several tokens at once*) the tile's nt tokens (tile token i:
+        // token done + i of the sequence, batch row tb + i) from the state in registers: each row's 2 nt dot products with the state in, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tokens
         // 0 to i, products in [0, 1]), reduced and scattered over the row's 8 lanes at once, so that lane i keeps token
         // i's sums (reduce_scatter8); lane i starts token i's correction beta_i (v_i - w_i) and its output z_i. Then
         // token by token: u_i, final once the tokens before it have given theirs, goes from lane i to the row's lanes;
         // each lane l takes u_i into its correction (- gm[l][i] u_i) and its output (+ gq[l][i] u_i) (§gram), and the
         // state steps, a_i s + u_i k_i, with no reduction: the stores as the tokens in turn give them. Lane i ends
         // with token i's output, which goes through shared memory (the dead values of sm.v) to one store per token
-        if constexpr (AT_ONCE) {
-            if (at_once) {
-                load_state();
-                loaded = true;
-                const bool mine = j < len;                              // lane j's token is one of the sequence's
+        auto tile_at_once = [&](int nt, int done, int64_t tb) {
+            {
+                const bool mine = j < nt;                              // lane j's token is one of the sequence's
                 const float *gmr = sm.gm[j], *gqr = sm.gq[j];          // lane j's rows of the two matrices
                 float cor[DEC_ROWS], res[DEC_ROWS];
                 // the sums of a row with one vector, k (w) or q (z), for the tile's tokens: 8 live at a time, not 32
@@ -565,7 +560,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                         float4 P = make_float4(1.f, 1.f, 1.f, 1.f);
 #pragma unroll
                         for (int i = 0; i < DEC_TILE; ++i) {
-                            if (i >= len) continue;
+                            if (i >= nt) continue;
                             const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), v = lds4(&x[i][32 * m + 4 * j]);
                             P.x *= d.x; P.y *= d.y; P.z *= d.z; P.w *= d.w;
                             acc[i] = fmaf(s[0], P.x * v.x, acc[i]); acc[i] = fmaf(s[1], P.y * v.y, acc[i]);
@@ -582,8 +577,8 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                 }
 #pragma unroll
                 for (int i = 0; i < DEC_TILE; ++i) {
-                    if (i >= len) continue;                             // (len: block-uniform)
-                    const float gm = gmr[i], gq = gqr[i];               // (zero outside the triangles and past len)
+                    if (i >= nt) continue;                              // (nt: block-uniform)
+                    const float gm = gmr[i], gq = gqr[i];               // (zero outside the triangles and past nt)
                     float u[DEC_ROWS];
 #pragma unroll
                     for (int ii = 0; ii < DEC_ROWS; ++ii) {
@@ -601,7 +596,7 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                             s[2] = fmaf(u[ii], k.z, s[2] * d.z); s[3] = fmaf(u[ii], k.w, s[3] * d.w);
                         }
                     }
-                    store_token(i, i);
+                    store_token(i, done + i);
                 }
                 // token j's outputs of the warp's 8 rows into sm.v[j] (read only by this lane, above), then lane j of
                 // the warp's first row writes token j's 8 rows
@@ -610,11 +605,10 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
                     for (int ii = 0; ii < DEC_ROWS; ++ii) sm.v[j][vrow + row_of(ii)] = p.scale * res[ii];
                 }
                 __syncwarp();
-                if (mine && r == 0) write_rows(&sm.v[j][vrow + 4 * DEC_ROWS * warp], t0 + j, j);
+                if (mine && r == 0) write_rows(&sm.v[j][vrow + 4 * DEC_ROWS * warp], tb + j, done + j);
             }
-        }
+        };
         // §tiles: the tokens a tile at a time, staged once for both slices where they fit one tile
-        if (!at_once)
 #pragma unroll 1
         for (int done = 0; done < len; done += DEC_TILE) {
             const int64_t tb = t0 + done;
@@ -622,8 +616,13 @@ __global__ void __launch_bounds__(DEC_THREADS, AT_ONCE ? DEC_MIN_BLOCKS_AT_ONCE 
             if ((sl == 0 && !early) || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
                 stage_tokens<GF, FORMS, DIMS, IN, false, REPLAY, AT_ONCE>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done, rr);
+                if constexpr (AT_ONCE) tile_gram(sm, nt);
             }
             if (!loaded) { load_state(); loaded = true; }
+            if constexpr (AT_ONCE) {                                    // (§at_once: no token in turn)
+                tile_at_once(nt, done, tb);
+                continue;
+            }
 #pragma unroll 1
             for (int i = 0; i < nt; ++i) {
             // §update: forget and S k^ (both rows per piece, so each piece of decay and k^ is read once),

@@ -48,6 +48,7 @@ def test_kernels_compile_without_spills():
             at_once, rows = [r for r in rows if k3_flag(r, 'at_once')], [r for r in rows if k3_flag(r, 'at_once') is False]
             assert len(at_once) == 21 and all(k3_flag(r, 'eager') for r in at_once), "K3's tokens at once: its eager instances"
             assert sum(k3_flag(r, 'replay') for r in at_once) == 7
+            assert all(r['registers'] <= 128 for r in at_once), "K3's tokens at once: four blocks an SM, as its other instances"
             replay, rows = [r for r in rows if k3_flag(r, 'replay')], [r for r in rows if k3_flag(r, 'replay') is False]
             assert sorted(map(instance_input, replay)) == ['bf16'] * 4 + ['fp16'] * 3 and all(k3_flag(r, 'eager') for r in replay)
             eager = [r for r in rows if k3_flag(r, 'eager')]
