@@ -536,17 +536,18 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             }
         };
         bool loaded = false;
-        // §at_once: (AT_ONCE: every tile of the sequence; 04a *Several tokens at once*) the tile's nt tokens (tile token i:
-        // token done + i of the sequence, batch row tb + i) from the state in registers: each row's 2 nt dot products with the state in, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tokens
-        // 0 to i, products in [0, 1]), reduced and scattered over the row's 8 lanes at once, so that lane i keeps token
-        // i's sums (reduce_scatter8); lane i starts token i's correction beta_i (v_i - w_i) and its output z_i. Then
-        // token by token: u_i, final once the tokens before it have given theirs, goes from lane i to the row's lanes;
-        // each lane l takes u_i into its correction (- gm[l][i] u_i) and its output (+ gq[l][i] u_i) (§gram), and the
-        // state steps, a_i s + u_i k_i, with no reduction: the stores as the tokens in turn give them. Lane i ends
-        // with token i's output, which goes through shared memory (the dead values of sm.v) to one store per token
+        // §at_once: (AT_ONCE: every tile of the sequence; 04a *Several tokens at once*) the tile's nt tokens (tile token
+        // i: token done + i of the sequence, batch row tb + i) from the state in registers: each row's 2 nt dot products
+        // with it, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tile tokens 0 to i, products in
+        // [0, 1]), reduced and scattered over the row's 8 lanes at once, so that lane i keeps token i's sums
+        // (reduce_scatter8); lane i starts token i's correction beta_i (v_i - w_i) and its output z_i. Then token by
+        // token: u_i, final once the tokens before it have given theirs, goes from lane i to the row's lanes; each lane
+        // l takes u_i into its correction (- gm[l][i] u_i) and its output (+ gq[l][i] u_i) (§gram), and the state
+        // steps, a_i s + u_i k_i, with no reduction: the stores as the tokens in turn give them. Lane i ends with token
+        // i's output, which goes through shared memory (the dead values of sm.v) to one store per token
         auto tile_at_once = [&](int nt, int done, int64_t tb) {
             {
-                const bool mine = j < nt;                              // lane j's token is one of the sequence's
+                const bool mine = j < nt;                               // lane j's token is one of the tile's
                 const float *gmr = sm.gm[j], *gqr = sm.gq[j];          // lane j's rows of the two matrices
                 float cor[DEC_ROWS], res[DEC_ROWS];
                 // the sums of a row with one vector, k (w) or q (z), for the tile's tokens: 8 live at a time, not 32
