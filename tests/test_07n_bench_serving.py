@@ -55,6 +55,7 @@ def _row(item, contender, us, role=None, design=None, status='timed', **kw):
 def _synthetic(rate=2e12):
     v = dict(N=256, H=32, drafts=4, state='fp32', gate='safe')
     verify = relate([_row('verify', 'one-token step', 100.0, 'base', 'one token', **v),
+                     _row('verify', 'one-token step, token by token', 103.0, None, 'one token', **v),
                      _row('verify', 'per-token slots, one launch', 140.0, None, 'slot per draft, one kernel', **v),
                      _row('verify', 'replay, composed', 180.0, None, 'replay, composed', **v),
                      _row('verify', 'fla fused_recurrent_kda_fwd, per-token slots', 320.0, 'fla', 'slot per draft, one kernel', **v),
@@ -83,6 +84,8 @@ def test_ratios_table_and_files(tmp_path):
     one = by['per-token slots, one launch']
     assert (one['x_one_token'], one['fla_over'], one['target']) == (pytest.approx(1.4), pytest.approx(320 / 140), 'met')
     assert by['replay, composed']['target'] == 'missed'               # 1.8x the one-token step
+    other = by['one-token step, token by token']                   # a one-token step is no verification: no target
+    assert other['x_one_token'] == pytest.approx(1.03) and 'fla_over' not in other and 'target' not in other
     assert by['fla fused_recurrent_kda_fwd, per-token slots']['x_one_token'] == pytest.approx(3.2)
     assert 'fla_over' not in by['fla fused_recurrent_kda_fwd, per-token slots'] and 'x_one_token' not in by['replay, one launch']
     assert by['two checkpoints, composed']['overhead_pct'] == pytest.approx(15.0) and by['two checkpoints, composed']['target'] == 'missed'

@@ -424,12 +424,12 @@ def relate(rows: list[dict], rate: float | None) -> list[dict]:
             r['floor_us'] = design_floor_us(r['design'], r['N'], r['H'], r['drafts'], sb, rate)
         if r['status'] != 'timed': continue
         if r.get('floor_us'): r['x_floor'] = r['us'] / r['floor_us']
-        if r['item'] == 'verify' and r.get('role') is None:
+        if r['item'] == 'verify' and r.get('role') is None and r.get('design') != 'one token':
             met = {}
             if base: r['x_one_token'] = r['us'] / base; met['x_one_token'] = r['x_one_token'] <= TARGETS['x_one_token']
             if fla: r['fla_over'] = fla / r['us']; met['fla_over'] = r['fla_over'] >= TARGETS['fla_over']
             r['target'] = None if not met else 'met' if all(met.values()) else 'missed'
-        elif r['item'] == 'verify' and r.get('role') == 'fla' and base:
+        elif r['item'] == 'verify' and r.get('role') != 'base' and base:    # fla's, and a one-token step: no target
             r['x_one_token'] = r['us'] / base
         if r['item'] == 'checkpoints' and r.get('role') is None and base:
             r['overhead_pct'] = 100 * (r['us'] / base - 1)
