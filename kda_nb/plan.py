@@ -233,7 +233,7 @@ K3_EAGER_LOADS = True        # K3 issues every load of a tile of tokens at once 
                              # GPU checked it (the same bits) and timed it (benchmarks/BENCHMARK_SERVING_H100.md)
 
 K3_TOKENS_AT_ONCE = False    # K3 computes a sequence of 2 to K3_TILE tokens at once (04a_decode, *Several tokens at once*):
-                             # off until the GPU has checked it against the fp64 recurrence and timed it
+                             # off: correct on the GPU, slower in every verification row (benchmarks/k3_tokens_at_once_h100.md)
 
 def decode_plan(reason: str, eager: bool | None = None, at_once: bool | None = None, tokens: int | None = None) -> Plan:
     """K3's plan (`reason`: why K3): its tile's loads issued all at once where `eager` (None: `K3_EAGER_LOADS`; its
