@@ -239,8 +239,8 @@ def decode_plan(reason: str, eager: bool | None = None, at_once: bool | None = N
     """K3's plan (`reason`: why K3): its tile's loads issued all at once where `eager` (None: `K3_EAGER_LOADS`; its
     instances take K = V = 128, and `plan` asks for them only there), else token by token; with eager loads, a tile's
     tokens computed at once where `at_once` (None: `K3_TOKENS_AT_ONCE`) and a sequence has at most `tokens` tokens, 2 to
-    `K3_TILE` (None: not known, so in turn: a one-token step has no chain of tokens to cut, and the tokens at once
-    past one tile are not yet timed on a GPU)."""
+    `K3_TILE` (None: not known, so in turn: a one-token step has no chain of tokens to cut; and where they were timed,
+    verifications of 4 drafts, the tokens at once were slower than in turn: `benchmarks/k3_tokens_at_once_h100.md`)."""
     if not (K3_EAGER_LOADS if eager is None else eager): return Plan('decode', reason)
     why = (('k3_loads', "every load of a tile of tokens issued before any is used: one wait for memory a tile"),)
     if (K3_TOKENS_AT_ONCE if at_once is None else at_once) and tokens is not None and 2 <= tokens <= K3_TILE:
