@@ -124,8 +124,6 @@ struct DecodeArgs : Args {
     int dim_v = 128;
     int eager_loads = 0;                // K3's instances with EAGER (kda_decode.cu §eager; K = V = 128): every load of a
                                         // tile of tokens issued before any is used (last: read by the launcher only)
-    int tokens_at_once = 0;             // with eager_loads, K3's instances with AT_ONCE (kda_decode.cu §at_once): a sequence
-                                        // of one tile computed at once, not token after token (read by the launcher only)
     // A replay read in place (kda_decode.cu §replay; K = V = 128, with token_slots; last: read by K3's instances with
     // REPLAY only): replay_table [2, N] int64, row 0 the tokens of sequence n read from the records, row 1 the batch row
     // of its first new token; the records rec_k [R, Hq, K], rec_v [R, H, V], rec_g [R, H, K], rec_beta [R, H] in the

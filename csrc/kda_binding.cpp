@@ -4,7 +4,7 @@
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
 //   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
 //               token_slots=None, write_final=True, records=None, reuse_records=False, ckpt_offsets=None,
-//               ckpt_slots=None, eager_loads=False, replay=None, tokens_at_once=False)  the forward on the plan's
+//               ckpt_slots=None, eager_loads=False, replay=None)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
@@ -142,8 +142,7 @@ kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth,
     return p;
 }
 
-int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, bool eager_loads,
-                         bool tokens_at_once) {
+int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, bool eager_loads) {
     auto plan = std::make_shared<DecodePlan>();
     plan->c = prepare(KDA_CALL_TENSORS, false, gate_form, beta_form, norm_form);
     const Call& c = plan->c;
@@ -157,7 +156,6 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
     if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
     if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
     plan->a = decode_args(c, scale, lower_bound, eager_loads);
-    plan->a.tokens_at_once = tokens_at_once;
     const std::lock_guard<std::mutex> lock(plans_mutex);
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));
@@ -180,8 +178,7 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // after ckpt_offsets[n, c] tokens of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of
 // final_state (kda_checks.h §checkpoints).
 // 'decode' only: eager_loads, K3's instances that issue every load of a tile of tokens at once (kda_decode.cu §eager;
-// K = V = 128: at other head dims K3 loads token by token whatever it is given); with it, tokens_at_once, K3's instances
-// that compute a sequence of one tile at once (kda_decode.cu §at_once; ignored where eager_loads is).
+// K = V = 128: at other head dims K3 loads token by token whatever it is given).
 // 'decode' only, with token_slots: replay = [rec_k, rec_v, rec_g, rec_beta, table], a replay read in place
 // (kda_decode.cu §replay, kda_checks.h §replay): sequence n of cu_seqlens reads its first table[0, n] tokens from the
 // records of its slot and the rest from the batch from row table[1, n] on, and writes only those rows of out.
@@ -190,10 +187,9 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
                     c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
                     c10::optional<torch::Tensor> ckpt_slots, bool eager_loads,
-                    c10::optional<std::vector<torch::Tensor>> replay, bool tokens_at_once) {
+                    c10::optional<std::vector<torch::Tensor>> replay) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
-    TORCH_CHECK(!tokens_at_once || eager_loads, "tokens_at_once is for K3 with eager_loads (its tiles staged at once)");
     TORCH_CHECK(!replay.has_value() || (path == "decode" && !keep && token_slots.has_value()), "replay (the records read "
                 "in place) is for the 'decode' path with token_slots, not a prepared step");
     check_form_codes(gate_form, beta_form, norm_form);
@@ -212,17 +208,14 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, eager_loads,
-                                      tokens_at_once);
+                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, eager_loads);
     const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
         if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
         const int64_t per_slot = replay.has_value() ? replay_fit(*replay, path, keep, token_slots.has_value(), c, q) : 0;
-        kda::DecodeArgs a = decode_args(c, scale, lower_bound, eager_loads, token_slots, write_final,
-                                        replay.has_value() ? &*replay : nullptr, per_slot);
-        a.tokens_at_once = tokens_at_once;
-        err = kda::launch_decode(a, c.stream);
+        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, token_slots, write_final,
+                                             replay.has_value() ? &*replay : nullptr, per_slot), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
@@ -566,7 +559,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
-          py::arg("eager_loads") = false, py::arg("replay") = py::none(), py::arg("tokens_at_once") = false);
+          py::arg("eager_loads") = false, py::arg("replay") = py::none());
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

@@ -60,26 +60,9 @@ struct DecodeSmem {
     float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
     int64_t red[DEC_WARPS];
     uint64_t bar[DEC_SLICES];
-    int64_t slot[DEC_TILE];                   // the pool slot each token of the tile stores its state into (§slots; AT_ONCE only)
-    float gm[DEC_TILE][DEC_TILE + 1], gq[DEC_TILE][DEC_TILE + 1];   // the tile's two triangular matrices (§gram: AT_ONCE
-                                                                    // only; a row padded, so that 8 lanes read 8 banks)
 };
 
 __device__ __forceinline__ float4 bf16x4(uint2 u) { return make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y)); }
-
-// The sums over the 8 lanes of a row (lane j = lane % 8) of a[0..7], each lane keeping one: lane j returns the sum of
-// a[j]. Three halvings: at each, a lane keeps the half of its values its bit selects and adds its partner's copy of
-// that half (4 + 2 + 1 shuffles, against 8 x 3 for the 8 sums in every lane).
-__device__ __forceinline__ float reduce_scatter8(const float (&a)[DEC_TILE], int j) {
-    static_assert(DEC_TILE == 8 && DEC_LANES == 8, "one token per lane of a row");
-    float h4[4], h2[2];
-    const bool b2 = j & 4, b1 = j & 2, b0 = j & 1;
-#pragma unroll
-    for (int t = 0; t < 4; ++t) h4[t] = (b2 ? a[t + 4] : a[t]) + __shfl_xor_sync(0xffffffffu, b2 ? a[t] : a[t + 4], 4);
-#pragma unroll
-    for (int t = 0; t < 2; ++t) h2[t] = (b1 ? h4[t + 2] : h4[t]) + __shfl_xor_sync(0xffffffffu, b1 ? h4[t] : h4[t + 2], 2);
-    return (b0 ? h2[1] : h2[0]) + __shfl_xor_sync(0xffffffffu, b0 ? h2[0] : h2[1], 1);
-}
 
 // §bounds: the sequence's tokens [t0, t1) = [safe[n], safe[n + 1]) by the safe-offset rule of
 // kda_layout.cuh, from the caller's offsets cu: the running maximum is a block-wide reduction over cu[0..n]
@@ -162,10 +145,9 @@ __device__ __forceinline__ int64_t token_slot(const DecodeArgs& p, int n, int64_
 
 // §stage: tokens [tb, tb + nt) of head h into shared memory, activated: thread c owns channel c. The raw
 // q and k go to shared memory first and are scaled in place once the block has their norms, so that no
-// thread holds a tile of tokens in registers. The tile's first token is token tfirst of sequence n; with SLOTS (the
-// instances with AT_ONCE, whose tokens wait on nothing else) each token's store slot (§slots) is read here with the tile.
-template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool SLOTS = false>
-__device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int n, int h, int vbase, int64_t tb,
+// thread holds a tile of tokens in registers. The tile's first token is token tfirst of its sequence.
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
+__device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t tb,
                                              int nt, float A, float dtb, int kd, int vd, int tfirst,
                                              const ReplayRows& rr = {}) {
     const int c = threadIdx.x, lane = c & 31, warp = c >> 5;
@@ -215,7 +197,6 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
     // with EAGER (§eager below) every load of the tile (q, k, g of each token, the block's values and beta) is issued
     // before any is used; the same values then go through the same arithmetic in the same order
     float qe[EAGER ? DEC_TILE : 1], ke[EAGER ? DEC_TILE : 1], ge[EAGER ? DEC_TILE : 1], ve[EAGER ? DEC_TILE : 1], be = 0.f;
-    int64_t slot = -1;
     if constexpr (EAGER) {
         const bool vin = c < DEC_BLOCK_ROWS && (!DIMS || vbase + c < vd);
 #pragma unroll
@@ -234,7 +215,6 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
         }
         if constexpr (REPLAY) { if (c < nt) be = load_beta(c); }
         else { if (c < nt) be = input_at<IN>(p.beta, (tb + c) * p.H + h); }
-        if (SLOTS && c < nt) slot = token_slot(p, n, tfirst + c);
     }
 #pragma unroll
     for (int i = 0; i < DEC_TILE; ++i) {
@@ -266,25 +246,16 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 #pragma unroll
             for (int i = 0; i < DEC_TILE; ++i)
                 if (i < nt) sm.v[i][c] = ve[i];
-        if (c < nt) {
-            sm.b[c] = beta_value(beta_form_of<FORMS>(p), be);
-            if constexpr (SLOTS) sm.slot[c] = slot;
-        }
+        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), be);
     } else if constexpr (REPLAY) {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i) sm.v[i][c] = load_v(i);
-        if (c < nt) {
-            sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c));
-            if constexpr (SLOTS) sm.slot[c] = token_slot(p, n, tfirst + c);
-        }
+        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), load_beta(c));
     } else {
         if (c < DEC_BLOCK_ROWS)
             for (int i = 0; i < nt; ++i)
                 sm.v[i][c] = !DIMS || vbase + c < vd ? input_at<IN>(p.v, ((tb + i) * p.H + h) * vd + vbase + c) : 0.f;
-        if (c < nt) {
-            sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
-            if constexpr (SLOTS) sm.slot[c] = token_slot(p, n, tfirst + c);
-        }
+        if (c < nt) sm.b[c] = beta_value(beta_form_of<FORMS>(p), input_at<IN>(p.beta, (tb + c) * p.H + h));
     }
     __syncthreads();
     for (int i = 0; i < nt; ++i) {
@@ -303,60 +274,15 @@ __device__ __forceinline__ void stage_tokens(const DecodeArgs& p, DecodeSmem& sm
 // tile, not once a token, and the values go through the same arithmetic in the same order, so the outputs and states
 // are bit for bit those without it. A longer sequence is staged token by token, as without EAGER: from its second tile
 // on, its state is in registers, and the tile's loads beside it would spill. True where it staged.
-template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool SLOTS = false>
-__device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int n, int h, int vbase, int64_t t0, int len,
+template <GateForm GF, bool FORMS, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
+__device__ __forceinline__ bool stage_early(const DecodeArgs& p, DecodeSmem& sm, int h, int vbase, int64_t t0, int len,
                                             float A, float dtb, int kd, int vd, const ReplayRows& rr = {}) {
     if constexpr (EAGER) {
         if (len <= 0 || len > DEC_TILE) return false;
-        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY, SLOTS>(p, sm, n, h, vbase, t0, len, A, dtb, kd, vd, 0, rr);
+        stage_tokens<GF, FORMS, DIMS, IN, true, REPLAY>(p, sm, h, vbase, t0, len, A, dtb, kd, vd, 0, rr);
         return true;
     }
     return false;
-}
-
-// §gram: (AT_ONCE, 04a *Several tokens at once*) the tile's two lower-triangular matrices, which hold no state and so
-// serve every row of the head: gm[i][j] = beta_i (R_ij . k_j) . k_i for j < i and gq[i][j] = (R_ij . k_j) . q_i for
-// j <= i, where R_ij = a_{j+1} ... a_i is the decay between tokens j and i (R_ii = 1): products of decays in [0, 1],
-// never a quotient, so an unbounded gate underflows to 0. Thread (j, g) = (tid / 16, tid % 16) sums channels
-// g + 16 c of column j, the 16 threads of a column then reduce; zeros outside the triangles and past the tile's len
-// tokens. Reads the staged tile (qh, kh, decay, b: normalised and activated), ends with the block in step.
-__device__ __forceinline__ void tile_gram(DecodeSmem& sm, int len) {
-    const int gj = threadIdx.x >> 4, gc = threadIdx.x & 15;
-    float am[DEC_TILE], ag[DEC_TILE];
-#pragma unroll
-    for (int i = 0; i < DEC_TILE; ++i) am[i] = ag[i] = 0.f;
-    if (gj < len) {
-#pragma unroll
-        for (int cc = 0; cc < D / 16; ++cc) {
-            const int c = 16 * cc + gc;
-            const float kj = sm.kh[gj][c];
-            float r = 1.f;
-#pragma unroll
-            for (int i = 0; i < DEC_TILE; ++i) {
-                if (i < gj || i >= len) continue;
-                if (i > gj) {
-                    r *= sm.decay[i][c];
-                    am[i] = fmaf(kj * r, sm.kh[i][c], am[i]);
-                }
-                ag[i] = fmaf(kj * r, sm.qh[i][c], ag[i]);
-            }
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < DEC_TILE; ++i)
-#pragma unroll
-        for (int sh = 1; sh < 16; sh <<= 1) {
-            am[i] += __shfl_xor_sync(0xffffffffu, am[i], sh);
-            ag[i] += __shfl_xor_sync(0xffffffffu, ag[i], sh);
-        }
-    if (gc == 0) {
-#pragma unroll
-        for (int i = 0; i < DEC_TILE; ++i) {
-            sm.gm[i][gj] = i > gj && i < len ? sm.b[i] * am[i] : 0.f;
-            sm.gq[i][gj] = i >= gj && i < len ? ag[i] : 0.f;
-        }
-    }
-    __syncthreads();
 }
 
 // One block's work: (sequence n, head h, pair of slices vp), and the state it reads and writes.
@@ -408,10 +334,9 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false, bool AT_ONCE = false>
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
-    static_assert(!AT_ONCE || EAGER, "the tokens at once need the tile staged before the state (eager instances)");
     static_assert(!REPLAY || (STORES && EAGER), "a replay read in place stores its state after the replayed tokens (eager instances)");
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
@@ -454,8 +379,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
         const ReplayRows rr = replay_rows<REPLAY>(p, n, len, cur.has_slot);
         bool early;
-        early = stage_early<GF, FORMS, DIMS, IN, EAGER, REPLAY, AT_ONCE>(p, sm, n, h, vbase, t0, len, A, dtb, KD, VD, rr);
-        if constexpr (AT_ONCE) { if (early) tile_gram(sm, len); }      // (§gram: the tile staged once for both slices)
+        early = stage_early<GF, FORMS, DIMS, IN, EAGER, REPLAY>(p, sm, h, vbase, t0, len, A, dtb, KD, VD, rr);
 #pragma unroll 1
         for (int sl = 0; sl < DEC_SLICES; ++sl) {
         const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
@@ -501,114 +425,41 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                             make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
             }
         };
-        // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and
-        // lane 0 writes the warp's 8 contiguous rows as one 16-byte store (write_rows), rounded to the inputs' type:
-        // token t of the sequence, at batch row tok (with REPLAY the row replay_row gives, a new token only)
-        auto write_rows = [&](const float* w, int64_t tok, int t) {
-            int64_t row = tok;
-            bool ok = !DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD;
-            if constexpr (REPLAY) {                                     // a new token only, at its batch row (§replay)
-                bool rec;
-                row = replay_row(p, rr, t, rec, ok);
-                ok = ok && !rec;
-            }
-            if (ok) {
-                T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
-                *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
-                                                            In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
-            }
-        };
+        // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and lane 0 writes the
+        // warp's 8 contiguous rows as one 16-byte store, rounded to the inputs' type: token t of the sequence, at batch
+        // row tok (with REPLAY the row replay_row gives, a new token only)
         auto put_out = [&](const float (&o)[DEC_ROWS], int64_t tok, int t) {
             if (j == 0) {
 #pragma unroll
                 for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
             }
             __syncwarp();
-            if (lane == 0) write_rows(sm.o + 4 * DEC_ROWS * warp, tok, t);
+            if (lane == 0) {
+                int64_t row = tok;
+                bool ok = !DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD;
+                if constexpr (REPLAY) {                                 // a new token only, at its batch row (§replay)
+                    bool rec;
+                    row = replay_row(p, rr, t, rec, ok);
+                    ok = ok && !rec;
+                }
+                if (ok) {
+                    const float* w = sm.o + 4 * DEC_ROWS * warp;
+                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
+                    *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
+                                                                In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
+                }
+            }
             __syncwarp();
         };
-        // §stores: the state after token t = done + i (tile token i) into the slot the table names for it (§slots: read
-        // with the tile where AT_ONCE, else here); none past the table's width W, none for a value outside the pool
-        auto store_token = [&](int i, int t) {
+        // §stores: the state after token t of the sequence into the slot the table names for it (§slots); none past the
+        // table's width W, none for a value outside the pool
+        auto store_token = [&](int t) {
             if constexpr (STORES) {
-                const int64_t slot = AT_ONCE ? sm.slot[i] : token_slot(p, n, t);
+                const int64_t slot = token_slot(p, n, t);
                 if (slot >= 0 && slot < p.n_slots) store_state(((slot * p.H + h) * VD + vbase + vrow) * KD);
             }
         };
         bool loaded = false;
-        // §at_once: (AT_ONCE: every tile of the sequence; 04a *Several tokens at once*) the tile's nt tokens (tile token
-        // i: token done + i of the sequence, batch row tb + i) from the state in registers: each row's 2 nt dot products
-        // with it, w_i = s . (P_i k_i) and z_i = s . (P_i q_i) (P_i: the decay of tile tokens 0 to i, products in
-        // [0, 1]), reduced and scattered over the row's 8 lanes at once, so that lane i keeps token i's sums
-        // (reduce_scatter8); lane i starts token i's correction beta_i (v_i - w_i) and its output z_i. Then token by
-        // token: u_i, final once the tokens before it have given theirs, goes from lane i to the row's lanes; each lane
-        // l takes u_i into its correction (- gm[l][i] u_i) and its output (+ gq[l][i] u_i) (§gram), and the state
-        // steps, a_i s + u_i k_i, with no reduction: the stores as the tokens in turn give them. Lane i ends with token
-        // i's output, which goes through shared memory (the dead values of sm.v) to one store per token
-        auto tile_at_once = [&](int nt, int done, int64_t tb) {
-            {
-                const bool mine = j < nt;                               // lane j's token is one of the tile's
-                const float *gmr = sm.gm[j], *gqr = sm.gq[j];          // lane j's rows of the two matrices
-                float cor[DEC_ROWS], res[DEC_ROWS];
-                // the sums of a row with one vector, k (w) or q (z), for the tile's tokens: 8 live at a time, not 32
-                auto sums_with = [&](int ii, const float (*x)[D]) {
-                    float acc[DEC_TILE];
-#pragma unroll
-                    for (int i = 0; i < DEC_TILE; ++i) acc[i] = 0.f;
-#pragma unroll
-                    for (int m = 0; m < DEC_PIECES; ++m) {
-                        const float* s = &S[ii][4 * m];
-                        float4 P = make_float4(1.f, 1.f, 1.f, 1.f);
-#pragma unroll
-                        for (int i = 0; i < DEC_TILE; ++i) {
-                            if (i >= nt) continue;
-                            const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), v = lds4(&x[i][32 * m + 4 * j]);
-                            P.x *= d.x; P.y *= d.y; P.z *= d.z; P.w *= d.w;
-                            acc[i] = fmaf(s[0], P.x * v.x, acc[i]); acc[i] = fmaf(s[1], P.y * v.y, acc[i]);
-                            acc[i] = fmaf(s[2], P.z * v.z, acc[i]); acc[i] = fmaf(s[3], P.w * v.w, acc[i]);
-                        }
-                    }
-                    return reduce_scatter8(acc, j);
-                };
-#pragma unroll
-                for (int ii = 0; ii < DEC_ROWS; ++ii) {
-                    const float wj = sums_with(ii, sm.kh);              // (every lane: the shuffles take all 32)
-                    cor[ii] = mine ? sm.b[j] * (sm.v[j][vrow + row_of(ii)] - wj) : 0.f;
-                    res[ii] = sums_with(ii, sm.qh);
-                }
-#pragma unroll
-                for (int i = 0; i < DEC_TILE; ++i) {
-                    if (i >= nt) continue;                              // (nt: block-uniform)
-                    const float gm = gmr[i], gq = gqr[i];               // (zero outside the triangles and past nt)
-                    float u[DEC_ROWS];
-#pragma unroll
-                    for (int ii = 0; ii < DEC_ROWS; ++ii) {
-                        u[ii] = __shfl_sync(0xffffffffu, cor[ii], i, DEC_LANES);   // (lane i of the row's 8)
-                        cor[ii] = fmaf(-gm, u[ii], cor[ii]);
-                        res[ii] = fmaf(gq, u[ii], res[ii]);
-                    }
-#pragma unroll
-                    for (int m = 0; m < DEC_PIECES; ++m) {
-                        const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]);
-#pragma unroll
-                        for (int ii = 0; ii < DEC_ROWS; ++ii) {
-                            float* s = &S[ii][4 * m];
-                            s[0] = fmaf(u[ii], k.x, s[0] * d.x); s[1] = fmaf(u[ii], k.y, s[1] * d.y);
-                            s[2] = fmaf(u[ii], k.z, s[2] * d.z); s[3] = fmaf(u[ii], k.w, s[3] * d.w);
-                        }
-                    }
-                    store_token(i, done + i);
-                }
-                // token j's outputs of the warp's 8 rows into sm.v[j] (read only by this lane, above), then lane j of
-                // the warp's first row writes token j's 8 rows
-                if (mine) {
-#pragma unroll
-                    for (int ii = 0; ii < DEC_ROWS; ++ii) sm.v[j][vrow + row_of(ii)] = p.scale * res[ii];
-                }
-                __syncwarp();
-                if (mine && r == 0) write_rows(&sm.v[j][vrow + 4 * DEC_ROWS * warp], tb + j, done + j);
-            }
-        };
         // §tiles: the tokens a tile at a time, staged once for both slices where they fit one tile
 #pragma unroll 1
         for (int done = 0; done < len; done += DEC_TILE) {
@@ -616,14 +467,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             const int nt = min(DEC_TILE, len - done);
             if ((sl == 0 && !early) || !one_tile) {
                 if (loaded || sl > 0) __syncthreads();              // the previous tile is read
-                stage_tokens<GF, FORMS, DIMS, IN, false, REPLAY, AT_ONCE>(p, sm, n, h, vbase, tb, nt, A, dtb, KD, VD, done, rr);
-                if constexpr (AT_ONCE) tile_gram(sm, nt);
+                stage_tokens<GF, FORMS, DIMS, IN, false, REPLAY>(p, sm, h, vbase, tb, nt, A, dtb, KD, VD, done, rr);
             }
             if (!loaded) { load_state(); loaded = true; }
-            if constexpr (AT_ONCE) {                                    // (§at_once: no token in turn)
-                tile_at_once(nt, done, tb);
-                continue;
-            }
 #pragma unroll 1
             for (int i = 0; i < nt; ++i) {
             // §update: forget and S k^ (both rows per piece, so each piece of decay and k^ is read once),
@@ -668,7 +514,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 o[ii] = p.scale * rd[ii];
             }
             put_out(o, tb + i, done + i);
-            store_token(i, done + i);
+            store_token(done + i);
         }
         }
         if (!loaded) load_state();                                  // a sequence of no tokens: state out = in
@@ -690,8 +536,7 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
     // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
     // a table of per-token stores the one with STORES, and eager loads (§eager; K = V = 128) the one with EAGER; a replay
-    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly; with eager loads,
-    // tokens_at_once the one with AT_ONCE (§at_once)
+    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
         return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
                                  [&](auto gf, auto forms, auto in, auto dm) {
@@ -699,20 +544,12 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
             constexpr bool F = decltype(forms)::value, S = decltype(stores)::value, DM = decltype(dm)::value;
             constexpr int I = decltype(in)::value;
             if constexpr (!DM && S) {
-                if (a.replay_table && a.tokens_at_once) {
-                    kda_decode<G, F, true, false, I, true, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
-                    return cudaGetLastError();
-                }
                 if (a.replay_table) {
                     kda_decode<G, F, true, false, I, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
                     return cudaGetLastError();
                 }
             }
             if constexpr (!DM) {
-                if (a.eager_loads && a.tokens_at_once) {
-                    kda_decode<G, F, S, false, I, true, false, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
-                    return cudaGetLastError();
-                }
                 if (a.eager_loads) {
                     kda_decode<G, F, S, false, I, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
                     return cudaGetLastError();

@@ -24,17 +24,15 @@ def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
                 initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None,
                 cu_seqlens: torch.Tensor | None = None, state_indices: torch.Tensor | None = None, *,
                 token_slots: torch.Tensor | None = None, write_final: bool = True, form: Form | None = None,
-                replay: list | None = None, max_tokens: int | None = None):
+                replay: list | None = None):
     """K3 on checked inputs, through the kernels' one entrance (`launch`): writes `out` and `final_state` in place, one
     launch, nothing copied to the host. `token_slots` [N, W] (int32 or int64, contiguous, on the device): also store the
     state after token t < W of sequence n into `final_state[token_slots[n, t]]` (a pool; a value outside it: no
     store); `write_final=False`: no state written after a sequence's last token (only with `token_slots`). `form`:
     the call's `kda_nb.layout.Form` (None: FlashKDA's), `lower_bound` None for a form with none. `replay` (with
-    `token_slots`; K = V = 128): `[rec_k, rec_v, rec_g, rec_beta, table]`, a replay read in place (*Replay read in place*).
-    `max_tokens`: the most tokens a sequence has, where the caller knows it (`decode_plan` then computes a tile's tokens
-    at once where `kda_nb.plan.K3_TOKENS_AT_ONCE` says so: *Several tokens at once*)."""
+    `token_slots`; K = V = 128): `[rec_k, rec_v, rec_g, rec_beta, table]`, a replay read in place (*Replay read in place*)."""
     eager = None if (q.shape[-1], v.shape[-1]) == (128, 128) else False     # (K3's eager instances: K = V = 128)
-    launch(decode_plan("decode_cuda: K3 asked for", eager, tokens=max_tokens), q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+    launch(decode_plan("decode_cuda: K3 asked for", eager), q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
            initial_state, final_state, cu_seqlens, state_indices, form=form, token_slots=token_slots,
            write_final=write_final, replay=replay)
     return out, final_state

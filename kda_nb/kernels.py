@@ -117,7 +117,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
 def instance_input(row: dict) -> str | None:
     """The inputs' element type, 'bf16' or 'fp16', of a kernel instance in `nvcc_resource_usage` (its template argument
     `IN`, the last before the args struct but K3's flags, forward and backward); None for a kernel without one."""
-    m = re.search(r'Li([01])E(?:Lb[01]E){0,3}EEvNS_\d+(?:Fwd|Decode|Prep|Adjoint|States|DStates)Args', row['entry'])
+    m = re.search(r'Li([01])E(?:Lb[01]E){0,2}EEvNS_\d+(?:Fwd|Decode|Prep|Adjoint|States|DStates)Args', row['entry'])
     return ('bf16', 'fp16')[int(m.group(1))] if m else None
 
 # %% ../nbs/04_kernels.ipynb #2f83e39c
@@ -263,11 +263,10 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
             initial_state, final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
             plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)))
-    eager, at_once = plan.k3_loads == 'eager', plan.k3_tokens == 'at once'
+    eager = plan.k3_loads == 'eager'
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
             and ckpt_slots is None and not eager and replay is None:
         made = ext.kda_forward(*args)                 # (positionally: a small decode step's host time counts)
     else:
-        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager, replay,
-                               at_once)
+        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager, replay)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

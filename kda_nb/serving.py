@@ -119,7 +119,7 @@ def _per_token_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, 
     o = v.new_empty(v.shape) if out is None else out
     cu = None if cu_seqlens is None else cu_seqlens.to(q.device, torch.long)
     decode_cuda(q, k, v, g, beta, scale, o, A_log, dt_bias, lower_bound, pool, pool, cu, torch.where(live_seq, start, -1),
-                token_slots=idx.contiguous(), write_final=False, form=form, max_tokens=idx.shape[1])
+                token_slots=idx.contiguous(), write_final=False, form=form)
     return o
 
 def verify_drafts_per_token(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, A_log: Tensor | None = None,
@@ -266,7 +266,7 @@ def _replay_one_launch(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, poo
     A_log, dt_bias, lower_bound = _kernel_params(form, A_log, dt_bias, lower_bound)
     o_all = xs[2].new_empty(xs[2].shape)
     decode_cuda(*xs, scale, o_all, A_log, dt_bias, lower_bound, pool, pool, cu, torch.where(live, slots, -1),
-                token_slots=store, write_final=False, form=form, max_tokens=2 * D)
+                token_slots=store, write_final=False, form=form)
     n, t, held = _token_coords(starts, lens, M)                  # this step's drafts, where the batch has them
     o = torch.where((held & live[n]).view(-1, 1, 1), o_all[0].index_select(0, (cu[n] + j[n] + t).clamp(0, L - 1)), 0)
     if out is None: return o.view(v.shape)
@@ -289,7 +289,7 @@ def _replay_in_place(q, k, v, g, beta, A_log, dt_bias, scale, lower_bound, pool,
     row = lambda x: x.reshape(1, M, *x.shape[2:])               # the batch as one row of the varlen call (o: a view)
     decode_cuda(row(q), row(k), row(v), row(g), row(beta), scale, row(o), A_log, dt_bias, lower_bound, pool, pool, cu,
                 torch.where(live, slots, -1), token_slots=store, write_final=False, form=form,
-                replay=[records.k, records.v, records.g, records.beta, table], max_tokens=2 * records.D)
+                replay=[records.k, records.v, records.g, records.beta, table])
     if out is not None and o is not out: out.copy_(o)
     return o if out is None else out
 

@@ -583,9 +583,8 @@ def k3_pool_case(case: tuple, seed: int, read_seed: int, W: int = 4):
     return inp, form, x, base, read, ts
 
 def _k3_instances(prof) -> set:
-    "The template argument EAGER (the one before REPLAY and AT_ONCE, the last two) of each K3 instance the profiler saw run."
-    return {m.group(1) for e in prof.events()
-            if (m := re.search(r'kda_decode<.*, (true|false), (?:true|false), (?:true|false)>', e.name))}
+    "The template argument EAGER (the one before REPLAY, the last) of each K3 instance the profiler saw run."
+    return {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false), (?:true|false)>', e.name))}
 
 @needs_kernels
 @pytest.mark.parametrize('case', list(EAGER_CASES))
@@ -629,8 +628,6 @@ def test_decode_replay_binding_without_gpu(tmp_path):
     for kw in (dict(replay=rec), dict(replay=rec, token_slots=ok, path='chunked'), dict(replay=rec, token_slots=ok, keep=True)):
         with pytest.raises(RuntimeError, match="replay .* is for the 'decode' path with token_slots"): call(**kw)
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(replay=rec, token_slots=ok)
-    with pytest.raises(RuntimeError, match='tokens_at_once is for K3 with eager_loads'): call(tokens_at_once=True)
-    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(tokens_at_once=True, eager_loads=True)
 
 @needs_kernels
 def test_decode_replay_binding_checks():
@@ -703,50 +700,3 @@ def test_tokens_at_once_is_the_recurrence():
                                        la[:t + 1].reshape(-1, H, K), b[:t + 1].reshape(-1, H), 0.25, S.clone())
             assert torch.allclose(states[t], ref_s, rtol=1e-10, atol=1e-10), (d, t)
         assert torch.isfinite(o).all() and torch.isfinite(states).all()
-
-AT_ONCE_CASES = {   # (sequence lengths, heads, pool dtype, form, padding slots, per-token stores, inputs)
-    '256 x 4 tokens, fp32 pool': ([4] * 256, 32, torch.float32, None, False, False, torch.bfloat16),
-    '0 to 19 tokens (past a tile: in turn), bf16 pool, softplus': ([2, 0, 5, 8, 1, 3, 9, 19, 7, 6] * 30, 8, torch.bfloat16,
-                                                                   'softplus', True, False, torch.bfloat16),
-    'per-token stores, padding slots, fp16, gate given with masked tokens': ([4, 1, 3, 0, 2] * 40, 8, torch.float32, 'given',
-                                                                             True, True, torch.float16),
-}
-
-@needs_kernels
-@pytest.mark.parametrize('case', list(AT_ONCE_CASES))
-def test_decode_tokens_at_once(case):
-    """K3 with a tile's tokens at once (*Several tokens at once*) against the fp64 recurrence and against K3 with the tokens
-    in turn: the instance with AT_ONCE runs (the profiler names it); the outputs within K3's rounding of fp64 and of the
-    tokens in turn; the pool (final states and per-token stores) within the pool's rounding of the tokens in turn; the
-    slots nobody names keep their bits. Padding slots, empty sequences, sequences longer than a tile (run in turn by the
-    same instance) and tokens masked with a log-decay of -1000 (a decay of exactly 0) included."""
-    seqlens, _, pool_dtype, form_name = AT_ONCE_CASES[case][:4]
-    inp, form, x, base, read, ts = k3_pool_case(AT_ONCE_CASES[case], seed=53, read_seed=3)
-    P = base.shape[0]
-    if form_name == 'given': inp['g'][:, ::5] = -1000.0               # masked tokens (x['g'] is the same tensor)
-    def run(at_once: bool):
-        pool, out = base.clone(), torch.full_like(inp['v'], float('nan'))
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-            launch(plan_module.decode_plan('test', True, at_once, plan_module.K3_TILE), x['q'], x['k'], x['v'], x['g'],
-                   x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'], pool, pool, x['cu_seqlens'],
-                   read.cuda(), form=form, token_slots=ts)
-            torch.cuda.synchronize()
-        ran = {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false)>', e.name))}
-        return out, pool, ran
-    o1, p1, ran1 = run(True)
-    o0, p0, ran0 = run(False)
-    assert (ran1, ran0) == ({'true'}, {'false'}), (ran1, ran0)
-    assert torch.isfinite(o1).all() and torch.isfinite(p1.float()).all()
-    h0 = base[read.clamp(min=0)].float()
-    h0[read < 0] = 0
-    o64, _ = kda_recurrent(**{**inp, 'initial_state': h0})
-    live = torch.repeat_interleave(read >= 0, torch.tensor(seqlens)).cuda()
-    e1, e0 = rel_rms(o1[:, live], o64[:, live]), rel_rms(o0[:, live], o64[:, live])
-    assert e1 < 4e-3 and e1 < 1.1 * e0 + 1e-4, (e1, e0)
-    assert (o1[:, ~live] == 0).all(), "padding sequences give zero outputs"
-    assert rel_rms(o1.float(), o0.float()) < 2e-3
-    named = torch.zeros(P, dtype=torch.bool)
-    named[read[read >= 0]] = True
-    if ts is not None: named[ts[ts >= 0].cpu()] = True
-    assert rel_rms(p1[named].float(), p0[named].float()) < (2e-6 if pool_dtype == torch.float32 else 4e-3)
-    assert torch.equal(p1[~named], base[~named]), "slots nobody names keep their bits"

@@ -128,7 +128,7 @@ def test_plan_choices_on_the_anchors_shapes():
     many = kernel_path(1, 24576, 32, 512, True, 48, 132)                # 512 sequences of 3 chunks: 32768 blocks of K2
     assert (many.path, many.steps, many.growth, many.k1_grid, many.k2_stages) == ('chunked', 1, 1.0, 'persistent', 3)
     assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, k1_persistent=True, sms=132,
-                                      eager_loads=False, tokens_at_once=False)
+                                      eager_loads=False)
     # K3's loads: token by token, or (K3_EAGER_LOADS, or asked) a tile's at once, with its reason
     step = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=False)
     assert (step.path, step.k3_loads, step.why, step.launch_args()['eager_loads']) == ('decode', 'per-token', (), False)
@@ -136,22 +136,6 @@ def test_plan_choices_on_the_anchors_shapes():
     eager = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True)
     assert (eager.k3_loads, [f for f, _ in eager.why], eager.launch_args()['eager_loads']) == ('eager', ['k3_loads'], True)
     assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True).k3_loads == decode_plan('x', True).k3_loads == 'eager'
-    # K3's tokens: at once only with eager loads, where a sequence's tokens (known) fill at most one tile and are several
-    drafts = kernel_path(256, 2, 32, 256, False, None, 132, k3_eager=True, k3_at_once=True)
-    assert (drafts.path, drafts.k3_tokens, [f for f, _ in drafts.why], drafts.launch_args()['tokens_at_once']) == \
-        ('decode', 'at once', ['k3_loads', 'k3_tokens'], True)
-    for N, T, eager in ((256, 1, True), (256, 2, False)):              # one token; loads token by token
-        p = kernel_path(N, T, 32, N, False, None, 132, k3_eager=eager, k3_at_once=True)
-        assert (p.path, p.k3_tokens) == ('decode', 'in turn'), (N, T, eager)
-    assert path_plan('decode', 'x', 4, K3_TILE + 1, 2, 4, False, 0, k3_eager=True, k3_at_once=True).k3_tokens == 'in turn'
-    assert path_plan('decode', 'x', 4, K3_TILE, 2, 4, False, 0, k3_eager=True, k3_at_once=True).k3_tokens == 'at once'
-    assert kernel_path(1, 512, 32, 256, True, None, 132, k3_eager=True, k3_at_once=True).k3_tokens == 'in turn'   # longest unknown
-    assert kernel_path(1, 512, 32, 256, True, 2, 132, k3_eager=True, k3_at_once=True).k3_tokens == 'at once'
-    assert kernel_path(256, 2, 32, 256, False, None, 132, k3_eager=True).k3_tokens == ('at once' if K3_TOKENS_AT_ONCE else 'in turn')
-    assert decode_plan('x', True, True, None).k3_tokens == 'in turn' and decode_plan('x', True, True, 2).k3_tokens == 'at once'
-    from kda_nb.kernels import csrc_dir
-    tile = re.search(r'constexpr int DEC_TILE = (\d+);', (csrc_dir() / 'kda_decode.cu').read_text())
-    assert tile and int(tile.group(1)) == K3_TILE, "K3_TILE is K3's DEC_TILE"
     assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
     assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
 
@@ -191,14 +175,14 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
                           'gate_form', 'beta_form', 'norm_form', 'token_slots', 'write_final', 'records', 'reuse_records',
-                          'ckpt_offsets', 'ckpt_slots', 'eager_loads', 'replay', 'tokens_at_once']
-    assert list(Plan('decode', '').launch_args()) == names[14:20] + [names[-3], names[-1]]
+                          'ckpt_offsets', 'ckpt_slots', 'eager_loads', 'replay']
+    assert list(Plan('decode', '').launch_args()) == names[14:20] + names[-2:-1]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
             None, None, None, None)
     monkeypatch.setattr(K, '_ext', ext)
     for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', ''),
-              decode_plan('', True), decode_plan('', True, True, 4)):
+              decode_plan('', True)):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(p, *args)     # the plan taken, the tensors refused
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(Plan('decode', ''), *args, keep=True)
     good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False,

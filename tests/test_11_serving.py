@@ -427,11 +427,10 @@ from kda_nb.layout import Form, form_options
 from kda_nb.serving import _one_launch_form
 
 def k3_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state=None, final_state=None,
-                   cu_seqlens=None, state_indices=None, *, token_slots=None, write_final=True, form=None, replay=None,
-                   max_tokens=None):
+                   cu_seqlens=None, state_indices=None, *, token_slots=None, write_final=True, form=None, replay=None):
     """`decode_cuda`'s contract (04a: padding sequences, per-token stores, `write_final`, a replay read in place)
     computed token by token on the fp64 recurrence, reading the indices on the host: K3's stand-in on a CPU, for the
-    tests of the one-launch glue (`max_tokens` only steers K3's plan: nothing to compute)."""
+    tests of the one-launch glue."""
     B, T = q.shape[:2]
     flat = lambda x: x.reshape(1, B * T, *x.shape[2:])
     if replay is not None: return _replay_on_the_host(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
@@ -593,35 +592,6 @@ def test_replay_in_place_same_bits(state, form):
     for a, b in zip(runs[False], runs[True]):
         for x, y in zip(a, b): assert torch.equal(x.nan_to_num(), y.nan_to_num()) and torch.equal(x.isnan(), y.isnan())
     with switched(True), switched(True, 'REPLAY_IN_PLACE'): _check_verify_drafts_graph()
-
-def _k3_at_once_ran(prof) -> set:
-    "The template argument AT_ONCE (the last) of each K3 instance the profiler saw run."
-    import re
-    return {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false)>', e.name))}
-
-@needs_kernels
-@pytest.mark.parametrize('state', [torch.float32, torch.bfloat16])
-def test_serving_loop_tokens_at_once(state):
-    """`kda_nb.plan.K3_TOKENS_AT_ONCE` (04a, *Several tokens at once*) with 4 drafts, so that a replay's sequence fits a
-    tile: the serving loop within K3's rounding of the fp64 recurrence, K3's instances with AT_ONCE run, and the replay
-    read in place gives the gathered batch's bits (the same arithmetic), a captured step replayed as eager calls compute it."""
-    import kda_nb.plan as plan_module
-    tol, runs = (1.5e-2 if state == torch.bfloat16 else 6e-3), {}
-    was, plan_module.K3_TOKENS_AT_ONCE = plan_module.K3_TOKENS_AT_ONCE, True
-    try:
-        for in_place in (False, True):
-            trace = []
-            with switched(True), switched(in_place, 'REPLAY_IN_PLACE'), \
-                    torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                err = serving_loop(D=4, K=128, V=128, dtype=torch.bfloat16, state=state, device='cuda', seed=9, trace=trace)
-                torch.cuda.synchronize()
-            assert err < tol, (in_place, err)
-            assert 'true' in _k3_at_once_ran(prof), _k3_at_once_ran(prof)
-            runs[in_place] = trace
-        for a, b in zip(runs[False], runs[True]):
-            for x, y in zip(a, b): assert torch.equal(x.nan_to_num(), y.nan_to_num()) and torch.equal(x.isnan(), y.isnan())
-        with switched(True), switched(True, 'REPLAY_IN_PLACE'): _check_verify_drafts_graph()
-    finally: plan_module.K3_TOKENS_AT_ONCE = was
 
 @needs_kernels
 @pytest.mark.parametrize('one_launch', [False, True])

@@ -14,14 +14,12 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3 computing a tile's
-# tokens at once (kda_nb.plan.K3_TOKENS_AT_ONCE, off; kda_decode.cu §gram, §at_once) against the fp64 recurrence and
-# the tokens in turn (04a), the serving loop with it, the replay read in place bit for bit the gathered batch's (11),
-# and the tests of K3's stores, eager loads and replay, whose code moved with it (the same arithmetic); python -m
-# kda_nb.bench serving (every job: the verification rows *tokens at once* among them), fla given its H200 autotuning
-# winners (tools/fla_configs.py) so that it compiles instead of tuning; and tools/sanitize.py (adversarial store and
-# replay tables with the tokens at once among its K3 cases). Point it at what lands next. NEW_K: the tests' -k expression
-# (NEW_K= : every GPU test of 04a and 11).
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3's default instances
+# (kda_decode.cu, its output store and per-token stores written once: put_out, store_token): the tests of K3's stores,
+# eager loads and replay read in place (04a, 11: the same bits as before, the binding's checks, a captured step
+# replayed); python -m kda_nb.bench serving (every job), fla given its H200 autotuning winners (tools/fla_configs.py) so
+# that it compiles instead of tuning; and tools/sanitize.py (adversarial store and replay tables among its K3 cases).
+# Point it at what lands next. NEW_K: the tests' -k expression (NEW_K= : every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -121,15 +119,15 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== K3's tokens at once (K3_TOKENS_AT_ONCE, off), and its stores, eager loads and replay read in place"
+  echo "== K3's stores, eager loads and replay read in place"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
-    -k "${NEW_K-at_once or stores or eager or replay or in_place}" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
+    -k "${NEW_K-stores or eager or replay or in_place}" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
   python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
   export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
   d=$(( $(left) - 120 )); [ "$d" -gt 240 ] && d=240
   echo "== serving steps (at most $d s): every row as the record has it"
   bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (K3 with adversarial store and replay tables, its tokens at once too)"
+  echo "== the forward's cases under compute-sanitizer (K3 with adversarial store and replay tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   exit $status
 fi

@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads, and with a tile's tokens at once), K3 reading a replay in place from adversarial tables (its tokens in turn and at once), K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
@@ -105,14 +105,13 @@ for idx_dtype in (torch.int32, torch.int64):
                 token_slots=ts.to('cuda', idx_dtype), write_final=False)
     torch.cuda.synchronize()
 # K3 with eager loads and without (04a_decode, *Eager loads*; kda_nb.plan.K3_EAGER_LOADS, on: the cases above run
-# with them), and with a tile's tokens at once (*Several tokens at once*; K3_TOKENS_AT_ONCE, the calls told at most a
-# tile a sequence, which adversarial offsets belie): through padding slots, slots outside the pool, empty sequences,
-# sequences longer than a tile, adversarial offsets and per-token store tables no check has seen
+# with them): through padding slots, slots outside the pool, empty sequences, sequences longer than a tile,
+# adversarial offsets and per-token store tables no check has seen
 import kda_nb.plan as plan_switches
-was, was_at_once, N = plan_switches.K3_EAGER_LOADS, plan_switches.K3_TOKENS_AT_ONCE, 200
+was, N = plan_switches.K3_EAGER_LOADS, 200
 try:
-    for eager, at_once in ((True, False), (True, True), (False, False)):
-        plan_switches.K3_EAGER_LOADS, plan_switches.K3_TOKENS_AT_ONCE = eager, at_once
+    for eager in (True, False):
+        plan_switches.K3_EAGER_LOADS = eager
         for cu_tail, idx_dtype in (([], torch.int64), ([-5, 2 ** 40], torch.int32)):
             inp = random_inputs(1, 0, 8, 128, seqlens=[1, 0, 3, 9] * (N // 4), state=None, device='cuda', seed=13)
             cu = inp['cu_seqlens'].clone()
@@ -124,13 +123,12 @@ try:
             ts[::5, 0], ts[1::5, 2], ts[2::5, 1] = N, N + 1, 2 ** 40    # stores into spare slots, one outside the pool
             x = {k: t for k, t in inp.items() if k not in ('initial_state', 'cu_seqlens')}
             decode_cuda(**x, cu_seqlens=cu, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
-                        state_indices=idx.to(idx_dtype), max_tokens=8)
+                        state_indices=idx.to(idx_dtype))
             decode_cuda(**x, cu_seqlens=cu, out=torch.empty_like(inp['v']), initial_state=pool, final_state=pool,
-                        state_indices=idx.to(idx_dtype), token_slots=ts.to('cuda', idx_dtype), write_final=False,
-                        max_tokens=8)
+                        state_indices=idx.to(idx_dtype), token_slots=ts.to('cuda', idx_dtype), write_final=False)
             torch.cuda.synchronize()
 finally:
-    plan_switches.K3_EAGER_LOADS, plan_switches.K3_TOKENS_AT_ONCE = was, was_at_once
+    plan_switches.K3_EAGER_LOADS = was
 # K3 reading a replay in place (04a_decode, *Replay read in place*): replay tables no check has seen (counts negative,
 # past the records and past the sequence; batch rows negative and past the batch), adversarial offsets, padding slots
 # and slots outside the pool
@@ -148,12 +146,9 @@ cu = inp['cu_seqlens'].clone()
 cu[-3:-1] = torch.tensor([-5, 2 ** 40], device='cuda')
 ts = torch.full((N, D), -1, dtype=torch.long)
 ts[::3, 1], ts[1::3, 0] = N, N + 1
-for at_once in (False, True):                                   # (the tokens at once: told at most 2 D a sequence)
-    plan_switches.K3_TOKENS_AT_ONCE = at_once
-    decode_cuda(**x, cu_seqlens=cu, out=torch.zeros_like(inp['v']), initial_state=pool, final_state=pool, state_indices=idx,
-                token_slots=ts.cuda(), write_final=False, replay=rec + [table.cuda().contiguous()], max_tokens=2 * D)
-    torch.cuda.synchronize()
-plan_switches.K3_TOKENS_AT_ONCE = was_at_once
+decode_cuda(**x, cu_seqlens=cu, out=torch.zeros_like(inp['v']), initial_state=pool, final_state=pool, state_indices=idx,
+            token_slots=ts.cuda(), write_final=False, replay=rec + [table.cuda().contiguous()])
+torch.cuda.synchronize()
 # a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
 from kda_nb.api import DecodeStep
 bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)

@@ -216,9 +216,9 @@ def _fla_run(x: dict, par: dict, pool: str, out: str, slots: torch.Tensor, accep
 
 def _params(inp: dict) -> dict: return {n: inp[n] for n in ('A_log', 'dt_bias', 'scale', 'lower_bound')}
 
-def _eager(eager: bool | None, at_once: bool | None = None) -> dict:
-    "The plan's switches of K3's eager loads and tokens at once as `switched` takes them: none (the library's, as they are), or set."
-    return {**({} if eager is None else dict(K3_EAGER_LOADS=eager)), **({} if at_once is None else dict(K3_TOKENS_AT_ONCE=at_once))}
+def _eager(eager: bool | None) -> dict:
+    "The plan's switch of K3's eager loads as `switched` takes it: none (the library's, as it is), or set."
+    return {} if eager is None else dict(K3_EAGER_LOADS=eager)
 
 def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = True, fla_reason: str | None = None,
               name: str = 'kda_nb fwd', seed: int = 0) -> tuple[dict, list]:
@@ -272,17 +272,17 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   num_accepted_tokens=torch.zeros_like(accepted), records=rec, **par)   # a step before: records of d drafts
     start = dict(pt_pool=pt_pool, r_pool=r_pool, v_out=torch.zeros_like(x['v']), rec_k=rec.k, rec_v=rec.v,
                  rec_g=rec.g, rec_beta=rec.beta, rec_count=rec.count)
-    def per_token(backend, one=False, eager=None, at_once=None):
+    def per_token(backend, one=False, eager=None):
         def run(bufs):
-            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, **_eager(eager, at_once)):
+            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, **_eager(eager)):
                 verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=bufs['pt_pool'], ssm_state_indices=idx,
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
         return run
-    def replay(backend, one=False, eager=None, in_place=False, at_once=None):
+    def replay(backend, one=False, eager=None, in_place=False):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), switched(plan_switches, **_eager(eager, at_once)):
+            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), switched(plan_switches, **_eager(eager)):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
@@ -300,8 +300,6 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   why_not=one_why, design='slot per draft, one kernel'),
         Contender('per-token slots, one launch, K3 token by token', per_token('cuda', True, False), pt, 'graph',
                   'per-token slots, composed (graph)', why_not=one_why, design='slot per draft, one kernel'),
-        Contender('per-token slots, one launch, tokens at once', per_token('cuda', True, None, True), pt, 'graph',
-                  'per-token slots, composed (graph)', why_not=one_why, design='slot per draft, one kernel'),
         Contender('fla fused_recurrent_kda_fwd, per-token slots', fla, pt, 'graph', 'per-token slots, composed (graph)',
                   why_not=fla_reason, role='fla', design='slot per draft, one kernel'),
         Contender('reference: replay', replay('reference'), rp),
@@ -311,8 +309,6 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
         Contender('replay, one launch, K3 token by token', replay('cuda', True, False), rp, 'graph', 'replay, composed (graph)',
                   why_not=one_why, design='replay, one kernel'),
         Contender('replay, one launch, read in place', replay('cuda', True, None, True), rp, 'graph',
-                  'replay, composed (graph)', why_not=one_why, design='replay, one kernel'),
-        Contender('replay, one launch, read in place, tokens at once', replay('cuda', True, None, True, True), rp, 'graph',
                   'replay, composed (graph)', why_not=one_why, design='replay, one kernel')]
 
 def checkpoint_offsets(lens: list[int]) -> list[list[int]]:
