@@ -51,6 +51,11 @@
 # at), so that fla only compiles: all six shape classes then warm in about 90 s on the H200, and FLA_WARM_FIRST
 # defaults to all of them).
 #
+# FlashKDA, the peer of --records, --long and --capture: a machine with no flash_kda to import builds it first where the
+# tree carries its sources (ignored, so carry .whl), in about a minute (tools/flash_kda_build.py, into /tmp/flash_kda):
+#   mkdir -p .whl/peers && git -C FLASHKDA_CHECKOUT archive --prefix=flashkda/ HEAD > .whl/peers/flashkda.tar
+#   pip download --no-deps -d .whl/peers nvidia-cutlass        # CUTLASS's headers (FlashKDA's submodule)
+#
 # Logs are packed into $OUT/gpu_check.tar (OUT default /tmp/gpu_check_out). Needs the git history (for BASE's sources) and, for the fla tests, the
 # fla-core wheel in .whl/ (pure Python). Uses the machine's python3 and torch as they are. Where the copy on the GPU
 # machine holds no history (seen on 2026-12-02), write BASE's sources here first, into a folder that travels:
@@ -78,6 +83,19 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     && export PYTHONPATH="$PYTHONPATH:/tmp/site"
 fi
 status=0
+peers() {   # FlashKDA from .whl/peers where flash_kda does not import (see above); its log in $LOG/flash_kda_build.txt
+  python3 -c "import flash_kda" 2>/dev/null && return 0
+  local src cut
+  src=$(ls .whl/peers/flashkda*.tar 2>/dev/null | head -1); cut=$(ls .whl/peers/nvidia_cutlass-*.whl 2>/dev/null | head -1)
+  [ -n "$src" ] && [ -n "$cut" ] || { echo "FlashKDA: not built (no .whl/peers/flashkda*.tar and nvidia_cutlass wheel)"; return 0; }
+  rm -rf /tmp/peers && mkdir -p /tmp/peers && tar -xf "$src" -C /tmp/peers \
+    && python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/peers/cutlass "$cut" \
+    && bounded python3 tools/flash_kda_build.py --src /tmp/peers/flashkda --cutlass /tmp/peers/cutlass/cutlass_library/source \
+         --out /tmp/flash_kda > "$LOG/flash_kda_build.txt" 2>&1 \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/flash_kda" && python3 -c "import flash_kda" \
+    && echo "FlashKDA: built from $src" || { echo "FlashKDA: the build failed (tail of its log below)"; tail -5 "$LOG/flash_kda_build.txt"; }
+}
+case "$BENCH" in --records|--long|--capture) peers ;; esac
 # The commit the benchmark records: COMMIT=<sha> from the machine that sent the tree. The GPU machine's copy of the
 # tree has carried the git metadata of an earlier commit (2026-12-04: records said "25789d5 + uncommitted changes" for
 # a later tree), so pass it: COMMIT=$(git rev-parse --short=12 HEAD) in the command line written on this side.
