@@ -32,7 +32,7 @@ struct Params {
 
 // The forward: its outputs and the states' formats, every path alike
 struct Args : Params {
-    void* out;                // [total_tokens, H, 128], the inputs' dtype
+    void* out;                // [total_tokens, H, 128], the inputs' dtype (K2: fp32 with FwdArgs::out_fp32)
     const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
     void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
     int state_in_kind;
@@ -91,6 +91,10 @@ struct FwdArgs : Args {
     // the launchers pick where (K, V) != (128, 128); the others are built for K = V = 128 and read neither.
     int dim_k = 128;
     int dim_v = 128;
+    // out in fp32, unrounded (last, as above): K2's instances with OUT32 (kda_recurrence.cuh §out32), which the launcher
+    // picks for K = V = 128 without checkpoints (the binding refuses the rest): the passes over segments that add
+    // to their outputs later (kda_nb.segments)
+    int out_fp32 = 0;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the

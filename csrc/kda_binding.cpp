@@ -10,7 +10,8 @@
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
 //       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h);
 //       with ckpt_offsets and ckpt_slots ('chunked' only), K2 stores the states at chosen 16-aligned offsets of each
-//       sequence into chosen pool slots (kda_checks.h §checkpoints)
+//       sequence into chosen pool slots (kda_checks.h §checkpoints); with out of dtype float32 ('chunked' only, K = V =
+//       128, no checkpoints), K2 writes its outputs unrounded (§out32)
 //   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
@@ -198,7 +199,13 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     check_checkpoints(ckpt_offsets, ckpt_slots, path, final_state);
     TORCH_CHECK(!(ckpt_offsets.has_value() && path == "fused" && gate_form == 1), "the fused kernel stores no checkpoints "
                 "for the softplus gate (kda_fwd_fused.cu: that instance would spill): take the 'chunked' path");
-    input_kind_of(q, k, v, g, beta, out);             // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
+    // §out32: out in fp32 (K2's outputs unrounded) on the 'chunked' path at K = V = 128 without checkpoints only
+    const bool out32 = out.scalar_type() == at::kFloat;
+    TORCH_CHECK(!out32 || (path == "chunked" && !keep && !ckpt_offsets.has_value() && q.dim() == 4 && v.dim() == 4 &&
+                           q.size(-1) == 128 && v.size(-1) == 128),
+                "out may be float32 only on the 'chunked' path at K = V = 128 without checkpoints (K2's fp32 outputs), got "
+                "path '", path, "' with q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str());
+    input_kind_of(q, k, v, g, beta, out, out32);      // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
     // the head dims (kda_checks.h §dims), before the device: K and V multiples of 8 up to 128; the fused kernel 128 only
     if (q.dim() == 4) check_head_dim(q.size(3), "q's K (its last dim)", q);
     if (v.dim() == 4) check_head_dim(v.size(3), "v's V (its last dim)", v);
@@ -220,6 +227,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     } else {
         torch::Tensor tables;
         kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
+        a.out_fp32 = out32;
         if (ckpt_offsets.has_value()) {               // the checkpoints (kda_checks.h §checkpoints)
             checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
             a.ckpt_offsets = ckpt_offsets->data_ptr<int64_t>();

@@ -76,15 +76,17 @@ void check_form_codes(int64_t gate_form, int64_t beta_form, int64_t norm_form) {
 }
 
 // §input: the forward's inputs q, k, v, g, beta and its output share one dtype, bfloat16 or float16 (the kernels' element
-// type, kda_args.h: InputKind); a tensor of another dtype is refused by name.
+// type, kda_args.h: InputKind); a tensor of another dtype is refused by name. `out` may be float32 where the caller
+// allows it (out_fp32_ok: K2's fp32 outputs, kda_binding.cpp §out32).
 int input_kind_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
-                  const torch::Tensor& beta, const torch::Tensor& out) {
+                  const torch::Tensor& beta, const torch::Tensor& out, bool out_fp32_ok = false) {
     const at::ScalarType dt = q.scalar_type();
     TORCH_CHECK(dt == at::kBFloat16 || dt == at::kHalf, "q must be bfloat16 or float16 (the forward's kernels take "
                 "either), got ", dt);
     const torch::Tensor* others[] = {&k, &v, &g, &beta, &out};
     const char* names[] = {"k", "v", "g", "beta", "out"};
-    for (int i = 0; i < 5; ++i)
+    const int checked = out_fp32_ok && out.scalar_type() == at::kFloat ? 4 : 5;
+    for (int i = 0; i < checked; ++i)
         TORCH_CHECK(others[i]->scalar_type() == dt, names[i], " must have q's dtype ", dt, " (q, k, v, g, beta and out "
                     "share one dtype, bfloat16 or float16), got ", others[i]->scalar_type());
     return dt == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;
@@ -170,7 +172,7 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     c.N = c.varlen ? cu_seqlens->numel() - 1 : c.B;
     TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
     TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
-    c.input_kind = input_kind_of(q, k, v, g, beta, out);
+    c.input_kind = input_kind_of(q, k, v, g, beta, out, true);      // (fp32 out: kda_forward decides where)
     const torch::Tensor* same_shape[] = {&q, &k, &v, &out};
     const char* names[] = {"q", "k", "v", "out"};
     for (int i = 0; i < 4; ++i) {

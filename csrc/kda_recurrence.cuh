@@ -24,6 +24,12 @@
 // its first), so a pipeline step stores exactly the checkpoints that fall in its chunks, and the step that begins a
 // sequence stores those at offset 0. A padding sequence (no state) stores none. Without a table the instance without
 // CKPT runs: the kernel as it is without the feature.
+//
+// §out32: fp32 outputs (the instances with OUT32 of K2, FwdArgs::out_fp32; K = V = 128, no checkpoints): O^T as the
+// products leave it, unrounded, each lane storing its fragment's 16 elements (8 lanes write a token's 8 consecutive
+// rows, 32 bytes), for a caller that adds to the outputs before rounding them: the passes over segments of one long
+// sequence (kda_nb.segments), whose outputs from a zero state are completed by the entry state's share. The rest of
+// the kernel is the same arithmetic.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -174,9 +180,10 @@ __device__ __forceinline__ void u_product(const float (&X)[2][4], const __half* 
 
 // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
 // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row], rounded to the inputs' type
-// (DIMS: out is [.., V]; the lane's 8 rows go to element t * tstride + tcol of token t, if lane_in, §dims)
-template <int WARPS, bool DIMS, int IN>
-__device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float scale, int H, int h, int64_t tok0, int ntok,
+// (DIMS: out is [.., V]; the lane's 8 rows go to element t * tstride + tcol of token t, if lane_in, §dims).
+// OUT32 (§out32): in fp32, unrounded, each lane storing its fragment's elements
+template <int WARPS, bool DIMS, int IN, bool OUT32 = false>
+__device__ __forceinline__ void write_outputs(OutT<IN, OUT32>* out, float scale, int H, int h, int64_t tok0, int ntok,
                                               float (&P)[2][4], const uint32_t (&Ua)[4], const __half* mqk, float sc0,
                                               float sc1, typename In<IN>::T* otile, int c, int vrow, int lane,
                                               int tstride, int tcol, bool lane_in) {
@@ -187,6 +194,19 @@ __device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float sca
     mma_f16(P[0], Ua, b[0], b[1]);
     mma_f16(P[1], Ua, b[2], b[3]);
     const float o0 = scale / sc0, o1 = scale / sc1;
+    if constexpr (OUT32) {             // element e of n-tile nt: row g + 8 (e / 2), token 8 nt + 2 t + e % 2
+        static_assert(!DIMS, "fp32 outputs at K = V = 128");
+        const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int tok = 8 * nt + 2 * t + (e & 1);
+                if (c * CHUNK + tok < ntok)
+                    out[(tok0 + c * CHUNK + tok) * H * D + h * D + vrow + g + 8 * (e >> 1)] = P[nt][e] * (e < 2 ? o0 : o1);
+            }
+        return;
+    }
     const int m = lane >> 3;
     stmatrix_x4_trans(otile + (8 * (m >> 1) + (lane & 7)) * Ly::OROW + 8 * (m & 1),
                       In<IN>::pack(P[0][0] * o0, P[0][1] * o0), In<IN>::pack(P[0][2] * o1, P[0][3] * o1),
@@ -284,10 +304,12 @@ __device__ __forceinline__ void ckpt_store(const FwdArgs& p, int n, int64_t len,
 // FwdArgs::dim_k, dim_v (§dims); without it K = V = 128.
 struct NoPrepare {};
 
-template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, bool DIMS, int IN>
+template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, bool DIMS, int IN, bool OUT32 = false>
 __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem, uint64_t* full, uint64_t* empty) {
     using Ly = K2Layout<WARPS>;
     using T = typename In<IN>::T;
+    using O = OutT<IN, OUT32>;                          // the outputs' element type (§out32)
+    constexpr int PER16 = 16 / sizeof(O);              // outputs in a 16-byte store
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
     constexpr int VSPLIT = D / Ly::VB;
     // the head dims K and V (§dims; 128 without DIMS); the grid's row slices are those that hold rows < V
@@ -323,11 +345,11 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * VD * KD;
     };
     if (state_offset() < 0) {
-        T* out = static_cast<T*>(p.out);
-        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
-            const int64_t tok = tok0 + i / (Ly::VB / 8);
-            if (!DIMS || vbase + 8 * (i % (Ly::VB / 8)) < VD)
-                *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + vbase + 8 * (i % (Ly::VB / 8))) = make_uint4(0, 0, 0, 0);
+        O* out = static_cast<O*>(p.out);
+        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / PER16); i += Ly::THREADS + 32 * PREP) {
+            const int64_t tok = tok0 + i / (Ly::VB / PER16);
+            const int col = vbase + PER16 * static_cast<int>(i % (Ly::VB / PER16));
+            if (!DIMS || col < VD) *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + col) = make_uint4(0, 0, 0, 0);
         }
         return;
     }
@@ -402,7 +424,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
 
     T* otile = reinterpret_cast<T*>(smem + NSTAGE * Ly::STAGE) + warp * CHUNK * Ly::OROW;
-    T* out = static_cast<T*>(p.out);
+    O* out = static_cast<O*>(p.out);
 
 #pragma unroll 1
     for (int c = 0; c < nch; ++c) {
@@ -455,7 +477,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
-        write_outputs<WARPS, DIMS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane,
+        write_outputs<WARPS, DIMS, IN, OUT32>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane,
                                        tstride, tcol, lane_in);
 
         update_state(S, Ua, kr, scaled, sc0, sc1, lane);

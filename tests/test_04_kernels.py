@@ -27,6 +27,11 @@ def k3_flag(row: dict, which: str) -> bool | None:
     m = re.search(r'Li[01]ELb([01])ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
     return bool(int(m.group(1 if which == 'eager' else 2))) if m else None
 
+def k2_flags(row: dict) -> tuple | None:
+    "An instance of K2's `(CKPT, DIMS, OUT32)` (checkpoints, head dims at run time, fp32 outputs), its template arguments."
+    m = re.search(r'kda_fwd_recurrenceILi\d+ELi\d+ELb([01])ELb([01])ELi[01]ELb([01])EEEvNS_\d+FwdArgs', row['entry'])
+    return tuple(bool(int(x)) for x in m.groups()) if m else None
+
 def ckpt_of(row: dict) -> bool | None:
     "Whether an instance of K2 or the fused kernel stores checkpoints (its `CKPT`, the template argument before `DIMS`)."
     m = re.search(r'Lb([01])ELb[01]ELi[01]EEEvNS_\d+FwdArgs', row['entry'])
@@ -64,8 +69,14 @@ def test_kernels_compile_without_spills():
         assert sum(instance_input(r) == 'bf16' for r in dims) == sum(instance_input(r) == 'fp16' for r in dims) == want, \
             f"{k}: one instance with DIMS per gate form and input type"
         assert len(rows) == 7 * per + 2 * want
-    # K2: 3 and 4 stages, each with and without CKPT (dispatch_bool) and DIMS, for bf16 and fp16 inputs
-    k2 = [(instance_input(r), dims_of(r)) for r in usage if r['kernel'] == KERNEL_NAMES[1]]
+    # K2: 3 and 4 stages, each with and without CKPT (dispatch_bool) and DIMS, for bf16 and fp16 inputs; and with OUT32
+    # (fp32 outputs) at K = V = 128 without CKPT
+    k2 = [r for r in usage if r['kernel'] == KERNEL_NAMES[1]]
+    assert all(k2_flags(r) is not None for r in k2)
+    out32 = [r for r in k2 if k2_flags(r)[2]]
+    assert sorted(map(instance_input, out32)) == ['bf16', 'bf16', 'fp16', 'fp16'] and \
+        all(k2_flags(r) == (False, False, True) for r in out32), "K2's fp32 outputs: K = V = 128, no checkpoints, 2 x 2"
+    k2 = [(instance_input(r), dims_of(r)) for r in k2 if not k2_flags(r)[2]]
     for dims in (False, True):
         assert [i for i, d in k2 if d is dims].count('bf16') == [i for i, d in k2 if d is dims].count('fp16') == 2 * 2
     assert len(k2) == 16, "K2: two stage counts, with and without checkpoints, with and without DIMS"
