@@ -116,23 +116,35 @@ def test_binding_refuses_form_codes_out_of_range(tmp_path):
 def test_binding_takes_one_input_dtype(tmp_path):
     """The binding against launchers that launch nothing: q, k, v, g, beta and out in bfloat16 or in float16 get as far
     as the tensors; one of another dtype than q's is refused by name, and q of a dtype the kernels have no instance for
-    is refused as such, before the tensors are looked at."""
+    is refused as such, before the tensors are looked at. `out` in float32 is K2's fp32 outputs: taken on the 'chunked' path
+    at K = V = 128, refused by name on the other paths and at other head dims."""
     import torch
     try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_dtypes')
     except FileNotFoundError as e: pytest.skip(str(e))
-    def args(dt, **other):
+    def args(dt, path='chunked', **other):
         t = dict(q=torch.zeros(1, 16, 2, 128, dtype=dt), beta=torch.zeros(1, 16, 2, dtype=dt))
         t.update(k=t['q'], v=t['q'], g=t['q'], out=t['q'].clone())
         t.update(other)
         return (t['q'], t['k'], t['v'], t['g'], t['beta'], 0.1, t['out'], torch.zeros(2), torch.zeros(2, 128), -5.0,
-                None, None, None, None, 'chunked', 1, 1.0, 4, True, 132, False, 0, 0, 0)
+                None, None, None, None, path, 1, 1.0, 4, True, 132, False, 0, 0, 0)
     for dt in (torch.bfloat16, torch.float16):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args(dt))
     for dt, other, name in ((torch.float16, torch.bfloat16, 'Half'), (torch.bfloat16, torch.float16, 'BFloat16'),
                             (torch.bfloat16, torch.float32, 'BFloat16')):
         for n in ('k', 'v', 'g', 'beta', 'out'):
+            if n == 'out' and other == torch.float32: continue               # (K2's fp32 outputs: below)
             x = torch.zeros((1, 16, 2) if n == 'beta' else (1, 16, 2, 128), dtype=other)
             with pytest.raises(RuntimeError, match=f"{n} must have q's dtype {name}"): ext.kda_forward(*args(dt, **{n: x}))
+    for dt in (torch.bfloat16, torch.float16):
+        o32 = torch.zeros(1, 16, 2, 128)
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args(dt, out=o32))
+        for path in ('fused', 'decode'):
+            with pytest.raises(RuntimeError, match="out may be float32 only on the 'chunked' path"):
+                ext.kda_forward(*args(dt, path, out=o32))
+        small = dict(q=torch.zeros(1, 16, 2, 64, dtype=dt), k=torch.zeros(1, 16, 2, 64, dtype=dt),
+                     g=torch.zeros(1, 16, 2, 64, dtype=dt))
+        with pytest.raises(RuntimeError, match="out may be float32 only on the 'chunked' path at K = V = 128"):
+            ext.kda_forward(*args(dt, out=o32, **small))
     for dt in (torch.float32, torch.float64):
         with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): ext.kda_forward(*args(dt))
 
@@ -471,6 +483,44 @@ def test_forms_grouped_value_heads(HV, gate, path, steps):
     "GVA: q and k with 2 heads, v, g, beta, A_log, dt_bias and the states with HV; value head h reads q and k head h // (HV / 2)."
     check_form_against_fp64(random_inputs(1, 0, 2, 128, HV=HV, seqlens=AWKWARD, device='cuda', seed=28, **GATE_FORMS[gate]),
                             path, steps)
+
+
+@needs_kernels
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('steps', [1, 3])
+@pytest.mark.parametrize('seqlens', [None, AWKWARD])
+def test_kernels_fp32_outputs(dtype, steps, seqlens):
+    inp = random_inputs(2 if seqlens is None else 1, 333 if seqlens is None else 0, 4, 128, seqlens=seqlens,
+                        device='cuda', seed=11, dtype=dtype)
+    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
+    B, T, H = v.shape[:3]
+    N = B if cu is None else cu.numel() - 1
+    pool = torch.randn(N + 2, H, 128, 128, device='cuda')
+    idx = torch.arange(N, device='cuda') + 1
+    idx[N // 2] = -1                                             # a padding sequence: zero outputs, no state
+    p = path_plan('chunked', 'fp32 outputs', B, T, H, N, cu is not None, sm_count(q.device), steps)
+    def run(out_dtype):
+        out, fs = torch.full(v.shape, float('nan'), device='cuda', dtype=out_dtype), pool.clone()
+        launch(p, q, x['k'], v, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
+               fs, fs, cu, idx)
+        return out, fs
+    o16, s16 = run(dtype)
+    o32, s32 = run(torch.float32)
+    assert torch.equal(o32.to(dtype), o16), "rounded, the fp32 outputs are the default call's"
+    assert torch.equal(s32, s16), "the same states"
+    lens = [T] * B if cu is None else (cu[1:] - cu[:-1]).tolist()
+    pad = torch.repeat_interleave(idx == -1, torch.tensor(lens, device='cuda')).view(1, -1) if cu is not None \
+        else (idx == -1).view(B, 1).expand(B, T)
+    assert (o32[pad] == 0).all() and torch.isfinite(o32).all()
+    h0 = pool[idx.clamp(min=0)].clone()
+    h0[idx < 0] = 0
+    o64, _ = kda_recurrent(**{**inp, 'initial_state': h0})
+    live = ~pad
+    assert rel_rms(o32[live], o64[live]) <= rel_rms(o16[live], o64[live])
+    with pytest.raises(RuntimeError, match="out may be float32 only on the 'chunked' path"):
+        launch(path_plan('fused', 'x', B, T, H, N, cu is not None, sm_count(q.device)), q, x['k'], v, x['g'], x['beta'],
+               x['scale'], torch.empty(v.shape, device='cuda'), x['A_log'], x['dt_bias'], x['lower_bound'], None, None, cu, None)
 
 
 from kda_nb.layout import same_values
