@@ -96,6 +96,10 @@ peers() {   # FlashKDA from .whl/peers where flash_kda does not import (see abov
     && echo "FlashKDA: built from $src" || { echo "FlashKDA: the build failed (tail of its log below)"; tail -5 "$LOG/flash_kda_build.txt"; }
 }
 case "$BENCH" in --records|--long|--capture) peers ;; esac
+# the records' tag names the card they ran on (h200, h100; GPU_TAG= to set it), so a run on another card never
+# overwrites the H200's records
+GPU_TAG="${GPU_TAG:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | grep -o 'H[0-9]\+' | tr 'H' 'h')}"
+GPU_TAG="${GPU_TAG:-gpu}"
 # The commit the benchmark records: COMMIT=<sha> from the machine that sent the tree. The GPU machine's copy of the
 # tree has carried the git metadata of an earlier commit (2026-12-04: records said "25789d5 + uncommitted changes" for
 # a later tree), so pass it: COMMIT=$(git rev-parse --short=12 HEAD) in the command line written on this side.
@@ -133,7 +137,7 @@ if [ "$BENCH" = --train ]; then
   done
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   bounded python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
-    --no-plots --out "$LOG" --tag train_h200 "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
+    --no-plots --out "$LOG" --tag train_$GPU_TAG "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
@@ -163,10 +167,10 @@ if [ "$BENCH" = --long ]; then
     python3 tools/fla_configs.py install "$FLA_CONFIGS" /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt" || status=1
     export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE="${FLA_CACHE_MODE:-fuzzy}"
   fi
-  echo "== record long_h200 (at most $(( $(left) - 15 )) s)"
+  echo "== record long_$GPU_TAG (at most $(( $(left) - 15 )) s)"
   bounded python3 -m kda_nb.bench --cases long --impls "kda_nb$FK$FL" --deadline "$(( $(left) - 15 ))" \
-    --out "$REC" --tag long_h200 ${RESUME:+--resume} "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/long.txt" || status=1
-  [ -f "$REC/BENCHMARK_LONG_H200.md" ] && mv "$REC/BENCHMARK_LONG_H200.md" "$REC/benchmarks/"
+    --out "$REC" --tag long_$GPU_TAG ${RESUME:+--resume} "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/long.txt" || status=1
+  [ -f "$REC/BENCHMARK_LONG_${GPU_TAG^^}.md" ] && mv "$REC/BENCHMARK_LONG_${GPU_TAG^^}.md" "$REC/benchmarks/"
   tar -C "$REC" -cf "$OUTDIR/records.tar" benchmarks && tar -tf "$OUTDIR/records.tar"
   exit $status
 fi
@@ -181,11 +185,11 @@ if [ "$BENCH" = --records ]; then
       | tee "$LOG/$tag.txt" || status=1
     [ -f "$REC/BENCHMARK_${tag^^}.md" ] && mv "$REC/BENCHMARK_${tag^^}.md" "$REC/benchmarks/"
   }
-  group anchor_h200 60 --cases anchor --impls "kda_nb$FK"
-  group sweeps_h200 150 --cases T,N --impls "kda_nb$FK"
-  group small_h200 60 --cases small --impls "kda_nb,kda_nb_step$FK$FR"
-  echo "== record decode_paths_h200"
-  bounded python3 -m kda_nb.bench decode-paths h200 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_h200.json "$REC/benchmarks/" \
+  group anchor_$GPU_TAG 60 --cases anchor --impls "kda_nb$FK"
+  group sweeps_$GPU_TAG 150 --cases T,N --impls "kda_nb$FK"
+  group small_$GPU_TAG 60 --cases small --impls "kda_nb,kda_nb_step$FK$FR"
+  echo "== record decode_paths_$GPU_TAG"
+  bounded python3 -m kda_nb.bench decode-paths $GPU_TAG 2>&1 | tee "$LOG/decode_paths.txt" && cp benchmarks/decode_paths_$GPU_TAG.json "$REC/benchmarks/" \
     || status=1
   if [ -n "$FR" ]; then
     if [ -n "${FLA_CONFIGS:-}" ]; then
@@ -197,7 +201,7 @@ if [ "$BENCH" = --records ]; then
         2>&1 | tee -a "$LOG/fla_warmup.txt" || status=1
     done
   fi
-  group train_h200 "$(( $(left) - 15 ))" --cases train --impls "kda_nb${FR:+,fla}" --H "${TRAIN_H:-96,64}"
+  group train_$GPU_TAG "$(( $(left) - 15 ))" --cases train --impls "kda_nb${FR:+,fla}" --H "${TRAIN_H:-96,64}"
   tar -C "$REC" -cf "$OUTDIR/records.tar" benchmarks && tar -tf "$OUTDIR/records.tar"
   exit $status
 fi
