@@ -74,7 +74,7 @@ __device__ __forceinline__ float bf16_at(const void* base, int64_t i) {
 // mma instruction. The output is rounded to the inputs' type: fp16 keeps three more mantissa bits than bf16 but
 // overflows past 65504, as any fp16 tensor of the caller's would.
 // In<IN>: T, the element; unpack (two elements of a 32-bit word, the low one first), pair (the same by the type's
-// own conversion: the residual's), to_float, and pack (two floats rounded into one word).
+// own conversion: the residual's), to_float, pack (two floats rounded into one word) and round (one float).
 template <int IN> struct In;
 template <> struct In<INPUT_BF16> {
     using T = __nv_bfloat16;
@@ -84,6 +84,7 @@ template <> struct In<INPUT_BF16> {
     }
     static __device__ __forceinline__ float to_float(T x) { return __bfloat162float(x); }
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_bf16(lo, hi); }
+    static __device__ __forceinline__ T round(float x) { return __float2bfloat16_rn(x); }
 };
 template <> struct In<INPUT_F16> {
     using T = __half;
@@ -91,6 +92,7 @@ template <> struct In<INPUT_F16> {
     static __device__ __forceinline__ float2 pair(uint32_t w) { return unpack(w); }
     static __device__ __forceinline__ float to_float(T x) { return __half2float(x); }
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
+    static __device__ __forceinline__ T round(float x) { return __float2half_rn(x); }
 };
 // OutT<IN, OUT32>: the forward's output element, the inputs' type, or fp32 where K2 writes its outputs unrounded
 // (FwdArgs::out_fp32, kda_recurrence.cuh §out32)

@@ -493,3 +493,116 @@ def test_passes_with_the_scan_kernel_on_the_gpu(monkeypatch):
     X.requires_grad_()
     E = entry_states(initial, X, M, grid)
     assert E.requires_grad and len(calls) == 2 and 'gradient' in scan_kernel_reason(initial, X, M, grid)
+
+
+def fixup_on_the_host(c, o0, E, cu, out):
+    "`kda_segment_fixup`'s contract in torch: for the tokens of segment p (cu by the safe-offset rule), o0 + E_p c, rounded."
+    L, safe, m = c.shape[0], [], 0
+    for x in cu.tolist(): m = max(m, x); safe.append(min(m, L))
+    for p in range(E.shape[0]):
+        a, b = safe[p], safe[p + 1]
+        out[a:b] = (o0[a:b] + torch.einsum('hvk,thk->thv', E[p], c[a:b])).to(out.dtype)
+
+@pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
+def test_passes_with_fixup_glue(monkeypatch, form):
+    """`fixup`: two passes (one K1, the outputs in the states' precision) and the fix-up instead of the third pass, with
+    the kernels stood in for by the fp64 chunked form and the fix-up's contract in torch (the plan patched to say
+    'chunked' on CPU): the recurrence's outputs and final states, two launches, no `kda` call."""
+    import dataclasses
+    from kda_nb.chunked import kda_chunked
+    from kda_nb.layout import form_options
+    launches, fixups = [], []
+    def k1_k2_on_the_host(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, slots, *, form,
+                          records, reuse_records):
+        launches.append((reuse_records, out.dtype))
+        o, S = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
+                           cu_seqlens=cu, dtype=torch.float64, **form_options(form))
+        out.copy_(o); fs.copy_(S)
+    class Kernels:
+        def kda_segment_fixup(self, c, o0, E, cu, out): fixups.append(cu); fixup_on_the_host(c, o0, E, cu, out)
+    real_plan = segments.plan
+    monkeypatch.setattr(segments, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
+    monkeypatch.setattr(segments, 'launch', k1_k2_on_the_host)
+    monkeypatch.setattr(segments, 'load_kernels', Kernels)
+    monkeypatch.setattr(segments, 'fixup_refusal', lambda K, sdt: None)     # (the kernel's K = 128, fp32: not here)
+    monkeypatch.setattr(segments, 'kda', lambda *a, **kw: pytest.fail('kda called: the fix-up path was not taken'))
+    xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=14,
+                       gate='g~U(-8,8)', **form)
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
+    o, S = segments.kda_in_passes(*args, segments=32, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                                  fixup=True, **form)
+    assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
+    assert launches == [(False, torch.float64), (True, torch.float64)] and len(fixups) == 1
+
+def test_fixup_refusal():
+    assert segments.fixup_refusal(128, torch.float32) is None
+    assert 'K = V = 128' in segments.fixup_refusal(64, torch.float32)
+    assert 'fp32' in segments.fixup_refusal(128, torch.float64)
+
+def test_segment_fixup_binding_refuses_bad_arguments(tmp_path):
+    "The binding (built against launchers that launch nothing) refuses by name what the fix-up kernel cannot take."
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_fixup')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    c, E, cu = torch.zeros(40, 2, 128), torch.zeros(3, 2, 128, 128), torch.tensor([0, 16, 32, 40])
+    out = torch.zeros(40, 2, 128, dtype=torch.bfloat16)
+    for args, words in [((c[..., :64], c, E, cu, out), r'c must be \[L, HV, 128\]'),
+                        ((c, c.double(), E, cu, out), 'o0 must be Float'),
+                        ((c, c, E, cu.int(), out), 'cu must be Long'),
+                        ((c, c, E, cu, out.float()), 'out must be bfloat16 or float16'),
+                        ((c, c, E[:, :1], cu, out), r'E must be \[P, HV = 2, 128, 128\]'),
+                        ((c, c, E, cu[:-1], out), r'cu must be \[P \+ 1\] = \[4\]'),
+                        ((c, c[:20], E, cu, out), 'o0 and out must be shaped like c'),
+                        ((c, c, E, cu, out), 'c must be a CUDA tensor')]:
+        with pytest.raises(RuntimeError, match=words): ext.kda_segment_fixup(*args)
+
+def test_segment_fixup_compiles_without_spills():
+    if not shutil.which('nvcc') and not os.environ.get('CUDA_HOME'): pytest.skip("needs nvcc")
+    usage = nvcc_resource_usage(units=['kda_segment_fixup.cu'])
+    assert [r['kernel'] for r in usage] == ['kda_segment_fixup'] * 2, usage
+    assert all(r['registers'] <= 255 and r['spill_stores'] == r['spill_loads'] == 0 for r in usage), usage
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_segment_fixup_kernel_on_the_gpu(dtype):
+    """The kernel against its contract in torch (fp64 sums): segments of 1 to 70 tokens (a tile is 32), two heads; and
+    adversarial offsets (negative, decreasing, past L): the safe-offset rule's segments only, tokens no segment covers
+    keep their values, nothing faults."""
+    gen = torch.Generator().manual_seed(3)
+    L, HV, P = 200, 2, 5
+    c, o0 = (torch.randn(L, HV, 128, generator=gen).cuda() for _ in range(2))
+    E = (torch.randn(P, HV, 128, 128, generator=gen) / 16).cuda()
+    ulp = 2 ** -8 if dtype == torch.bfloat16 else 2 ** -11                    # the rounding's bound, and the sums'
+    for cu in ([0, 1, 33, 64, 130, 200], [-5, 40, 30, 90, 2 ** 40, 7], [10, 10, 50, 51, 180, 190]):
+        cu = torch.tensor(cu, device='cuda')
+        out = torch.full((L, HV, 128), 7.0, device='cuda', dtype=dtype)
+        exact = torch.full((L, HV, 128), float('nan'), device='cuda', dtype=torch.float64)   # NaN: no segment's token
+        fixup_on_the_host(c.double(), o0.double(), E.double(), cu, exact)
+        load_kernels().kda_segment_fixup(c, o0, E, cu, out)
+        torch.cuda.synchronize()
+        covered = ~exact.isnan()
+        assert covered.any() and (out[~covered] == 7.0).all(), cu               # tokens no segment covers: untouched
+        err = (out.double() - exact)[covered].abs()
+        assert (err <= ulp * exact[covered].abs() + 1e-4).all(), (cu, err.max())
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+def test_passes_with_fixup_on_the_gpu(dtype):
+    """Two passes and the fix-up on the kernels (the fix-up kernel runs: the profiler names it), against the fp64
+    recurrence: varlen with awkward lengths (an empty sequence, one token, no multiple of the segment) and one
+    fixed-length sequence; outputs as close to fp64 as the whole call's (within 10% of its error), final states too."""
+    from kda_nb.api import kda
+    for seqlens in ([5000, 0, 1, 17, 40000, 333], None):
+        xs = random_inputs(*(() if seqlens else (1, 20000)), seqlens=seqlens, H=2, K=128, device='cuda', seed=15,
+                           gate='g=-8', dtype=dtype)
+        args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+        cu = xs.get('cu_seqlens')
+        ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=cu)
+        o_w, S_w = kda(*args, initial_state=xs['initial_state'], cu_seqlens=cu)
+        with torch.no_grad(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            o, S = kda_in_passes(*args, segments=2048, initial_state=xs['initial_state'], cu_seqlens=cu, fixup=True)
+            torch.cuda.synchronize()
+        assert any('kda_segment_fixup' in e.name for e in prof.events()), "the fix-up kernel ran"
+        e_w, e_f = rel_rms(o_w.double(), ref_o), rel_rms(o.double(), ref_o)
+        assert o.dtype == dtype and e_f < 1.1 * e_w + 1e-4, (e_f, e_w)
+        assert rel_rms(S.double(), ref_S) < 1.1 * rel_rms(S_w.double(), ref_S) + 1e-4

@@ -6,6 +6,8 @@ with the kernel's chain). The time of each and the segmented output's distance f
 
     python tools/segments_probe.py [--cases 65536x4,131072x8,65536x16] [--segs 1024,2048,4096,8192] [--out FILE]
     python tools/segments_probe.py --passes [--out FILE]      # the cases and segments of passes_probe_h200.json
+    python tools/segments_probe.py --passes --quick           # only the whole call and the passes with the chain as one
+                                                              # kernel: in turn, one K1 shared, and two passes and the fix-up
     python tools/segments_probe.py --train [--out FILE]       # training steps: whole against through the passes
 
 Prints one line per (case, segment length) and writes the rows as JSON (default benchmarks/segments_probe.json, or
@@ -50,9 +52,10 @@ def main(argv=None) -> int:
                                                "benchmarks/passes_probe.json with --passes)")
     ap.add_argument('--passes', action='store_true', help='time kda_in_passes (three passes) instead of the stacked call')
     ap.add_argument('--train', action='store_true', help='time training steps, whole against through kda_in_passes')
+    ap.add_argument('--quick', action='store_true', help='with --passes: the whole call and the kernel-chain manners only')
     a = ap.parse_args(argv)
     if not torch.cuda.is_available(): ap.error('needs a CUDA device')
-    if a.passes: return passes_probe(a.out or 'benchmarks/passes_probe.json')
+    if a.passes: return passes_probe(a.out or 'benchmarks/passes_probe.json', a.quick)
     if a.train: return train_probe(a.out or 'benchmarks/passes_train_probe.json')
     a.out = a.out or 'benchmarks/segments_probe.json'
     sms, rows = sm_count(torch.device('cuda')), []
@@ -83,7 +86,26 @@ def main(argv=None) -> int:
     return 0
 
 
-def passes_probe(out: str) -> int:
+def kernel_chain_manners(args, seg, s0, o_w, s_w) -> dict:
+    """The passes with the chain as one kernel, timed: in turn ('scan_kernel'), with one K1 among them
+    ('shared_k1_kernel'), and two passes and the fix-up ('fixup'); each checked against the whole call, and the
+    fix-up's distance from it ('err_fixup')."""
+    manners, switch = {}, kda_nb.plan.SPLIT_SCAN_KERNEL
+    kda_nb.plan.SPLIT_SCAN_KERNEL = True
+    try:
+        for name, kw in (('scan_kernel', dict(first='serial', share_k1=False, fixup=False)),
+                         ('shared_k1_kernel', dict(share_k1=True, fixup=False)), ('fixup', dict(share_k1=False, fixup=True))):
+            with torch.no_grad():
+                manners[f'ms_{name}'] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
+                o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
+            assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, name
+            if name == 'fixup': manners['err_fixup'] = rel_rms(o_f.float(), o_w.float())
+    finally:
+        kda_nb.plan.SPLIT_SCAN_KERNEL = switch
+    return manners
+
+
+def passes_probe(out: str, quick: bool = False) -> int:
     "One sequence whole and in three passes (gate g = -8: slowly decaying, so that entry states matter), each pass timed."
     rows = []
     for T, H, segs in PASSES_CASES:
@@ -97,6 +119,11 @@ def passes_probe(out: str) -> int:
             print(f"T = {T}, H = {H}: whole {ms_w:.3f} ms", flush=True)
             rows.append(dict(T=T, H=H, seg=0, ms=ms_w))
             for seg in segs:
+                if quick:
+                    m = kernel_chain_manners(args, seg, s0, o_w, s_w)
+                    print(f"  segments of {seg}: " + ', '.join(f"{k} {v:.3g}" for k, v in m.items()), flush=True)
+                    rows.append(dict(T=T, H=H, seg=seg, **m))
+                    continue
                 cu, grid, _ = segment_grid(1, T, seg, None, q.device)
                 eye = torch.eye(128, dtype=torch.float32, device='cuda').expand(cu.numel() - 1, H, 128, 128).contiguous()
                 zero_v = torch.zeros_like(v)
@@ -117,15 +144,7 @@ def passes_probe(out: str) -> int:
                     manners[first] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
                     o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
                     assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, first
-                switch = kda_nb.plan.SPLIT_SCAN_KERNEL      # the whole passes (serial) with the kernel's chain
-                kda_nb.plan.SPLIT_SCAN_KERNEL = True
-                try:
-                    kw = dict(first='serial', share_k1=False)
-                    manners['scan_kernel'] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
-                    o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
-                    assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, 'scan_kernel'
-                finally:
-                    kda_nb.plan.SPLIT_SCAN_KERNEL = switch
+                manners.update({k[3:]: v for k, v in kernel_chain_manners(args, seg, s0, o_w, s_w).items() if k[:3] == 'ms_'})
                 print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | passes {t_m:.3f} {t_x:.3f} "
                       f"{t_out - t_chain:.3f}, chain {t_chain:.3f} (kernel {t_chain_k:.3f}, {e_chain:.1e} off the scan) | "
                       f"vs whole: out {e_o:.1e}, state {e_s:.1e} | "

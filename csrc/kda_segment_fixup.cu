@@ -1,0 +1,147 @@
+// kda_segment_fixup.cu: the outputs of one long sequence run in passes over segments (kda_nb.segments, *Two passes
+// and a fix-up*). The first two passes leave, for every token t of segment p (tokens [cu[p], cu[p + 1]) of the
+// flattened token axis) and value head h, its output from a zero entry state o0[t] and the output of the segment's
+// transition c[t] (a state started at the identity with zero values), both in fp32 (K2's fp32 outputs,
+// kda_recurrence.cuh §out32); the chain of entry states (kda_entry_scan.cu) leaves the state entering the segment,
+// E_p [V, K]. The output is then
+//   o[t] = o0[t] + E_p c[t]          (rounded once, to the inputs' type)
+// with no dependence between tokens. K = V = 128.
+//
+// One block per (segment p, value head h, slice of ROWS = 64 state rows), 4 warps: E_p's 64 rows in shared memory (row
+// stride EP = 132 floats, so that the float4 reads of 8 lanes fall in distinct banks), and the segment's tokens TILE = 32
+// at a time, c's rows of the tile copied into one of two shared buffers (cp.async) while the tile before is summed.
+// Lane l of warp w owns rows l and l + 32 for tokens 8w .. 8w + 7 of the tile: it sums over k in order (fp32 FMAs,
+// E's rows as float4 per lane, c's rows as float4 broadcast across the warp), adds o0 (loaded before the sums, so that
+// its latency hides behind them) and stores the rounded outputs (32 lanes: 64 contiguous bytes). The offsets follow
+// kda_layout.cuh's safe-offset rule (the running maximum of cu[0..p], clamped to [0, L]), so no value of cu sends an
+// access outside the tensors; tokens that no segment covers are not written.
+#include "kda_common.cuh"
+#include "kda_launch.h"
+#include "kda_layout.cuh"
+
+namespace kda {
+namespace fixup {
+
+constexpr int ROWS = 64;                   // state rows of a block: lane l of each warp owns rows l and l + 32
+constexpr int WARPS = 4;
+constexpr int THREADS = 32 * WARPS;
+constexpr int TOKENS = 8;                  // tokens of a tile a warp sums
+constexpr int TILE = WARPS * TOKENS;       // 32 tokens staged at a time
+constexpr int EP = D + 4;                  // E's padded row, floats
+constexpr int SMEM = (ROWS * EP + 2 * TILE * D) * static_cast<int>(sizeof(float));   // 66,560 bytes
+static_assert(D == 128 && ROWS == 2 * 32 && D % ROWS == 0, "K = V = 128, two rows a lane");
+
+template <int IN>
+__global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
+    extern __shared__ __align__(16) float fix_smem[];
+    float* Es = fix_smem;                              // [ROWS][EP]
+    float* cs = fix_smem + ROWS * EP;                  // [2][TILE][D]
+    __shared__ int64_t red[WARPS];
+    using T = typename In<IN>::T;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t b = blockIdx.x, per_head = D / ROWS;
+    const int row0 = static_cast<int>(b % per_head) * ROWS;
+    const int h = static_cast<int>((b / per_head) % a.HV);
+    const int64_t p = b / (per_head * a.HV);
+    // §bounds: segment p's tokens [t0, t1), the running maximum of cu[0..p] (clamped at 0) capped at L
+    int64_t m = 0;
+    for (int64_t j = threadIdx.x; j <= p; j += THREADS) m = max(m, __ldg(a.cu + j));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) m = max(m, red[w]);
+    const int64_t t0 = safe_offset(m, a.L), t1 = safe_offset(max(m, __ldg(a.cu + p + 1)), a.L);
+    if (t0 >= t1) return;
+    const int64_t stride = static_cast<int64_t>(a.HV) * D;    // from one token's row of a head to the next token's
+    // c's rows of tokens [tb, tb + TILE) ∩ [t0, t1) into buffer buf, one commit group
+    auto stage = [&](int64_t tb, int buf) {
+        const int nt = static_cast<int>(t1 - tb < TILE ? t1 - tb : TILE);
+        float* dst = cs + buf * TILE * D;
+        for (int i = threadIdx.x; i < nt * (D / 4); i += THREADS) {
+            const int j = i / (D / 4), q4 = i % (D / 4);
+            cp_async16(dst + j * D + 4 * q4, a.c + (tb + j) * stride + h * D + 4 * q4);
+        }
+        cp_async_commit();
+    };
+    stage(t0, 0);
+    const float* Ep = a.E + ((p * a.HV + h) * D + row0) * D;
+    for (int i = threadIdx.x; i < ROWS * (D / 4); i += THREADS) {
+        const int r = i / (D / 4), q4 = i % (D / 4);
+        *reinterpret_cast<float4*>(Es + r * EP + 4 * q4) = __ldg(reinterpret_cast<const float4*>(Ep + r * D + 4 * q4));
+    }
+    T* out = static_cast<T*>(a.out);
+    const float* e0 = Es + lane * EP;
+    const float* e1 = Es + (lane + 32) * EP;
+#pragma unroll 1
+    for (int64_t tb = t0, it = 0; tb < t1; tb += TILE, ++it) {
+        const int buf = static_cast<int>(it & 1), nt = static_cast<int>(t1 - tb < TILE ? t1 - tb : TILE);
+        if (tb + TILE < t1) stage(tb + TILE, buf ^ 1);
+        else cp_async_commit();                        // (an empty group: the wait below counts the same)
+        // o0 of the warp's tokens, rows l and l + 32, before the sums
+        float prev[TOKENS][2];
+#pragma unroll
+        for (int j = 0; j < TOKENS; ++j) {
+            const int tok = warp * TOKENS + j;
+            const int64_t e = (tb + (tok < nt ? tok : 0)) * stride + h * D + row0 + lane;
+            prev[j][0] = tok < nt ? __ldg(a.o0 + e) : 0.f;
+            prev[j][1] = tok < nt ? __ldg(a.o0 + e + 32) : 0.f;
+        }
+        cp_async_wait<1>();                            // this tile's rows of c have landed (this thread's copies)
+        __syncthreads();                               // (and everyone's; E staged)
+        const float* cw = cs + buf * TILE * D + warp * TOKENS * D;
+        float acc[TOKENS][2] = {};
+#pragma unroll 2
+        for (int k = 0; k < D; k += 4) {
+            const float4 x0 = lds4(e0 + k), x1 = lds4(e1 + k);
+#pragma unroll
+            for (int j = 0; j < TOKENS; ++j) {
+                const float4 y = lds4(cw + j * D + k);
+                acc[j][0] = fmaf(x0.x, y.x, acc[j][0]); acc[j][0] = fmaf(x0.y, y.y, acc[j][0]);
+                acc[j][0] = fmaf(x0.z, y.z, acc[j][0]); acc[j][0] = fmaf(x0.w, y.w, acc[j][0]);
+                acc[j][1] = fmaf(x1.x, y.x, acc[j][1]); acc[j][1] = fmaf(x1.y, y.y, acc[j][1]);
+                acc[j][1] = fmaf(x1.z, y.z, acc[j][1]); acc[j][1] = fmaf(x1.w, y.w, acc[j][1]);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < TOKENS; ++j) {
+            const int tok = warp * TOKENS + j;
+            if (tok < nt) {
+                const int64_t e = (tb + tok) * stride + h * D + row0 + lane;
+                out[e] = In<IN>::round(prev[j][0] + acc[j][0]);
+                out[e + 32] = In<IN>::round(prev[j][1] + acc[j][1]);
+            }
+        }
+        __syncthreads();                               // the tile's buffer is read before the next stage refills it
+    }
+}
+
+// whether the shared-memory attribute of each instance is set, per device (a variable of the file: see
+// kda_fwd_recurrence.cu's k2_attribute_set)
+namespace { bool attribute_set[2][MAX_DEVICES] = {}; }
+
+}  // namespace fixup
+
+cudaError_t launch_segment_fixup(const FixupArgs& a, cudaStream_t stream) {
+    if (a.P <= 0 || a.L <= 0 || a.HV <= 0) return cudaSuccess;
+    const int64_t blocks = a.P * a.HV * (D / fixup::ROWS);
+    if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+    int device = 0;
+    const cudaError_t err = current_device(device);
+    if (err != cudaSuccess) return err;
+    return dispatch_input(a.input_kind, [&](auto in) {
+        constexpr int I = decltype(in)::value;
+        bool& ready = fixup::attribute_set[I][device];
+        if (!ready) {
+            const cudaError_t e = cudaFuncSetAttribute(fixup::kda_segment_fixup<I>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       fixup::SMEM);
+            if (e != cudaSuccess) return e;
+            ready = true;
+        }
+        fixup::kda_segment_fixup<I><<<static_cast<unsigned>(blocks), fixup::THREADS, fixup::SMEM, stream>>>(a);
+        return cudaGetLastError();
+    });
+}
+
+}  // namespace kda
