@@ -14,12 +14,13 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused): K3's default instances
-# (kda_decode.cu, its output store and per-token stores written once: put_out, store_token): the tests of K3's stores,
-# eager loads and replay read in place (04a, 11: the same bits as before, the binding's checks, a captured step
-# replayed); python -m kda_nb.bench serving (every job), fla given its H200 autotuning winners (tools/fla_configs.py) so
-# that it compiles instead of tuning; and tools/sanitize.py (adversarial store and replay tables among its K3 cases).
-# Point it at what lands next. NEW_K: the tests' -k expression (NEW_K= : every GPU test of 04a and 11).
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused): two passes and a fix-up
+# for one long sequence (kda_nb.plan.SPLIT_FIXUP, off; csrc/kda_segment_fixup.cu) and K2's fp32 outputs
+# (kda_recurrence.cuh §out32): every GPU test of 10a and 04_kernels' fp32-output and binding tests; K3's default
+# instances after its tokens at once left (04a, 11: stores, eager loads, replay read in place); the passes timed
+# beside each other (python tools/segments_probe.py --passes --quick, JSON in the logs); and tools/sanitize.py (the
+# fix-up on adversarial offsets, K2's fp32 outputs, K3's tables). Point it at what lands next. NEW_K: the 04a/11 tests'
+# -k expression (NEW_K= : every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
@@ -116,7 +117,7 @@ PY
 # (fla's tests last: fla may tune its kernels for minutes on a machine that has not run them yet)
 TESTS="tests/test_05_api.py tests/test_04_kernels.py tests/test_04a_decode.py tests/test_04b_plan.py
        tests/test_04c_backward_kernels.py tests/test_03a_backward.py tests/test_11_serving.py tests/test_12_serving_loop.py
-       tests/test_07n_bench_serving.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py
+       tests/test_10a_segments.py tests/test_07n_bench_serving.py tests/test_07k_bench_paths.py tests/test_07m_bench_versions.py
        tests/test_07b_bench_backends.py tests/test_06_peers.py tests/test_06a_fla_backend.py"
 if [ "$BENCH" = --train ]; then
   echo "== the backward's GPU tests"
@@ -141,15 +142,16 @@ if [ "$BENCH" = --train ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
+  echo "== two passes and a fix-up (10a), K2's fp32 outputs (04_kernels)"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py \
+    tests/test_04_kernels.py -k "segment or passes or scan or fixup or fp32_outputs or one_input_dtype" 2>&1 \
+    | tee "$LOG/pytest_new.txt" || status=1
   echo "== K3's stores, eager loads and replay read in place"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
-    -k "${NEW_K-stores or eager or replay or in_place}" 2>&1 | tee "$LOG/pytest_new.txt" || status=1
-  python3 tools/fla_configs.py install benchmarks/fla_configs_h200.json /tmp/fla_configs 2>&1 | tee "$LOG/fla_configs.txt"
-  export FLA_CONFIG_DIR=/tmp/fla_configs FLA_CACHE_MODE=fuzzy
-  d=$(( $(left) - 120 )); [ "$d" -gt 240 ] && d=240
-  echo "== serving steps (at most $d s): every row as the record has it"
-  bounded python3 -m kda_nb.bench serving --deadline "$d" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/serving.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (K3 with adversarial store and replay tables among them)"
+    -k "${NEW_K-stores or eager or replay or in_place}" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
+  echo "== the passes timed beside each other"
+  bounded python3 tools/segments_probe.py --passes --quick --out "$LOG/passes_probe_quick.json" 2>&1 | tee "$LOG/probe.txt" || status=1
+  echo "== the forward's cases under compute-sanitizer (the fix-up, K2's fp32 outputs, K3's tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   exit $status
 fi
