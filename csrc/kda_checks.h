@@ -178,7 +178,8 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     const char* names[] = {"q", "k", "v", "out"};
     for (int i = 0; i < 4; ++i) {
         const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v and out: HV
-        check_tensor(*same_shape[i], names[i], q.scalar_type(), q);
+        const bool out32 = i == 3 && out.scalar_type() == at::kFloat;     // (input_kind_of took it: §input)
+        check_tensor(*same_shape[i], names[i], out32 ? at::kFloat : q.scalar_type(), q);
         TORCH_CHECK(same_shape[i]->sizes() == like.sizes(), names[i], " must have the shape of ", i < 2 ? "q " : "v ",
                     shape_of(like).c_str(), ", got ", shape_of(*same_shape[i]).c_str());
     }
