@@ -265,8 +265,8 @@ SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, s
                              # call over the segments given twice. The last two are not yet timed on the GPU
                              # (tools/segments_probe.py --passes times all three)
 SPLIT_FIXUP = False          # the passes as two passes and a fix-up (o = o0 + E c from the first two passes' fp32
-                             # outputs, kda_segment_fixup; one K1 among them) instead of a third pass: off until the
-                             # GPU has checked and timed it (tools/segments_probe.py --passes)
+                             # outputs, kda_segment_fixup; one K1 among them) instead of a third pass: off, correct on
+                             # the GPU but slower everywhere (benchmarks/passes_fixup_probe_h100.json, 10a)
 SPLIT_SHARE_K1 = False       # the passes on the kernels with one K1 among the three (K2 alone in the second and
                              # third: kda_nb.segments.passes_sharing_k1): off until timed on the H200
 SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,

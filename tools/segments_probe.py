@@ -114,8 +114,9 @@ def passes_probe(out: str, quick: bool = False) -> int:
         q, k, v, g, b, A, dt = args
         s0 = inp['initial_state']
         with torch.inference_mode():
-            o_w, s_w = kda(*args, initial_state=s0)
-            ms_w = timed(lambda: kda(*args, initial_state=s0))
+            with kda_nb.plan.whole_calls():             # the whole call (the plan's rule would send it to the passes)
+                o_w, s_w = kda(*args, initial_state=s0)
+                ms_w = timed(lambda: kda(*args, initial_state=s0))
             print(f"T = {T}, H = {H}: whole {ms_w:.3f} ms", flush=True)
             rows.append(dict(T=T, H=H, seg=0, ms=ms_w))
             for seg in segs:

@@ -105,7 +105,7 @@ def version_unavailable_reason(version: str) -> str | None:
 # %% ../../nbs/07m_bench_versions.ipynb #4bc6c527
 VERSION_UNITS = ('kda_fwd_layout.cu', 'kda_layout.cu', 'kda_fwd_prepare.cu', 'kda_prepare.cu', 'kda_fwd_recurrence.cu',
                  'kda_recurrence.cu', 'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu',
-                 'kda_entry_scan.cu')   # KERNEL_UNITS under every name they had
+                 'kda_entry_scan.cu', 'kda_segment_fixup.cu')   # KERNEL_UNITS under every name they had
 
 def version_units(folder: Path) -> list[str]:
     "The `.cu` files of an earlier version's sources in the order they are built as one unit: layout kernel, K1, K2, fused, K3, the backward."
