@@ -7,9 +7,12 @@
 //   o[t] = o0[t] + E_p c[t]          (rounded once, to the inputs' type)
 // with no dependence between tokens. K = V = 128.
 //
-// One block per (segment p, value head h, slice of ROWS = 64 state rows), 4 warps: E_p's 64 rows in shared memory (row
-// stride EP = 132 floats, so that the float4 reads of 8 lanes fall in distinct banks), and the segment's tokens TILE = 32
-// at a time, c's rows of the tile copied into one of two shared buffers (cp.async) while the tile before is summed.
+// One block per (segment p, value head h, slice of ROWS = 64 state rows, span j of SPAN = 256 of the segment's tokens), 4
+// warps, so that a long segment's tokens are spread over many blocks (FixupArgs::seg_tokens bounds a segment's tokens:
+// ceil(seg_tokens / SPAN) spans; tokens past it in a longer segment are not written): E_p's 64 rows in shared memory
+// (row stride EP = 132 floats, so that the float4 reads of 8 lanes fall in distinct banks; every span of the segment
+// reads them, from L2 after the first), and the span's tokens TILE = 32 at a time, c's rows of the tile copied into
+// one of two shared buffers (cp.async) while the tile before is summed.
 // Lane l of warp w owns rows l and l + 32 for tokens 8w .. 8w + 7 of the tile: it sums over k in order (fp32 FMAs,
 // E's rows as float4 per lane, c's rows as float4 broadcast across the warp), adds o0 (loaded before the sums, so that
 // its latency hides behind them) and stores the rounded outputs (32 lanes: 64 contiguous bytes). The offsets follow
@@ -27,6 +30,8 @@ constexpr int WARPS = 4;
 constexpr int THREADS = 32 * WARPS;
 constexpr int TOKENS = 8;                  // tokens of a tile a warp sums
 constexpr int TILE = WARPS * TOKENS;       // 32 tokens staged at a time
+constexpr int SPAN = FIXUP_SPAN;           // 256 tokens a block (kda_launch.h)
+static_assert(SPAN % TILE == 0, "whole tiles a span");
 constexpr int EP = D + 4;                  // E's padded row, floats
 constexpr int SMEM = (ROWS * EP + 2 * TILE * D) * static_cast<int>(sizeof(float));   // 66,560 bytes
 static_assert(D == 128 && ROWS == 2 * 32 && D % ROWS == 0, "K = V = 128, two rows a lane");
@@ -39,7 +44,8 @@ __global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
     __shared__ int64_t red[WARPS];
     using T = typename In<IN>::T;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t b = blockIdx.x, per_head = D / ROWS;
+    const int64_t spans = (a.seg_tokens + SPAN - 1) / SPAN, per_head = D / ROWS;
+    const int64_t span = blockIdx.x % spans, b = blockIdx.x / spans;
     const int row0 = static_cast<int>(b % per_head) * ROWS;
     const int h = static_cast<int>((b / per_head) % a.HV);
     const int64_t p = b / (per_head * a.HV);
@@ -52,7 +58,8 @@ __global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
     __syncthreads();
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) m = max(m, red[w]);
-    const int64_t t0 = safe_offset(m, a.L), t1 = safe_offset(max(m, __ldg(a.cu + p + 1)), a.L);
+    const int64_t s0 = safe_offset(m, a.L), s1 = safe_offset(max(m, __ldg(a.cu + p + 1)), a.L);
+    const int64_t t0 = s0 + span * SPAN, t1 = min(s1, t0 + SPAN);     // this block's span of them
     if (t0 >= t1) return;
     const int64_t stride = static_cast<int64_t>(a.HV) * D;    // from one token's row of a head to the next token's
     // c's rows of tokens [tb, tb + TILE) ∩ [t0, t1) into buffer buf, one commit group
@@ -124,8 +131,8 @@ namespace { bool attribute_set[2][MAX_DEVICES] = {}; }
 }  // namespace fixup
 
 cudaError_t launch_segment_fixup(const FixupArgs& a, cudaStream_t stream) {
-    if (a.P <= 0 || a.L <= 0 || a.HV <= 0) return cudaSuccess;
-    const int64_t blocks = a.P * a.HV * (D / fixup::ROWS);
+    if (a.P <= 0 || a.L <= 0 || a.HV <= 0 || a.seg_tokens <= 0) return cudaSuccess;
+    const int64_t blocks = a.P * a.HV * (D / fixup::ROWS) * ((a.seg_tokens + fixup::SPAN - 1) / fixup::SPAN);
     if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
     int device = 0;
     const cudaError_t err = current_device(device);

@@ -229,7 +229,7 @@ def fixup_refusal(K: int, sdt: torch.dtype) -> str | None:
     return None
 
 def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form,
-                      fixup: bool = False, varlen: bool = True):
+                      fixup: bool = False, varlen: bool = True, seg_tokens: int = 0):
     """The passes on the kernels with one K1 among them, `(out, S)` (`S`: each segment's final state), or None where
     the kernels would not run the segments' calls on the chunked path without a route. K1 and K2 run once for the
     states from zero, leaving K1's records in a tensor of their own; the transitions' K2 and the outputs' K2 read them
@@ -237,7 +237,8 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     With `fixup` (K = V = 128, fp32 states; else None), *two passes and a fix-up*: the first two passes' K2 write
     their outputs in fp32 (`csrc/kda_recurrence.cuh` §out32), the transitions' `c` and the states' from zero `o0`, and
     `kda_segment_fixup` gives `o = o0 + E c` token by token with no third pass (`varlen`: tokens no segment covers
-    are zeros); each segment's final state is then `E M + X`."""
+    are zeros; `seg_tokens`: the most tokens a segment has, 0: the call's); each segment's final state is then
+    `E M + X`."""
     L, H, K = fq.shape[1], fq.shape[2], fq.shape[3]
     HV, V, P = fv.shape[2], fv.shape[3], cu.numel() - 1
     states = (('initial_state', sdt), ('final_state', sdt))
@@ -258,7 +259,7 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     E = entry_states(initial, X, M, grid, check=False)  # (the grid is segment_grid's)
     if not fixup: return run(fv, E, True)
     out = torch.zeros_like(fv) if varlen else torch.empty_like(fv)
-    load_kernels().kda_segment_fixup(c[0], o0[0], E, cu, out[0])
+    load_kernels().kda_segment_fixup(c[0], o0[0], E, cu, out[0], seg_tokens or L)
     return out, torch.matmul(E, M) + X
 
 def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *, segments: int,
@@ -291,7 +292,8 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
         bound = check_form(form, A_log, dt_bias, kw.get('lower_bound'))
         ways = [True] * fix + [False] * share            # the fix-up first; where the kernels take no fix-up, one K1
         made = next((m for f in ways if (m := passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(),
-                     float(scale), bound, sdt, form, fixup=f, varlen=cu_seqlens is not None)) is not None), None)
+                     float(scale), bound, sdt, form, fixup=f, varlen=cu_seqlens is not None, seg_tokens=segments))
+                     is not None), None)
         if made is not None:
             out, S = made
             return out.view(B, T, HV, V), S[last].to(final_dtype)

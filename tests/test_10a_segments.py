@@ -495,12 +495,13 @@ def test_passes_with_the_scan_kernel_on_the_gpu(monkeypatch):
     assert E.requires_grad and len(calls) == 2 and 'gradient' in scan_kernel_reason(initial, X, M, grid)
 
 
-def fixup_on_the_host(c, o0, E, cu, out):
-    "`kda_segment_fixup`'s contract in torch: for the tokens of segment p (cu by the safe-offset rule), o0 + E_p c, rounded."
+def fixup_on_the_host(c, o0, E, cu, out, seg_tokens):
+    """`kda_segment_fixup`'s contract in torch: for the first `seg_tokens` tokens of segment p (cu by the safe-offset
+    rule), o0 + E_p c, rounded."""
     L, safe, m = c.shape[0], [], 0
     for x in cu.tolist(): m = max(m, x); safe.append(min(m, L))
     for p in range(E.shape[0]):
-        a, b = safe[p], safe[p + 1]
+        a, b = safe[p], min(safe[p + 1], safe[p] + seg_tokens)
         out[a:b] = (o0[a:b] + torch.einsum('hvk,thk->thv', E[p], c[a:b])).to(out.dtype)
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
@@ -519,7 +520,8 @@ def test_passes_with_fixup_glue(monkeypatch, form):
                            cu_seqlens=cu, dtype=torch.float64, **form_options(form))
         out.copy_(o); fs.copy_(S)
     class Kernels:
-        def kda_segment_fixup(self, c, o0, E, cu, out): fixups.append(cu); fixup_on_the_host(c, o0, E, cu, out)
+        def kda_segment_fixup(self, c, o0, E, cu, out, seg_tokens):
+            fixups.append(seg_tokens); fixup_on_the_host(c, o0, E, cu, out, seg_tokens)
     real_plan = segments.plan
     monkeypatch.setattr(segments, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
     monkeypatch.setattr(segments, 'launch', k1_k2_on_the_host)
@@ -533,7 +535,7 @@ def test_passes_with_fixup_glue(monkeypatch, form):
     o, S = segments.kda_in_passes(*args, segments=32, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
                                   fixup=True, **form)
     assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
-    assert launches == [(False, torch.float64), (True, torch.float64)] and len(fixups) == 1
+    assert launches == [(False, torch.float64), (True, torch.float64)] and fixups == [32]
 
 def test_fixup_refusal():
     assert segments.fixup_refusal(128, torch.float32) is None
@@ -546,7 +548,8 @@ def test_segment_fixup_binding_refuses_bad_arguments(tmp_path):
     except FileNotFoundError as e: pytest.skip(str(e))
     c, E, cu = torch.zeros(40, 2, 128), torch.zeros(3, 2, 128, 128), torch.tensor([0, 16, 32, 40])
     out = torch.zeros(40, 2, 128, dtype=torch.bfloat16)
-    for args, words in [((c[..., :64], c, E, cu, out), r'c must be \[L, HV, 128\]'),
+    for args, words in [((c, c, E, cu, out, 0), 'seg_tokens .* must be at least 1'),
+                        ((c[..., :64], c, E, cu, out), r'c must be \[L, HV, 128\]'),
                         ((c, c.double(), E, cu, out), 'o0 must be Float'),
                         ((c, c, E, cu.int(), out), 'cu must be Long'),
                         ((c, c, E, cu, out.float()), 'out must be bfloat16 or float16'),
@@ -554,7 +557,7 @@ def test_segment_fixup_binding_refuses_bad_arguments(tmp_path):
                         ((c, c, E, cu[:-1], out), r'cu must be \[P \+ 1\] = \[4\]'),
                         ((c, c[:20], E, cu, out), 'o0 and out must be shaped like c'),
                         ((c, c, E, cu, out), 'c must be a CUDA tensor')]:
-        with pytest.raises(RuntimeError, match=words): ext.kda_segment_fixup(*args)
+        with pytest.raises(RuntimeError, match=words): ext.kda_segment_fixup(*(args + (16,))[:6])
 
 def test_segment_fixup_compiles_without_spills():
     if not shutil.which('nvcc') and not os.environ.get('CUDA_HOME'): pytest.skip("needs nvcc")
@@ -565,20 +568,22 @@ def test_segment_fixup_compiles_without_spills():
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
 def test_segment_fixup_kernel_on_the_gpu(dtype):
-    """The kernel against its contract in torch (fp64 sums): segments of 1 to 70 tokens (a tile is 32), two heads; and
-    adversarial offsets (negative, decreasing, past L): the safe-offset rule's segments only, tokens no segment covers
-    keep their values, nothing faults."""
+    """The kernel against its contract in torch (fp64 sums): segments of 1 to 700 tokens (a tile is 32, a block's span
+    256), two heads; adversarial offsets (negative, decreasing, past L): the safe-offset rule's segments only; a bound
+    `seg_tokens` below a segment's length: its tokens past the bound are not written; tokens no segment covers keep
+    their values, nothing faults."""
     gen = torch.Generator().manual_seed(3)
-    L, HV, P = 200, 2, 5
+    L, HV, P = 1000, 2, 5
     c, o0 = (torch.randn(L, HV, 128, generator=gen).cuda() for _ in range(2))
     E = (torch.randn(P, HV, 128, 128, generator=gen) / 16).cuda()
     ulp = 2 ** -8 if dtype == torch.bfloat16 else 2 ** -11                    # the rounding's bound, and the sums'
-    for cu in ([0, 1, 33, 64, 130, 200], [-5, 40, 30, 90, 2 ** 40, 7], [10, 10, 50, 51, 180, 190]):
+    for cu, bound in (([0, 1, 33, 64, 130, 830], 700), ([-5, 40, 30, 90, 2 ** 40, 7], L), ([10, 10, 50, 51, 580, 990], 700),
+                      ([0, 300, 600, 900, 950, 1000], 257)):
         cu = torch.tensor(cu, device='cuda')
         out = torch.full((L, HV, 128), 7.0, device='cuda', dtype=dtype)
         exact = torch.full((L, HV, 128), float('nan'), device='cuda', dtype=torch.float64)   # NaN: no segment's token
-        fixup_on_the_host(c.double(), o0.double(), E.double(), cu, exact)
-        load_kernels().kda_segment_fixup(c, o0, E, cu, out)
+        fixup_on_the_host(c.double(), o0.double(), E.double(), cu, exact, bound)
+        load_kernels().kda_segment_fixup(c, o0, E, cu, out, bound)
         torch.cuda.synchronize()
         covered = ~exact.isnan()
         assert covered.any() and (out[~covered] == 7.0).all(), cu               # tokens no segment covers: untouched

@@ -265,9 +265,10 @@ for (HV, V, K), rows in (((2, 128, 128), 8), ((3, 100, 64), 16), ((2, 5, 37), 32
 L, HV, P = 150, 2, 4
 c, o0, E = torch.randn(L, HV, 128, device='cuda'), torch.randn(L, HV, 128, device='cuda'), torch.randn(P, HV, 128, 128, device='cuda')
 for dt in (torch.bfloat16, torch.float16):
-    for cu in ([0, 40, 80, 120, 150], [-5, 2 ** 40, 30, -2 ** 63, 2 ** 63 - 1], [149, 10, 150, 151, 0]):
+    for cu, bound in (([0, 40, 80, 120, 150], 40), ([-5, 2 ** 40, 30, -2 ** 63, 2 ** 63 - 1], 2 ** 40),
+                      ([149, 10, 150, 151, 0], 7)):
         out = torch.zeros(L, HV, 128, device='cuda', dtype=dt)
-        ext.kda_segment_fixup(c, o0, E, torch.tensor(cu, device='cuda'), out)
+        ext.kda_segment_fixup(c, o0, E, torch.tensor(cu, device='cuda'), out, bound)
         torch.cuda.synchronize()
 from kda_nb.kernels import launch
 from kda_nb.plan import path_plan
