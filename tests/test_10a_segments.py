@@ -292,26 +292,33 @@ def test_gradient_through_the_passes(monkeypatch, form):
     with pytest.raises(ValueError, match='passes must be 0 or a positive multiple'):
         with forced_backward(passes=20): pass
 
-@pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
-def test_passes_sharing_k1_glue(monkeypatch, form):
-    """`share_k1`: the first call makes K1's records, the other two reuse the same tensor on the same q, k, g and beta
-    (the kernels stood in for by the fp64 chunked form, the plan patched to say 'chunked' on CPU): the recurrence's
-    results, three launches, no `kda` call."""
+def kernels_on_the_host(monkeypatch, seg, path_name: str) -> list:
+    """`seg` (kda_nb.segments) with its K1 + K2 launches stood in for by the fp64 chunked form, its plan patched to say
+    'chunked' on CPU and `kda` refused (`path_name`, the path under test, must not call it). Returns the list each
+    launch appends `(records, reuse_records, out.dtype, q, k, g, beta)` to."""
     import dataclasses
-    import kda_nb.segments as seg
     from kda_nb.chunked import kda_chunked
     from kda_nb.layout import form_options
     launches = []
     def k1_k2_on_the_host(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, slots, *, form,
                           records, reuse_records):
-        launches.append((records, reuse_records, q, k, g, beta))
+        launches.append((records, reuse_records, out.dtype, q, k, g, beta))
         o, S = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
                            cu_seqlens=cu, dtype=torch.float64, **form_options(form))
         out.copy_(o); fs.copy_(S)
     real_plan = seg.plan
     monkeypatch.setattr(seg, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
     monkeypatch.setattr(seg, 'launch', k1_k2_on_the_host)
-    monkeypatch.setattr(seg, 'kda', lambda *a, **kw: pytest.fail('kda called: the shared path was not taken'))
+    monkeypatch.setattr(seg, 'kda', lambda *a, **kw: pytest.fail(f'kda called: {path_name} was not taken'))
+    return launches
+
+@pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
+def test_passes_sharing_k1_glue(monkeypatch, form):
+    """`share_k1`: the first call makes K1's records, the other two reuse the same tensor on the same q, k, g and beta
+    (the kernels stood in for by the fp64 chunked form, the plan patched to say 'chunked' on CPU): the recurrence's
+    results, three launches, no `kda` call."""
+    import kda_nb.segments as seg
+    launches = kernels_on_the_host(monkeypatch, seg, 'the shared path')
     xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=13,
                        gate='g~U(-8,8)', **form)
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
@@ -321,7 +328,7 @@ def test_passes_sharing_k1_glue(monkeypatch, form):
     assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
     assert [r for _, r, *_ in launches] == [False, True, True]
     first = launches[0]
-    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[2:], first[2:])) for l in launches)
+    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[3:], first[3:])) for l in launches)
     assert first[0].dtype == torch.uint8 and first[0].numel() > 0
 
 
@@ -509,25 +516,12 @@ def test_passes_with_fixup_glue(monkeypatch, form):
     """`fixup`: two passes (one K1, the outputs in the states' precision) and the fix-up instead of the third pass, with
     the kernels stood in for by the fp64 chunked form and the fix-up's contract in torch (the plan patched to say
     'chunked' on CPU): the recurrence's outputs and final states, two launches, no `kda` call."""
-    import dataclasses
-    from kda_nb.chunked import kda_chunked
-    from kda_nb.layout import form_options
-    launches, fixups = [], []
-    def k1_k2_on_the_host(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, slots, *, form,
-                          records, reuse_records):
-        launches.append((reuse_records, out.dtype))
-        o, S = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
-                           cu_seqlens=cu, dtype=torch.float64, **form_options(form))
-        out.copy_(o); fs.copy_(S)
+    launches, fixups = kernels_on_the_host(monkeypatch, segments, 'the fix-up path'), []
     class Kernels:
         def kda_segment_fixup(self, c, o0, E, cu, out, seg_tokens):
             fixups.append(seg_tokens); fixup_on_the_host(c, o0, E, cu, out, seg_tokens)
-    real_plan = segments.plan
-    monkeypatch.setattr(segments, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
-    monkeypatch.setattr(segments, 'launch', k1_k2_on_the_host)
     monkeypatch.setattr(segments, 'load_kernels', Kernels)
     monkeypatch.setattr(segments, 'fixup_refusal', lambda K, sdt: None)     # (the kernel's K = 128, fp32: not here)
-    monkeypatch.setattr(segments, 'kda', lambda *a, **kw: pytest.fail('kda called: the fix-up path was not taken'))
     xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=14,
                        gate='g~U(-8,8)', **form)
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
@@ -535,7 +529,7 @@ def test_passes_with_fixup_glue(monkeypatch, form):
     o, S = segments.kda_in_passes(*args, segments=32, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
                                   fixup=True, **form)
     assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
-    assert launches == [(False, torch.float64), (True, torch.float64)] and fixups == [32]
+    assert [(r, d) for _, r, d, *_ in launches] == [(False, torch.float64), (True, torch.float64)] and fixups == [32]
 
 def test_fixup_refusal():
     assert segments.fixup_refusal(128, torch.float32) is None
