@@ -271,8 +271,8 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's
     `SPLIT_SHARE_K1`), a call that records no gradient on a GPU runs the three passes with one K1 among them
     (`passes_sharing_k1`) where the kernels take it; with `fixup` (None: the plan's `SPLIT_FIXUP`), two passes and a
-    fix-up instead of the third pass (`passes_sharing_k1`'s `fixup`) where the kernels take that. Returns `(out, final_state)` as `kda` does; `kw`: `kda`'s other
-    keywords (scale, the form, backend)."""
+    fix-up instead of the third pass (`passes_sharing_k1`'s `fixup`) where the kernels take that. Returns
+    `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     cu, grid, last = segment_grid(B, T, segments, cu_seqlens, q.device)
