@@ -139,6 +139,8 @@ struct DecodeArgs : Args {
     const void* rec_beta = nullptr;
     int64_t rec_per_slot = 0;
     int64_t replay_total = 0;
+    int k3_rows = 2;                    // rows a thread of K3 updates: 2, or 4 with eager_loads (kda_decode.cu §four rows;
+                                        // last: read by the launcher only)
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

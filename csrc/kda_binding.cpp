@@ -4,7 +4,7 @@
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
 //   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
 //               token_slots=None, write_final=True, records=None, reuse_records=False, ckpt_offsets=None,
-//               ckpt_slots=None, eager_loads=False, replay=None)  the forward on the plan's
+//               ckpt_slots=None, eager_loads=False, replay=None, k3_rows=2)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
@@ -75,7 +75,7 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
 
 // K3's arguments from a prepared call: it reads the caller's cu_seqlens itself, and the slots as given; `token_slots`
 // (checked: check_token_slots, token_slots_fit) the per-token stores, read as given
-kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, bool eager_loads,
+kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, bool eager_loads, int64_t k3_rows,
                             const c10::optional<torch::Tensor>& token_slots = c10::nullopt, bool write_final = true,
                             const std::vector<torch::Tensor>* replay = nullptr, int64_t rec_per_slot = 0) {
     kda::DecodeArgs a{};
@@ -92,6 +92,7 @@ kda::DecodeArgs decode_args(const Call& c, double scale, double lower_bound, boo
     }
     a.write_final = write_final;
     a.eager_loads = eager_loads;
+    a.k3_rows = static_cast<int>(k3_rows);            // (checked: 2, or 4 with eager_loads)
     if (replay) {                                     // (checked: replay_fit)
         a.rec_k = (*replay)[0].data_ptr(); a.rec_v = (*replay)[1].data_ptr();
         a.rec_g = (*replay)[2].data_ptr(); a.rec_beta = (*replay)[3].data_ptr();
@@ -145,7 +146,8 @@ kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth,
     return p;
 }
 
-int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, bool eager_loads) {
+int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, bool eager_loads,
+                         int64_t k3_rows) {
     auto plan = std::make_shared<DecodePlan>();
     plan->c = prepare(KDA_CALL_TENSORS, false, gate_form, beta_form, norm_form);
     const Call& c = plan->c;
@@ -158,7 +160,7 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
     if (final_state.has_value()) require_as_is(*final_state, *c.s_out, "final_state");
     if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
     if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
-    plan->a = decode_args(c, scale, lower_bound, eager_loads);
+    plan->a = decode_args(c, scale, lower_bound, eager_loads, k3_rows);
     const std::lock_guard<std::mutex> lock(plans_mutex);
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));
@@ -181,7 +183,8 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // after ckpt_offsets[n, c] tokens of sequence n (a multiple of 16, or its length) into slot ckpt_slots[n, c] of
 // final_state (kda_checks.h §checkpoints).
 // 'decode' only: eager_loads, K3's instances that issue every load of a tile of tokens at once (kda_decode.cu §eager;
-// K = V = 128: at other head dims K3 loads token by token whatever it is given).
+// K = V = 128: at other head dims K3 loads token by token whatever it is given), and k3_rows, the state rows a thread of
+// K3 updates: 2, or 4 with eager_loads (kda_decode.cu §four rows; at other head dims 2 whatever it is given).
 // 'decode' only, with token_slots: replay = [rec_k, rec_v, rec_g, rec_beta, table], a replay read in place
 // (kda_decode.cu §replay, kda_checks.h §replay): sequence n of cu_seqlens reads its first table[0, n] tokens from the
 // records of its slot and the rest from the batch from row table[1, n] on, and writes only those rows of out.
@@ -190,9 +193,11 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                     int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
                     c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
                     c10::optional<torch::Tensor> ckpt_slots, bool eager_loads,
-                    c10::optional<std::vector<torch::Tensor>> replay) {
+                    c10::optional<std::vector<torch::Tensor>> replay, int64_t k3_rows) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
+    TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", k3_rows,
+                eager_loads ? "" : " without eager_loads");
     TORCH_CHECK(!replay.has_value() || (path == "decode" && !keep && token_slots.has_value()), "replay (the records read "
                 "in place) is for the 'decode' path with token_slots, not a prepared step");
     check_form_codes(gate_form, beta_form, norm_form);
@@ -217,13 +222,14 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, eager_loads);
+                                      final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, eager_loads,
+                                      k3_rows);
     const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
         if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
         const int64_t per_slot = replay.has_value() ? replay_fit(*replay, path, keep, token_slots.has_value(), c, q) : 0;
-        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, token_slots, write_final,
+        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, k3_rows, token_slots, write_final,
                                              replay.has_value() ? &*replay : nullptr, per_slot), c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
@@ -588,7 +594,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
-          py::arg("eager_loads") = false, py::arg("replay") = py::none());
+          py::arg("eager_loads") = false, py::arg("replay") = py::none(), py::arg("k3_rows") = 2);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

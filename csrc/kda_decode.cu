@@ -26,6 +26,13 @@
 // its [N, W] extent, so no value of it, however wrong, sends a write outside the pool. Without a table the
 // instance without STORES runs: the kernel as it is without the feature.
 //
+// §four rows: the eager instances with R = 4 (DecodeArgs::k3_rows, kda_nb.plan's K3_FOUR_ROWS) hold both slices in
+// registers, four rows a thread (lane j of row group r: rows 16 w + r + 4 i, i = 0..3), and update them in one pass per
+// token instead of one pass per slice: half the token steps a block runs one after the other, each with twice the
+// independent rows, and each piece of decay, k^ and q^ read from shared memory once for four rows. Both bulk copies
+// are waited for before the pass. A row's arithmetic is the one of R = 2 in the same order, so the outputs and states
+// are the same bits; a warp's outputs are two 16-byte stores (lanes 0 and 1).
+//
 // The inputs' element type (IN, kda_common.cuh §input: bf16 or fp16) is a template parameter: it reaches the reads
 // of q, k, v, g, beta (widened to fp32 at once) and the outputs' store only; the token step is all fp32 either way.
 #include "kda_activations.cuh"
@@ -38,8 +45,8 @@ namespace kda {
 constexpr int DEC_WARPS = 4;
 constexpr int DEC_THREADS = 32 * DEC_WARPS;                   // = D: thread c stages channel c
 constexpr int DEC_LANES = 8;                                  // lanes per state row
-constexpr int DEC_ROWS = 2;                                   // rows per thread
-constexpr int DEC_VB = DEC_WARPS * (32 / DEC_LANES) * DEC_ROWS;   // 32 rows per block
+constexpr int DEC_ROWS = 2;                                   // rows per thread (the instances with R = 4: four, §four rows)
+constexpr int DEC_VB = DEC_WARPS * (32 / DEC_LANES) * DEC_ROWS;   // 32 rows per slice
 constexpr int DEC_SPLIT = D / DEC_VB;                         // 4 slices per (sequence, head)
 constexpr int DEC_SLICES = 2;                                 // slices per block, copied at once
 constexpr int DEC_BLOCK_ROWS = DEC_SLICES * DEC_VB;           // 64 state rows (value channels) per block
@@ -57,7 +64,7 @@ struct DecodeSmem {
     float v[DEC_TILE][DEC_BLOCK_ROWS];
     float b[DEC_TILE];
     float sums[DEC_TILE][DEC_WARPS][2];
-    float o[DEC_VB];                          // one token's outputs of the slice, on their way to one store per warp
+    float o[DEC_BLOCK_ROWS];                  // one token's outputs of the rows updated, on their way to 16-byte stores
     int64_t red[DEC_WARPS];
     uint64_t bar[DEC_SLICES];
 };
@@ -334,16 +341,19 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false>
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false, int R = DEC_ROWS>
 __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
     static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
+    static_assert(R == DEC_ROWS || (R == 4 && EAGER), "four rows a thread: the eager instances only (§four rows)");
+    constexpr int PR = 4 * DEC_WARPS * R;                           // state rows updated at once: a slice, or both
+    constexpr int PASSES = DEC_BLOCK_ROWS / PR;                     // ... the passes over the block's rows
     static_assert(!REPLAY || (STORES && EAGER), "a replay read in place stores its state after the replayed tokens (eager instances)");
     using T = typename In<IN>::T;
     extern __shared__ __align__(128) uint8_t dec_smem[];
     DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane & (DEC_LANES - 1), r = lane / DEC_LANES;
-    // local rows of this thread: 4 DEC_ROWS warp + r + 4 i, i < DEC_ROWS (a warp's rows are contiguous)
-    auto row_of = [&](int i) { return 4 * DEC_ROWS * warp + r + 4 * i; };
+    // local rows of this thread in a pass: 4 R warp + r + 4 i, i < R (a warp's rows are contiguous)
+    auto row_of = [&](int i) { return 4 * R * warp + r + 4 * i; };
     const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // the head dims (§dims)
     const int pairs = DIMS ? (VD + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
     const DecodeItem cur = decode_item(p, blockIdx.x, pairs, KD, VD);
@@ -374,41 +384,45 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         const float dtb = GF == GateForm::Given || (DIMS && static_cast<int>(threadIdx.x) >= KD) ? 0.f
                           : __ldg(p.dt_bias + h * KD + threadIdx.x);   // no dt_bias
 
-        float S[DEC_ROWS][4 * DEC_PIECES];
+        float S[R][4 * DEC_PIECES];
         const int len = static_cast<int>(t1 - t0);     // (tokens of one sequence: fewer than 2^31 on any GPU)
         const bool one_tile = len <= DEC_TILE;          // decode: the tokens are staged once for both slices
         const ReplayRows rr = replay_rows<REPLAY>(p, n, len, cur.has_slot);
         bool early;
         early = stage_early<GF, FORMS, DIMS, IN, EAGER, REPLAY>(p, sm, h, vbase, t0, len, A, dtb, KD, VD, rr);
 #pragma unroll 1
-        for (int sl = 0; sl < DEC_SLICES; ++sl) {
-        const int vrow = sl * DEC_VB;                   // this slice's first row among the block's
+        for (int sl = 0; sl < PASSES; ++sl) {
+        const int vrow = sl * PR;                       // this pass's first row among the block's
         if (DIMS && vbase + vrow >= VD) break;          // no row < V (block-uniform; the first slice always has one)
-        const int64_t sbase = cur.sbase + static_cast<int64_t>(sl) * DEC_VB * KD;
+        const int64_t sbase = cur.sbase + static_cast<int64_t>(sl) * PR * KD;
         // with DIMS: whether local row `row` of the slice and channel `col` lie inside [V, K]
         auto inside = [&](int row, int col) { return !DIMS || (vbase + vrow + row < VD && col < KD); };
-        // the slice, from shared memory to registers
+        // the pass's rows, from shared memory to registers: slice sl's (R = 2), or both slices' (R = 4: local row x of
+        // the block is row x % DEC_VB of slice x / DEC_VB, the same for a warp's rows)
         auto load_state = [&]() {
-            if (cur.reads) mbar_wait(&sm.bar[sl], 0);
+            if (cur.reads)
 #pragma unroll
-            for (int i = 0; i < DEC_ROWS; ++i)
+                for (int s = vrow / DEC_VB; s < (vrow + PR) / DEC_VB; ++s) mbar_wait(&sm.bar[s], 0);
+#pragma unroll
+            for (int i = 0; i < R; ++i)
 #pragma unroll
                 for (int m = 0; m < DEC_PIECES; ++m) {
                     float4 s = make_float4(0.f, 0.f, 0.f, 0.f);
-                    const int e = row_of(i) * KD + 32 * m + 4 * j;
+                    const int buf = R == DEC_ROWS ? sl : (vrow + row_of(i)) / DEC_VB;
+                    const int e = (R == DEC_ROWS ? row_of(i) : (vrow + row_of(i)) % DEC_VB) * KD + 32 * m + 4 * j;
                     if (!inside(row_of(i), 32 * m + 4 * j)) {
-                    } else if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[sl] + e);
-                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[sl]) + e));
+                    } else if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[buf] + e);
+                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[buf]) + e));
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
         };
-        // §state_out: the slice from registers to state_out at element `at` (its first row), 128 contiguous bytes
+        // §state_out: the pass's rows from registers to state_out at element `at` (its first row), 128 contiguous bytes
         // per row and piece across the 8 lanes, in fp32 or rounded to bf16: the state out, and the per-token stores
         auto store_state = [&](int64_t at) {
             if (p.state_out_kind == STATE_FP32) {
                 float* base = static_cast<float*>(p.state_out) + at;
 #pragma unroll
-                for (int i = 0; i < DEC_ROWS; ++i)
+                for (int i = 0; i < R; ++i)
 #pragma unroll
                     for (int m = 0; m < DEC_PIECES; ++m)
                         if (inside(row_of(i), 32 * m + 4 * j))
@@ -417,7 +431,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             } else if (p.state_out_kind == STATE_BF16) {
                 __nv_bfloat16* base = static_cast<__nv_bfloat16*>(p.state_out) + at;
 #pragma unroll
-                for (int i = 0; i < DEC_ROWS; ++i)
+                for (int i = 0; i < R; ++i)
 #pragma unroll
                     for (int m = 0; m < DEC_PIECES; ++m)
                         if (inside(row_of(i), 32 * m + 4 * j))
@@ -425,26 +439,27 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                             make_uint2(pack_bf16(S[i][4 * m], S[i][4 * m + 1]), pack_bf16(S[i][4 * m + 2], S[i][4 * m + 3]));
             }
         };
-        // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and lane 0 writes the
-        // warp's 8 contiguous rows as one 16-byte store, rounded to the inputs' type: token t of the sequence, at batch
-        // row tok (with REPLAY the row replay_row gives, a new token only)
-        auto put_out = [&](const float (&o)[DEC_ROWS], int64_t tok, int t) {
+        // §out: the 8 lanes of a row agree on its output; one of them leaves it in shared memory, and lane l < R / 2
+        // writes rows 8 l .. 8 l + 7 of the warp's 4 R contiguous rows as one 16-byte store, rounded to the inputs' type:
+        // token t of the sequence, at batch row tok (with REPLAY the row replay_row gives, a new token only)
+        auto put_out = [&](const float (&o)[R], int64_t tok, int t) {
             if (j == 0) {
 #pragma unroll
-                for (int ii = 0; ii < DEC_ROWS; ++ii) sm.o[row_of(ii)] = o[ii];
+                for (int ii = 0; ii < R; ++ii) sm.o[row_of(ii)] = o[ii];
             }
             __syncwarp();
-            if (lane == 0) {
+            if (lane < R / 2) {
+                const int part = R == DEC_ROWS ? 0 : 8 * lane;         // (R = 2: lane 0, rows 0 .. 7)
                 int64_t row = tok;
-                bool ok = !DIMS || vbase + vrow + 4 * DEC_ROWS * warp < VD;
+                bool ok = !DIMS || vbase + vrow + 4 * R * warp + part < VD;
                 if constexpr (REPLAY) {                                 // a new token only, at its batch row (§replay)
                     bool rec;
                     row = replay_row(p, rr, t, rec, ok);
                     ok = ok && !rec;
                 }
                 if (ok) {
-                    const float* w = sm.o + 4 * DEC_ROWS * warp;
-                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * DEC_ROWS * warp;
+                    const float* w = sm.o + 4 * R * warp + part;
+                    T* dst = out + (row * p.H + h) * VD + vbase + vrow + 4 * R * warp + part;
                     *reinterpret_cast<uint4*>(dst) = make_uint4(In<IN>::pack(w[0], w[1]), In<IN>::pack(w[2], w[3]),
                                                                 In<IN>::pack(w[4], w[5]), In<IN>::pack(w[6], w[7]));
                 }
@@ -474,23 +489,23 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             for (int i = 0; i < nt; ++i) {
             // §update: forget and S k^ (both rows per piece, so each piece of decay and k^ is read once),
             // the delta-rule correction, then S q^
-            float dot[DEC_ROWS], rd[DEC_ROWS], o[DEC_ROWS];
+            float dot[R], rd[R], o[R];
 #pragma unroll
-            for (int ii = 0; ii < DEC_ROWS; ++ii) dot[ii] = rd[ii] = 0.f;
+            for (int ii = 0; ii < R; ++ii) dot[ii] = rd[ii] = 0.f;
 #pragma unroll
             for (int m = 0; m < DEC_PIECES; ++m) {
                 const float4 d = lds4(&sm.decay[i][32 * m + 4 * j]), k = lds4(&sm.kh[i][32 * m + 4 * j]);
 #pragma unroll
-                for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                for (int ii = 0; ii < R; ++ii) {
                     float* s = &S[ii][4 * m];
                     s[0] *= d.x; s[1] *= d.y; s[2] *= d.z; s[3] *= d.w;
                     dot[ii] = fmaf(s[0], k.x, dot[ii]); dot[ii] = fmaf(s[1], k.y, dot[ii]);
                     dot[ii] = fmaf(s[2], k.z, dot[ii]); dot[ii] = fmaf(s[3], k.w, dot[ii]);
                 }
             }
-            float be[DEC_ROWS];
+            float be[R];
 #pragma unroll
-            for (int ii = 0; ii < DEC_ROWS; ++ii) {
+            for (int ii = 0; ii < R; ++ii) {
 #pragma unroll
                 for (int w = 1; w < DEC_LANES; w <<= 1) dot[ii] += __shfl_xor_sync(0xffffffffu, dot[ii], w);
                 be[ii] = sm.b[i] * (sm.v[i][vrow + row_of(ii)] - dot[ii]);
@@ -499,7 +514,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
             for (int m = 0; m < DEC_PIECES; ++m) {
                 const float4 k = lds4(&sm.kh[i][32 * m + 4 * j]), q = lds4(&sm.qh[i][32 * m + 4 * j]);
 #pragma unroll
-                for (int ii = 0; ii < DEC_ROWS; ++ii) {
+                for (int ii = 0; ii < R; ++ii) {
                     float* s = &S[ii][4 * m];
                     s[0] = fmaf(be[ii], k.x, s[0]); s[1] = fmaf(be[ii], k.y, s[1]);
                     s[2] = fmaf(be[ii], k.z, s[2]); s[3] = fmaf(be[ii], k.w, s[3]);
@@ -508,7 +523,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                 }
             }
 #pragma unroll
-            for (int ii = 0; ii < DEC_ROWS; ++ii) {
+            for (int ii = 0; ii < R; ++ii) {
 #pragma unroll
                 for (int w = 1; w < DEC_LANES; w <<= 1) rd[ii] += __shfl_xor_sync(0xffffffffu, rd[ii], w);
                 o[ii] = p.scale * rd[ii];
@@ -526,6 +541,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
     if (a.replay_table && (native_dims(a.dim_k, a.dim_v) || !a.token_slots)) return cudaErrorInvalidValue;   // (§replay)
+    if (a.k3_rows != DEC_ROWS && (a.k3_rows != 4 || !a.eager_loads)) return cudaErrorInvalidValue;      // (§four rows)
     const bool dims = native_dims(a.dim_k, a.dim_v);
     // one per (sequence, head, pair of slices); with DIMS the pairs that hold rows < V
     const int pairs = dims ? (a.dim_v + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
@@ -536,7 +552,8 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
     // the call's form, the inputs' type and the head dims pick the instantiation (kda_switch.h: dispatch_fwd_dims),
     // a table of per-token stores the one with STORES, and eager loads (§eager; K = V = 128) the one with EAGER; a replay
-    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly
+    // read in place (§replay; K = V = 128, with stores) the one with REPLAY, which loads eagerly; among the eager ones,
+    // k3_rows = 4 the one with R = 4 (§four rows)
     return dispatch_bool(a.token_slots != nullptr, [&](auto stores) {
         return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, dims,
                                  [&](auto gf, auto forms, auto in, auto dm) {
@@ -545,13 +562,19 @@ cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
             constexpr int I = decltype(in)::value;
             if constexpr (!DM && S) {
                 if (a.replay_table) {
-                    kda_decode<G, F, true, false, I, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    if (a.k3_rows == 4)
+                        kda_decode<G, F, true, false, I, true, true, 4><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    else
+                        kda_decode<G, F, true, false, I, true, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
                     return cudaGetLastError();
                 }
             }
             if constexpr (!DM) {
                 if (a.eager_loads) {
-                    kda_decode<G, F, S, false, I, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    if (a.k3_rows == 4)
+                        kda_decode<G, F, S, false, I, true, false, 4><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
+                    else
+                        kda_decode<G, F, S, false, I, true><<<static_cast<unsigned>(blocks), DEC_THREADS, smem, stream>>>(a);
                     return cudaGetLastError();
                 }
             }

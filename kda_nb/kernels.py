@@ -268,8 +268,9 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
             plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)))
     eager = plan.k3_loads == 'eager'
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
-            and ckpt_slots is None and not eager and replay is None:
+            and ckpt_slots is None and not eager and replay is None and plan.k3_rows == 2:
         made = ext.kda_forward(*args)                 # (positionally: a small decode step's host time counts)
     else:
-        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager, replay)
+        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager, replay,
+                               plan.k3_rows)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

@@ -583,8 +583,28 @@ def k3_pool_case(case: tuple, seed: int, read_seed: int, W: int = 4):
     return inp, form, x, base, read, ts
 
 def _k3_instances(prof) -> set:
-    "The template argument EAGER (the one before REPLAY, the last) of each K3 instance the profiler saw run."
-    return {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (true|false), (?:true|false)>', e.name))}
+    "The template arguments EAGER and R (the last two around REPLAY) of each K3 instance the profiler saw run, as 'true 4'."
+    return {f'{m.group(1)} {m.group(2)}' for e in prof.events()
+            if (m := re.search(r'kda_decode<.*, (true|false), (?:true|false), (\d+)>', e.name))}
+
+def k3_pool_run(case: tuple, **switches):
+    """K3 on the pool case `case` (`k3_pool_case`, seeds 51 and 1) with `kda_nb.plan`'s switches set to `switches`: its
+    outputs, the pool (or the final states: NaN where not written) and the K3 instances that ran (`_k3_instances`)."""
+    N, H = len(case[0]), case[1]
+    inp, form, x, base, read, ts = k3_pool_case(case, seed=51, read_seed=1)
+    was = {n: getattr(plan_module, n) for n in switches}
+    try:
+        for n, on in switches.items(): setattr(plan_module, n, on)
+        pool = None if base is None else base.clone()
+        fs = pool if pool is not None else torch.full((N, H, 128, 128), float('nan'), device='cuda')
+        out = torch.full_like(inp['v'], float('nan'))
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            decode_cuda(**x, out=out, initial_state=pool, final_state=fs, form=form, token_slots=ts,
+                        state_indices=None if pool is None else read.cuda())
+            torch.cuda.synchronize()
+        return out, fs, _k3_instances(prof)
+    finally:
+        for n, v in was.items(): setattr(plan_module, n, v)
 
 @needs_kernels
 @pytest.mark.parametrize('case', list(EAGER_CASES))
@@ -593,27 +613,26 @@ def test_decode_eager_loads_same_bits(case):
     loading token by token: the eager instance runs (the profiler names it), and the outputs and the whole pool come out
     bit for bit the same (the same arithmetic in the same order), sequences longer than a tile, padding slots, empty
     sequences and per-token stores included."""
-    seqlens, H = EAGER_CASES[case][:2]
-    N = len(seqlens)
-    inp, form, x, base, read, ts = k3_pool_case(EAGER_CASES[case], seed=51, read_seed=1)
-    def run(on: bool):
-        was, plan_module.K3_EAGER_LOADS = plan_module.K3_EAGER_LOADS, on
-        try:
-            pool = None if base is None else base.clone()
-            fs = pool if pool is not None else torch.full((N, H, 128, 128), float('nan'), device='cuda')
-            out = torch.full_like(inp['v'], float('nan'))
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-                decode_cuda(**x, out=out, initial_state=pool, final_state=fs, form=form, token_slots=ts,
-                            state_indices=None if pool is None else read.cuda())
-                torch.cuda.synchronize()
-            return out, fs, _k3_instances(prof)
-        finally: plan_module.K3_EAGER_LOADS = was
-    o1, s1, ran1 = run(True)
-    o0, s0, ran0 = run(False)
-    assert (ran1, ran0) == ({'true'}, {'false'}), (ran1, ran0)
+    o1, s1, ran1 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
+    o0, s0, ran0 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=False)
+    assert (ran1, ran0) == ({'true 2'}, {'false 2'}), (ran1, ran0)
     assert torch.isfinite(o0).all() and torch.isfinite(s0).all()
     assert torch.equal(o1, o0), f"outputs differ: {rel_rms(o1, o0):.2e}"
     assert torch.equal(s1, s0), f"states differ: {rel_rms(s1.float(), s0.float()):.2e}"
+
+@needs_kernels
+@pytest.mark.parametrize('case', list(EAGER_CASES))
+def test_decode_four_rows_same_bits(case):
+    """K3 with four state rows a thread (`kda_nb.plan.K3_FOUR_ROWS`: both slices of a block in one pass a token) against
+    two: the instance with R = 4 runs (the profiler names it), and the outputs and the whole pool come out bit for bit the
+    same (each row's arithmetic in the same order), on the eager cases: sequences longer than a tile, padding slots, empty
+    sequences, fp16 inputs, bf16 and fp32 pools and per-token stores included."""
+    o4, s4, ran4 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=True, K3_FOUR_ROWS=True)
+    o2, s2, ran2 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
+    assert (ran4, ran2) == ({'true 4'}, {'true 2'}), (ran4, ran2)
+    assert torch.isfinite(o2).all() and torch.isfinite(s2).all()
+    assert torch.equal(o4, o2), f"outputs differ: {rel_rms(o4, o2):.2e}"
+    assert torch.equal(s4, s2), f"states differ: {rel_rms(s4.float(), s2.float()):.2e}"
 
 
 def test_decode_replay_binding_without_gpu(tmp_path):

@@ -128,13 +128,19 @@ def test_plan_choices_on_the_anchors_shapes():
     many = kernel_path(1, 24576, 32, 512, True, 48, 132)                # 512 sequences of 3 chunks: 32768 blocks of K2
     assert (many.path, many.steps, many.growth, many.k1_grid, many.k2_stages) == ('chunked', 1, 1.0, 'persistent', 3)
     assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, k1_persistent=True, sms=132,
-                                      eager_loads=False)
+                                      eager_loads=False, k3_rows=2)
     # K3's loads: token by token, or (K3_EAGER_LOADS, or asked) a tile's at once, with its reason
     step = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=False)
     assert (step.path, step.k3_loads, step.why, step.launch_args()['eager_loads']) == ('decode', 'per-token', (), False)
     assert kernel_path(256, 1, 32, 256, False, None, 132).k3_loads == ('eager' if K3_EAGER_LOADS else 'per-token')
-    eager = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True)
+    eager = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True, k3_four=False)
     assert (eager.k3_loads, [f for f, _ in eager.why], eager.launch_args()['eager_loads']) == ('eager', ['k3_loads'], True)
+    # ... and with eager loads, its rows a thread: two, or (K3_FOUR_ROWS, or asked) four, with its reason
+    four = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True, k3_four=True)
+    assert (four.k3_rows, [f for f, _ in four.why], four.launch_args()['k3_rows']) == (4, ['k3_loads', 'k3_rows'], 4)
+    assert (eager.k3_rows, decode_plan('x', False, True).k3_rows) == (2, 2)     # four rows: the eager instances only
+    assert kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True).k3_rows == (4 if K3_FOUR_ROWS else 2)
+    assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True, k3_four=True).k3_rows == 4
     assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True).k3_loads == decode_plan('x', True).k3_loads == 'eager'
     assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
     assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
@@ -175,21 +181,23 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     names = re.findall(r'(\w+): ', ext.kda_forward.__doc__.split('->')[0])
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
                           'gate_form', 'beta_form', 'norm_form', 'token_slots', 'write_final', 'records', 'reuse_records',
-                          'ckpt_offsets', 'ckpt_slots', 'eager_loads', 'replay']
-    assert list(Plan('decode', '').launch_args()) == names[14:20] + names[-2:-1]
+                          'ckpt_offsets', 'ckpt_slots', 'eager_loads', 'replay', 'k3_rows']
+    assert list(Plan('decode', '').launch_args()) == names[14:20] + [names[-3], names[-1]]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
             None, None, None, None)
     monkeypatch.setattr(K, '_ext', ext)
     for p in (kernel_path(1, 8192, 96, 1, False, None, 132), kernel_path(1, 8192, 96, 6, True, 2048, 132), Plan('decode', ''),
-              decode_plan('', True)):
+              decode_plan('', True), decode_plan('', True, True)):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(p, *args)     # the plan taken, the tensors refused
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): K.launch(Plan('decode', ''), *args, keep=True)
     good = dict(path='chunked', steps=1, growth=1.0, k2_stages=4, k1_persistent=True, sms=132, keep=False,
                 gate_form=0, beta_form=0, norm_form=0)
     for bad, words in [(dict(path='x'), 'path must be'), (dict(steps=9), 'steps must be 1 to 8'), (dict(k2_stages=5), 'k2_stages'),
                        (dict(sms=0), 'SM count'), (dict(growth=0.0), 'growth'), (dict(path='fused', steps=2), 'steps above 1'),
-                       (dict(keep=True), 'keep'), (dict(gate_form=3), 'form'), (dict(eager_loads=True), "'decode' path")]:
+                       (dict(keep=True), 'keep'), (dict(gate_form=3), 'form'), (dict(eager_loads=True), "'decode' path"),
+                       (dict(path='decode', k3_rows=4), 'k3_rows must be 2, or 4 with eager_loads .* got 4 without'),
+                       (dict(path='decode', eager_loads=True, k3_rows=3), 'k3_rows must be 2, or 4 with eager_loads .* got 3')]:
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     records = torch.zeros(64, dtype=torch.uint8)            # K1's records kept: refused where no call could take them
     for bad, words in [(dict(path='fused', records=records), "for the 'chunked' path"),

@@ -594,6 +594,30 @@ def test_replay_in_place_same_bits(state, form):
     with switched(True), switched(True, 'REPLAY_IN_PLACE'): _check_verify_drafts_graph()
 
 @needs_kernels
+@pytest.mark.parametrize('in_place', [False, True])
+def test_four_rows_same_bits_in_the_loop(in_place):
+    """K3 with four state rows a thread (`kda_nb.plan.K3_FOUR_ROWS`) in the serving loop's one-launch verification (the
+    per-token stores, or the replay read in place where `in_place`): its instances with R = 4 run (the profiler names them),
+    and the outputs, pools and records come out bit for bit as with two rows."""
+    import re
+    import kda_nb.plan as plan_module
+    runs, rows = {}, {}
+    for four in (False, True):
+        trace = []
+        was, plan_module.K3_FOUR_ROWS = plan_module.K3_FOUR_ROWS, four
+        try:
+            with switched(True), switched(in_place, 'REPLAY_IN_PLACE'), \
+                    torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                serving_loop(D=8, K=128, V=128, dtype=torch.bfloat16, state=torch.float32, device='cuda', seed=7, trace=trace)
+                torch.cuda.synchronize()
+        finally: plan_module.K3_FOUR_ROWS = was
+        rows[four] = {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (\d+)>', e.name))}
+        runs[four] = trace
+    assert rows == {False: {'2'}, True: {'4'}}, rows
+    for a, b in zip(runs[False], runs[True]):
+        for x, y in zip(a, b): assert torch.equal(x.nan_to_num(), y.nan_to_num()) and torch.equal(x.isnan(), y.isnan())
+
+@needs_kernels
 @pytest.mark.parametrize('one_launch', [False, True])
 def test_verify_drafts_per_token_graph_replay(one_launch):
     """verify_drafts_per_token captured once (check=False) replays new accepted counts (0: padding), slots (-1 among

@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads; two and four rows a thread), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, the passes' fix-up (kda_segment_fixup) on adversarial offsets and K2's fp32
 outputs, and the backward's two passes
@@ -106,13 +106,14 @@ for idx_dtype in (torch.int32, torch.int64):
                 token_slots=ts.to('cuda', idx_dtype), write_final=False)
     torch.cuda.synchronize()
 # K3 with eager loads and without (04a_decode, *Eager loads*; kda_nb.plan.K3_EAGER_LOADS, on: the cases above run
-# with them): through padding slots, slots outside the pool, empty sequences, sequences longer than a tile,
-# adversarial offsets and per-token store tables no check has seen
+# with them), and with eager loads four rows a thread (*Four rows a thread*, K3_FOUR_ROWS): through padding slots, slots
+# outside the pool, empty sequences, sequences longer than a tile, adversarial offsets and per-token store tables no
+# check has seen
 import kda_nb.plan as plan_switches
-was, N = plan_switches.K3_EAGER_LOADS, 200
+was, was_four, N = plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS, 200
 try:
-    for eager in (True, False):
-        plan_switches.K3_EAGER_LOADS = eager
+    for eager, four in ((True, False), (False, False), (True, True)):
+        plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS = eager, four
         for cu_tail, idx_dtype in (([], torch.int64), ([-5, 2 ** 40], torch.int32)):
             inp = random_inputs(1, 0, 8, 128, seqlens=[1, 0, 3, 9] * (N // 4), state=None, device='cuda', seed=13)
             cu = inp['cu_seqlens'].clone()
@@ -129,10 +130,10 @@ try:
                         state_indices=idx.to(idx_dtype), token_slots=ts.to('cuda', idx_dtype), write_final=False)
             torch.cuda.synchronize()
 finally:
-    plan_switches.K3_EAGER_LOADS = was
+    plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS = was, was_four
 # K3 reading a replay in place (04a_decode, *Replay read in place*): replay tables no check has seen (counts negative,
 # past the records and past the sequence; batch rows negative and past the batch), adversarial offsets, padding slots
-# and slots outside the pool
+# and slots outside the pool; two rows a thread and four (K3_FOUR_ROWS)
 N, D = 64, 4
 inp = random_inputs(1, 0, 4, 128, seqlens=[3, 0, 5, 1] * (N // 4), state=None, device='cuda', seed=14)
 x = {k: t for k, t in inp.items() if k not in ('initial_state', 'cu_seqlens')}
@@ -147,9 +148,13 @@ cu = inp['cu_seqlens'].clone()
 cu[-3:-1] = torch.tensor([-5, 2 ** 40], device='cuda')
 ts = torch.full((N, D), -1, dtype=torch.long)
 ts[::3, 1], ts[1::3, 0] = N, N + 1
-decode_cuda(**x, cu_seqlens=cu, out=torch.zeros_like(inp['v']), initial_state=pool, final_state=pool, state_indices=idx,
-            token_slots=ts.cuda(), write_final=False, replay=rec + [table.cuda().contiguous()])
-torch.cuda.synchronize()
+for four in (False, True):
+    plan_switches.K3_FOUR_ROWS = four
+    try:
+        decode_cuda(**x, cu_seqlens=cu, out=torch.zeros_like(inp['v']), initial_state=pool, final_state=pool, state_indices=idx,
+                    token_slots=ts.cuda(), write_final=False, replay=rec + [table.cuda().contiguous()])
+        torch.cuda.synchronize()
+    finally: plan_switches.K3_FOUR_ROWS = was_four
 # a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
 from kda_nb.api import DecodeStep
 bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)

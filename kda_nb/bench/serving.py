@@ -216,9 +216,10 @@ def _fla_run(x: dict, par: dict, pool: str, out: str, slots: torch.Tensor, accep
 
 def _params(inp: dict) -> dict: return {n: inp[n] for n in ('A_log', 'dt_bias', 'scale', 'lower_bound')}
 
-def _eager(eager: bool | None) -> dict:
-    "The plan's switch of K3's eager loads as `switched` takes it: none (the library's, as it is), or set."
-    return {} if eager is None else dict(K3_EAGER_LOADS=eager)
+def _k3(eager: bool | None, four: bool | None = None) -> dict:
+    """The plan's switches of K3's eager loads and four rows a thread as `switched` takes them: each left out where None
+    (the library's, as it is), or set."""
+    return {n: on for n, on in (('K3_EAGER_LOADS', eager), ('K3_FOUR_ROWS', four)) if on is not None}
 
 def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = True, fla_reason: str | None = None,
               name: str = 'kda_nb fwd', seed: int = 0) -> tuple[dict, list]:
@@ -231,9 +232,9 @@ def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = T
     pool = torch.empty_like(inp['initial_state'])
     pool[slots] = inp.pop('initial_state')
     start = dict(step_pool=pool, step_out=torch.zeros_like(inp['v']))
-    def kda(backend, eager=None):                        # eager None: the library's switch, as it is
+    def kda(backend, eager=None, four=None):             # None: the library's switch, as it is
         def run(bufs):
-            with switched(plan_switches, **_eager(eager)):
+            with switched(plan_switches, **_k3(eager, four)):
                 fwd(**inp, out=bufs['step_out'], initial_state=bufs['step_pool'], final_state=bufs['step_pool'],
                     state_indices=slots, backend=backend, **case.options)
         return run
@@ -242,6 +243,7 @@ def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = T
     if events: cs.append(Contender(name, kda('cuda'), keys, 'events', ref))
     cs.append(Contender(name, kda('cuda'), keys, 'graph', ref, role='base', design='one token'))
     cs.append(Contender(f'{name}, K3 token by token', kda('cuda', False), keys, 'graph', ref, design='one token'))
+    cs.append(Contender(f'{name}, K3 four rows', kda('cuda', True, True), keys, 'graph', ref, design='one token'))
     fla = (None if fla_reason else
            _fla_run({n: inp[n] for n in NAMES}, _params(inp), 'step_pool', 'step_out', slots, None, inp['cu_seqlens']))
     cs.append(Contender('fla fused_recurrent_kda_fwd', fla, keys, 'graph', f'{name} (graph)', why_not=fla_reason,
@@ -272,17 +274,17 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   num_accepted_tokens=torch.zeros_like(accepted), records=rec, **par)   # a step before: records of d drafts
     start = dict(pt_pool=pt_pool, r_pool=r_pool, v_out=torch.zeros_like(x['v']), rec_k=rec.k, rec_v=rec.v,
                  rec_g=rec.g, rec_beta=rec.beta, rec_count=rec.count)
-    def per_token(backend, one=False, eager=None):
+    def per_token(backend, one=False, eager=None, four=None):
         def run(bufs):
-            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, **_eager(eager)):
+            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, **_k3(eager, four)):
                 verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=bufs['pt_pool'], ssm_state_indices=idx,
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
         return run
-    def replay(backend, one=False, eager=None, in_place=False):
+    def replay(backend, one=False, eager=None, in_place=False, four=None):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), switched(plan_switches, **_eager(eager)):
+            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), switched(plan_switches, **_k3(eager, four)):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
@@ -300,6 +302,8 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                   why_not=one_why, design='slot per draft, one kernel'),
         Contender('per-token slots, one launch, K3 token by token', per_token('cuda', True, False), pt, 'graph',
                   'per-token slots, composed (graph)', why_not=one_why, design='slot per draft, one kernel'),
+        Contender('per-token slots, one launch, K3 four rows', per_token('cuda', True, True, True), pt, 'graph',
+                  'per-token slots, composed (graph)', why_not=one_why, design='slot per draft, one kernel'),
         Contender('fla fused_recurrent_kda_fwd, per-token slots', fla, pt, 'graph', 'per-token slots, composed (graph)',
                   why_not=fla_reason, role='fla', design='slot per draft, one kernel'),
         Contender('reference: replay', replay('reference'), rp),
@@ -309,6 +313,8 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
         Contender('replay, one launch, K3 token by token', replay('cuda', True, False), rp, 'graph', 'replay, composed (graph)',
                   why_not=one_why, design='replay, one kernel'),
         Contender('replay, one launch, read in place', replay('cuda', True, None, True), rp, 'graph',
+                  'replay, composed (graph)', why_not=one_why, design='replay, one kernel'),
+        Contender('replay, one launch, read in place, K3 four rows', replay('cuda', True, True, True, True), rp, 'graph',
                   'replay, composed (graph)', why_not=one_why, design='replay, one kernel')]
 
 def checkpoint_offsets(lens: list[int]) -> list[list[int]]:
