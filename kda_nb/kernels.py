@@ -118,8 +118,8 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
 
 def instance_input(row: dict) -> str | None:
     """The inputs' element type, 'bf16' or 'fp16', of a kernel instance in `nvcc_resource_usage` (its template argument
-    `IN`, the last before the args struct but K3's flags, forward and backward); None for a kernel without one."""
-    m = re.search(r'Li([01])E(?:Lb[01]E){0,2}EEvNS_\d+(?:Fwd|Decode|Prep|Adjoint|States|DStates)Args', row['entry'])
+    `IN`, the last before the args struct but K3's flags and rows, forward and backward); None for a kernel without one."""
+    m = re.search(r'Li([01])E(?:Lb[01]E){0,2}(?:Li[24]E)?EEvNS_\d+(?:Fwd|Decode|Prep|Adjoint|States|DStates)Args', row['entry'])
     return ('bf16', 'fp16')[int(m.group(1))] if m else None
 
 # %% ../nbs/04_kernels.ipynb #2f83e39c

@@ -19,13 +19,15 @@ ALLOWED_SPILLS = {('kda_bwd_states', 128): 4}
 
 def dims_of(row: dict) -> bool | None:
     "Whether a forward kernel's instance takes the head dims at run time (its `DIMS`, the argument before `IN`)."
-    m = re.search(r'Lb([01])ELi[01]E(?:Lb[01]E){0,2}EEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
+    m = re.search(r'Lb([01])ELi[01]E(?:Lb[01]E){0,2}(?:Li[24]E)?EEvNS_\d+(?:Fwd|Decode)Args', row['entry'])
     return bool(int(m.group(1))) if m else None
 
-def k3_flag(row: dict, which: str) -> bool | None:
-    "An instance of K3's `EAGER` (a tile's loads at once) or `REPLAY` (a replay read in place), its last two arguments."
-    m = re.search(r'Li[01]ELb([01])ELb([01])EEEvNS_\d+DecodeArgs', row['entry'])
-    return bool(int(m.group(1 if which == 'eager' else 2))) if m else None
+def k3_flag(row: dict, which: str) -> bool | int | None:
+    """An instance of K3's `EAGER` (a tile's loads at once) or `REPLAY` (a replay read in place), or its `R` (`which='rows'`:
+    state rows a thread, 2 or 4), its last three arguments."""
+    m = re.search(r'Li[01]ELb([01])ELb([01])ELi(\d)EEEvNS_\d+DecodeArgs', row['entry'])
+    if m is None: return None
+    return int(m.group(3)) if which == 'rows' else bool(int(m.group(1 if which == 'eager' else 2)))
 
 def k2_flags(row: dict) -> tuple | None:
     "An instance of K2's `(CKPT, DIMS, OUT32)` (checkpoints, head dims at run time, fp32 outputs), its template arguments."
@@ -46,15 +48,19 @@ def test_kernels_compile_without_spills():
     # K = V = 128: bf16: K1, the fused kernel and K3 once per gate form and for FlashKDA's form; fp16: once per gate form
     # (dispatch_fwd). DIMS (dispatch_fwd_dims): K1 and K3 once per gate form and input type. K3 each with and without
     # STORES; the fused kernel with CKPT besides for the safe and given gates (softplus spilled); K3 with EAGER besides
-    # where not DIMS, and 7 of those with REPLAY
+    # where not DIMS, and 7 of those with REPLAY; each eager one with R = 2 and R = 4 (four rows a thread, 04a)
     for k in (*KERNEL_NAMES[:1], FUSED_KERNEL, DECODE_KERNEL):
         rows = [r for r in usage if r['kernel'] == k]
         if k == DECODE_KERNEL:
+            assert all(k3_flag(r, 'rows') == 2 or (k3_flag(r, 'rows') == 4 and k3_flag(r, 'eager')) for r in rows), \
+                "K3: two rows a thread, or four with eager loads"
             replay, rows = [r for r in rows if k3_flag(r, 'replay')], [r for r in rows if k3_flag(r, 'replay') is False]
-            assert sorted(map(instance_input, replay)) == ['bf16'] * 4 + ['fp16'] * 3 and all(k3_flag(r, 'eager') for r in replay)
-            eager = [r for r in rows if k3_flag(r, 'eager')]
-            assert not any(dims_of(r) for r in eager) and len(eager) == 14, "K3's eager instances: K = V = 128, 7 x 2"
-            assert sum(instance_input(r) == 'bf16' for r in eager) == 8 and sum(instance_input(r) == 'fp16' for r in eager) == 6
+            for R in (2, 4):
+                rep = [r for r in replay if k3_flag(r, 'rows') == R]
+                assert sorted(map(instance_input, rep)) == ['bf16'] * 4 + ['fp16'] * 3 and all(k3_flag(r, 'eager') for r in rep)
+                eager = [r for r in rows if k3_flag(r, 'eager') and k3_flag(r, 'rows') == R]
+                assert not any(dims_of(r) for r in eager) and len(eager) == 14, f"K3's eager instances, R = {R}: K = V = 128, 7 x 2"
+                assert sum(instance_input(r) == 'bf16' for r in eager) == 8 and sum(instance_input(r) == 'fp16' for r in eager) == 6
             rows = [r for r in rows if k3_flag(r, 'eager') is False]
         if k == FUSED_KERNEL:
             ck = [r for r in rows if ckpt_of(r)]
