@@ -115,6 +115,8 @@ __device__ __forceinline__ void zero_rows(const DecodeArgs& p, int h, int vbase,
 // (q read from the records' keys: a replayed token's output is not written), token t >= j batch row
 // replay_table[N + n] + t - j, written to `out` at that row if it lies in [0, total), else neither read nor written.
 // Nothing else of `out` is written: the caller zeroes it first. With the slot outside the pool nothing is read.
+// §replayed: a token of the records updates the state with the same arithmetic as any token (the same bits), and skips
+// the sums of S q^ across a row's lanes and the output, which no one reads.
 struct ReplayRows {
     int64_t rec0 = 0, new0 = 0;   // the sequence's first record row, and the batch row of its first new token
     int j = 0;                    // its tokens read from the records
@@ -521,6 +523,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                     rd[ii] = fmaf(s[0], q.x, rd[ii]); rd[ii] = fmaf(s[1], q.y, rd[ii]);
                     rd[ii] = fmaf(s[2], q.z, rd[ii]); rd[ii] = fmaf(s[3], q.w, rd[ii]);
                 }
+            }
+            if constexpr (REPLAY) {
+                if (done + i < rr.j) { store_token(done + i); continue; }  // §replayed: no output, so no S q^ sums
             }
 #pragma unroll
             for (int ii = 0; ii < R; ++ii) {
