@@ -30,6 +30,20 @@ def test_dims_mode_here():
         with pytest.raises(SystemExit, match='dims: cannot run here'): dims_main([])
 
 
+def test_train_base_pairs_the_cases():
+    "The cases both sides timed, each side's median over rounds, this tree's speed-up; a case on one side only left out."
+    rec = lambda case, H, ms: dict(case=case, H=H, T=8192, N=1, state='fp32', median_ms=ms)
+    base = [[rec('fixed', 96, 4.0), rec('six', 96, 6.0)], [rec('fixed', 96, 5.0), rec('six', 96, 7.0)],
+            [rec('fixed', 96, 4.5), rec('six', 96, 6.5), rec('old', 96, 1.0)]]
+    this = [[rec('fixed', 96, 2.0), rec('six', 96, 3.0), rec('new', 64, 1.0)], [rec('fixed', 96, 3.0), rec('six', 96, 2.0)],
+            [rec('fixed', 96, 2.5), rec('six', 96, 2.5)]]
+    rows = train_base_rows(base, this)
+    assert [(r['case'], r['base_ms'], r['this_ms'], r['speedup']) for r in rows] == [('fixed', 4.5, 2.5, 1.8), ('six', 6.5, 2.5, 2.6)]
+    md = train_base_markdown(rows, 'base', '72082b1' + '0' * 33, dict(date='d', gpu='g', torch='t', commit='c'))
+    assert '| fixed | 96 | 8192 | 1 | fp32 | 4.500 | 2.500 | 4.000, 5.000, 4.500 | 2.000, 3.000, 2.500 | 0.556x |' in md
+    with pytest.raises(SystemExit): train_base_main(['--rounds', '0'])
+
+
 def test_modes_help(capsys):
     "Every mode answers --help without a GPU; an unknown mode is refused with the list."
     for mode in MODES:

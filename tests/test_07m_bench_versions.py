@@ -120,6 +120,30 @@ def test_load_version_builds_beside_the_library_and_fails_once(tmp_path, monkeyp
     with pytest.raises(RuntimeError, match='no GPU here'): V.load_version(list(KERNEL_VERSIONS)[2])
 
 
+def test_version_tree_is_the_commits_package(tmp_path, monkeypatch):
+    """An earlier version's whole tree: its package and its sources as its commit has them, marked complete; a complete
+    copy is used where there is no history, a partial one is not."""
+    import kda_nb.bench.versions as V
+    monkeypatch.setenv('XDG_CACHE_HOME', str(tmp_path / 'cache'))
+    v = 'base'; commit = KERNEL_VERSIONS[v]
+    if version_unavailable_reason(v) is None:
+        tree = V.version_tree(v)
+        assert (tree / '.complete').read_text() == commit and sorted(p.name for p in tree.iterdir()) == \
+            ['.complete', 'csrc', 'kda_nb', 'settings.ini']
+        top = V._repository(v, commit)
+        show = lambda path: subprocess.run(['git', '-C', str(top), 'show', f'{commit}:{path}'], capture_output=True).stdout
+        for path in ('kda_nb/api.py', 'csrc/kda_binding.cpp', 'settings.ini'):
+            assert (tree / path).read_bytes() == show(path), path
+    monkeypatch.setenv('GIT_CEILING_DIRECTORIES', str(tmp_path))
+    wheel = tmp_path / 'site-packages' / 'kda_nb'; wheel.mkdir(parents=True)
+    monkeypatch.setattr(V, '_package_dir', lambda: wheel)
+    dest = V._cache_root().parent / 'trees' / f'{v}-{commit[:12]}'
+    import shutil as sh; sh.rmtree(dest, ignore_errors=True); (dest / 'kda_nb').mkdir(parents=True)
+    with pytest.raises(V.KernelVersionUnavailable, match='no git repository'): V.version_tree(v)     # not marked complete
+    (dest / '.complete').write_text(commit)
+    assert V.version_tree(v) == dest
+
+
 import os
 import re
 import shutil

@@ -5,7 +5,7 @@
 #      sanitizer cases;
 #   3. optionally the benchmark's anchor and small-call groups, this tree against BASE, in one run.
 #
-#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --capture | --records | --new | --long | --serving]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
+#   bash tools/gpu_check.sh [BASE] [--bench | --slow | --train | --train-base | --capture | --records | --new | --long | --serving]   # BASE: a key of kda_nb.bench.versions.KERNEL_VERSIONS (default base, 72082b1)
 #
 # --records makes every current benchmark record of benchmarks/README.md in one run of about 9 minutes (BASE unused):
 #   COMMIT=$(git rev-parse --short=12 HEAD) FLA_CONFIGS=benchmarks/fla_configs_h200.json bash tools/gpu_check.sh - --records
@@ -23,6 +23,12 @@
 # --passes --quick, JSON in the logs); and tools/sanitize.py (K3's tables with four rows, the fix-up on adversarial
 # offsets). Point it at what lands next. NEW_K: the 04a/11 tests' -k expression (NEW_K= : every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
+#
+# --train-base times a training step of this tree against BASE's whole tree (default base, 72082b1), each side the
+# benchmark's train group (kda_nb alone, TRAIN_H heads, default 96,64) in processes of its own, in turns (python -m
+# kda_nb.bench train-base, 2 rounds); its train_base_<tag>.json and .md come back in $OUT/gpu_check.tar. BASE's tree
+# comes from git history, or from a complete copy in the cache (carry .kcache, written here first:
+#   XDG_CACHE_HOME=$PWD/.kcache python -c "from kda_nb.bench.versions import version_tree as v; print(v('base'))").
 #
 # --serving times the serving steps in one run (BASE unused): python -m kda_nb.bench serving, the one-token step over a
 # state pool beside the state floor and fla's kernel, the verification of 4 drafts composed and in one launch, and the
@@ -111,7 +117,7 @@ python3 - "$BASE" "$BENCH" <<'PY' 2>&1 | tee "$LOG/build.txt" || status=1
 import sys, time
 from kda_nb.kernels import load_kernels
 from kda_nb.bench.versions import load_version
-for v in (None,) if sys.argv[2:] in (['--train'], ['--capture'], ['--records'], ['--new'], ['--long'], ['--serving']) else (None, sys.argv[1]):
+for v in (None,) if sys.argv[2:] in (['--train'], ['--train-base'], ['--capture'], ['--records'], ['--new'], ['--long'], ['--serving']) else (None, sys.argv[1]):
     t = time.time(); load_kernels() if v is None else load_version(v); print(f"built {v or 'this tree'} in {time.time() - t:.0f} s")
 PY
 # the API first: its GPU tests (graphs, no host sync, compile) are the quickest to say what a host-side change broke
@@ -140,6 +146,14 @@ if [ "$BENCH" = --train ]; then
   echo "== training steps: kda_nb and fla in one run (the benchmark's train group)"
   bounded python3 -m kda_nb.bench --cases train --impls kda_nb,fla --H "${TRAIN_H:-96,64}" --deadline "${TRAIN_DEADLINE:-400}" \
     --no-plots --out "$LOG" --tag train_$GPU_TAG "${COMMIT_ARG[@]}" 2>&1 | tee "$LOG/train.txt" || status=1
+  exit $status
+fi
+if [ "$BENCH" = --train-base ]; then
+  [ "$BASE" = - ] && BASE=base
+  echo "== training steps: this tree against $BASE's whole tree, in turns"
+  bounded python3 -m kda_nb.bench train-base --version "$BASE" --H "${TRAIN_H:-96,64}" --rounds 2 \
+    --deadline "$(( ($(left) - 150) / 4 > 30 ? ($(left) - 150) / 4 : 30 ))" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 \
+    | tee "$LOG/train_base.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --new ]; then

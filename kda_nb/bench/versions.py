@@ -14,8 +14,8 @@ from pathlib import Path
 from .. import kernels
 
 # %% auto #0
-__all__ = ['KERNEL_VERSIONS', 'REPOSITORY', 'VERSION_UNITS', 'KernelVersionUnavailable', 'version_sources',
-           'version_unavailable_reason', 'version_units', 'load_version']
+__all__ = ['KERNEL_VERSIONS', 'REPOSITORY', 'VERSION_UNITS', 'TREE_PATHS', 'KernelVersionUnavailable', 'version_sources',
+           'version_unavailable_reason', 'version_units', 'load_version', 'version_tree']
 
 # %% ../../nbs/07m_bench_versions.ipynb #00c314e4
 KERNEL_VERSIONS = {'base': '72082b1dbccac49ff5ea51f4b89e82914fd71f32',          # the before/after's default base
@@ -127,3 +127,26 @@ def load_version(version: str, verbose: bool = False):
         _build_failures[version] = f"building kda_nb's CUDA kernels {version} failed: {type(e).__name__}: {e}"
         raise RuntimeError(_build_failures[version]) from e
     return _loaded[version]
+
+# %% ../../nbs/07m_bench_versions.ipynb #7b1ee002
+TREE_PATHS = ('kda_nb', 'csrc', 'settings.ini')     # what a version's tree holds: its package, its sources, its settings
+
+def version_tree(version: str) -> Path:
+    """The folder of an earlier version's whole tree (`TREE_PATHS` of its commit, from git history), written to the cache
+    once (`.complete` names the commit); a machine without the history uses a complete copy found there."""
+    if version not in KERNEL_VERSIONS: raise ValueError(f"version must be one of {list(KERNEL_VERSIONS)}, got {version!r}")
+    commit = KERNEL_VERSIONS[version]
+    dest = _cache_root().parent / 'trees' / f'{version}-{commit[:12]}'
+    done = lambda: (dest / '.complete').is_file() and (dest / '.complete').read_text().strip() == commit
+    if done(): return dest                                 # a commit's files never change: written once
+    top = _repository(version, commit)
+    res = subprocess.run(['git', '-C', str(top), 'archive', '--format=tar', commit, *TREE_PATHS], capture_output=True)
+    if res.returncode != 0: raise RuntimeError(f"git archive {commit} failed: {res.stderr.decode(errors='replace')}")
+    import tarfile, io, tempfile
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f'.{dest.name}.'))
+    with tarfile.open(fileobj=io.BytesIO(res.stdout)) as tar: tar.extractall(tmp, filter='data')
+    (tmp / '.complete').write_text(commit)
+    shutil.rmtree(dest, ignore_errors=True)
+    os.replace(tmp, dest)                                  # whole or not at all: another process never reads half a tree
+    return dest
