@@ -755,7 +755,7 @@ def train_base_markdown(rows: list[dict], version: str, commit: str, env: dict) 
     return '\n'.join(lines) + '\n'
 
 def train_base_main(argv=None) -> int:
-    from .run import environment
+    from kda_nb.bench.run import environment
     ap = argparse.ArgumentParser(prog='python -m kda_nb.bench train-base', description=TRAIN_BASE_HELP)
     ap.add_argument('--version', default='base', choices=list(versions.KERNEL_VERSIONS),
                     help='the earlier tree (a key of KERNEL_VERSIONS; default base)')
@@ -786,7 +786,7 @@ def train_base_main(argv=None) -> int:
     md = train_base_markdown(rows, a.version, versions.KERNEL_VERSIONS[a.version], env)
     print(md)
     if a.out:
-        from .cli import default_tag
+        from kda_nb.bench.cli import default_tag
         tag = a.tag or default_tag(torch.device('cuda'), False)
         Path(a.out).mkdir(parents=True, exist_ok=True)
         (Path(a.out) / f'train_base_{tag}.json').write_text(json.dumps(dict(environment=env, rows=rows), indent=1))
