@@ -59,7 +59,8 @@ __global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
 #pragma unroll
     for (int w = 0; w < WARPS; ++w) m = max(m, red[w]);
     const int64_t s0 = safe_offset(m, a.L), s1 = safe_offset(max(m, __ldg(a.cu + p + 1)), a.L);
-    const int64_t t0 = s0 + span * SPAN, t1 = min(s1, t0 + SPAN);     // this block's span of them
+    const int64_t end = min(s1, s0 + a.seg_tokens);                   // (a segment's tokens past seg_tokens: not written)
+    const int64_t t0 = s0 + span * SPAN, t1 = min(end, t0 + SPAN);    // this block's span of them
     if (t0 >= t1) return;
     const int64_t stride = static_cast<int64_t>(a.HV) * D;    // from one token's row of a head to the next token's
     // c's rows of tokens [tb, tb + TILE) ∩ [t0, t1) into buffer buf, one commit group

@@ -587,11 +587,12 @@ def _k3_instances(prof) -> set:
     return {f'{m.group(1)} {m.group(2)}' for e in prof.events()
             if (m := re.search(r'kda_decode<.*, (true|false), (?:true|false), (\d+)>', e.name))}
 
-def k3_pool_run(case: tuple, **switches):
-    """K3 on the pool case `case` (`k3_pool_case`, seeds 51 and 1) with `kda_nb.plan`'s switches set to `switches`: its
-    outputs, the pool (or the final states: NaN where not written) and the K3 instances that ran (`_k3_instances`)."""
+def k3_pool_run(case: tuple, made: tuple, **switches):
+    """K3 on the pool case `case` as `k3_pool_case` made it (`made`: its inputs, pool and tables, the same for every run)
+    with `kda_nb.plan`'s switches set to `switches`: its outputs, the pool (or the final states: NaN where not written)
+    and the K3 instances that ran (`_k3_instances`)."""
     N, H = len(case[0]), case[1]
-    inp, form, x, base, read, ts = k3_pool_case(case, seed=51, read_seed=1)
+    inp, form, x, base, read, ts = made
     was = {n: getattr(plan_module, n) for n in switches}
     try:
         for n, on in switches.items(): setattr(plan_module, n, on)
@@ -613,8 +614,9 @@ def test_decode_eager_loads_same_bits(case):
     loading token by token: the eager instance runs (the profiler names it), and the outputs and the whole pool come out
     bit for bit the same (the same arithmetic in the same order), sequences longer than a tile, padding slots, empty
     sequences and per-token stores included."""
-    o1, s1, ran1 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
-    o0, s0, ran0 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=False)
+    made = k3_pool_case(EAGER_CASES[case], seed=51, read_seed=1)
+    o1, s1, ran1 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
+    o0, s0, ran0 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=False)
     assert (ran1, ran0) == ({'true 2'}, {'false 2'}), (ran1, ran0)
     assert torch.isfinite(o0).all() and torch.isfinite(s0).all()
     assert torch.equal(o1, o0), f"outputs differ: {rel_rms(o1, o0):.2e}"
@@ -627,8 +629,9 @@ def test_decode_four_rows_same_bits(case):
     two: the instance with R = 4 runs (the profiler names it), and the outputs and the whole pool come out bit for bit the
     same (each row's arithmetic in the same order), on the eager cases: sequences longer than a tile, padding slots, empty
     sequences, fp16 inputs, bf16 and fp32 pools and per-token stores included."""
-    o4, s4, ran4 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=True, K3_FOUR_ROWS=True)
-    o2, s2, ran2 = k3_pool_run(EAGER_CASES[case], K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
+    made = k3_pool_case(EAGER_CASES[case], seed=51, read_seed=1)
+    o4, s4, ran4 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=True, K3_FOUR_ROWS=True)
+    o2, s2, ran2 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
     assert (ran4, ran2) == ({'true 4'}, {'true 2'}), (ran4, ran2)
     assert torch.isfinite(o2).all() and torch.isfinite(s2).all()
     assert torch.equal(o4, o2), f"outputs differ: {rel_rms(o4, o2):.2e}"
