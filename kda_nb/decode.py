@@ -32,7 +32,9 @@ def decode_cuda(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
     the call's `kda_nb.layout.Form` (None: FlashKDA's), `lower_bound` None for a form with none. `replay` (with
     `token_slots`; K = V = 128): `[rec_k, rec_v, rec_g, rec_beta, table]`, a replay read in place (*Replay read in place*)."""
     eager = None if (q.shape[-1], v.shape[-1]) == (128, 128) else False     # (K3's eager instances: K = V = 128)
-    launch(decode_plan("decode_cuda: K3 asked for", eager), q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
+    N = cu_seqlens.numel() - 1 if cu_seqlens is not None else q.shape[0]
+    tokens = q.shape[0] * q.shape[1] / max(N, 1)                            # the batch's tokens a sequence, on average
+    launch(decode_plan("decode_cuda: K3 asked for", eager, None, tokens), q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound,
            initial_state, final_state, cu_seqlens, state_indices, form=form, token_slots=token_slots,
            write_final=write_final, replay=replay)
     return out, final_state

@@ -21,16 +21,16 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'NATIVE_DIM_STEP', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX',
            'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS',
            'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM',
-           'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_FIXUP',
-           'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN',
-           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
-           'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'SPLIT_FIXUP_ITEMS_PER_US', 'WHOLE', 'PASS_KSPLIT',
-           'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims',
-           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
-           'decode_plan', 'k2_stages', 'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan',
-           'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
-           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
-           'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
+           'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'SPLIT_ENABLED',
+           'SPLIT_FIRST_PASSES', 'SPLIT_FIXUP', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED',
+           'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US',
+           'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'SPLIT_FIXUP_ITEMS_PER_US', 'WHOLE',
+           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route',
+           'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
+           'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
+           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
+           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
+           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -231,17 +231,25 @@ K3_EAGER_LOADS = True        # K3 issues every load of a tile of tokens at once 
                              # GPU checked it (the same bits) and timed it (benchmarks/BENCHMARK_SERVING_H100.md)
 
 K3_FOUR_ROWS = False         # K3's eager instances with four state rows a thread, both slices of a block in one pass a token
-                             # (04a_decode, *Four rows a thread*): the same bits; off until the GPU has timed it
+                             # (04a_decode, *Four rows a thread*), for calls of K3_FOUR_ROWS_MIN_TOKENS tokens a sequence or
+                             # more: the same bits; an H100 timed them 3.6% to 5.6% faster on verifications of 4 drafts and
+                             # 2.4% to 5.4% slower on one-token steps with bf16 states (benchmarks/k3_four_rows_h100.md);
+                             # off until the GPU has checked the rule by tokens a sequence
+K3_FOUR_ROWS_MIN_TOKENS = 2  # ... the tokens a sequence (its length, the longest, or the call's average) they start at
+                             # (timed at 1, slower, and at 4, faster; 2 and 3 not yet)
 
-def decode_plan(reason: str, eager: bool | None = None, four_rows: bool | None = None) -> Plan:
+def decode_plan(reason: str, eager: bool | None = None, four_rows: bool | None = None, tokens: float = 1) -> Plan:
     """K3's plan (`reason`: why K3): its tile's loads issued all at once where `eager` (None: `K3_EAGER_LOADS`; its
     instances take K = V = 128, and `plan` asks for them only there), else token by token; with eager loads, four state
-    rows a thread where `four_rows` (None: `K3_FOUR_ROWS`), else two."""
+    rows a thread where `four_rows` (None: `K3_FOUR_ROWS`, for a call of at least `K3_FOUR_ROWS_MIN_TOKENS` `tokens` a
+    sequence), else two."""
     if not (K3_EAGER_LOADS if eager is None else eager): return Plan('decode', reason)
     why = (('k3_loads', "every load of a tile of tokens issued before any is used: one wait for memory a tile"),)
-    if not (K3_FOUR_ROWS if four_rows is None else four_rows): return Plan('decode', reason, k3_loads='eager', why=why)
+    four = (K3_FOUR_ROWS and tokens >= K3_FOUR_ROWS_MIN_TOKENS) if four_rows is None else four_rows
+    if not four: return Plan('decode', reason, k3_loads='eager', why=why)
     return Plan('decode', reason, k3_loads='eager', k3_rows=4,
-                why=why + (('k3_rows', "four state rows a thread: a block's 64 rows in one pass a token"),))
+                why=why + (('k3_rows', f"four state rows a thread: a block's 64 rows in one pass a token ({tokens:g} tokens "
+                                       "a sequence)"),))
 
 def k2_stages(N: int, H: int, steps: int, sms: int) -> int:
     "K2's stages: 3 for the whole batch when its blocks (2 per sequence and head) take more than 2 waves of 3 per SM, else 4."
@@ -388,7 +396,7 @@ def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bo
     the steps (cut to the batch's chunks) and their growth (`PIPELINE_GROWTH` unless given), K1's grid and K2's stages
     on `sms` SMs; for K3 its loads and rows (`decode_plan`, `k3_eager`, `k3_four`); 'fused' has no choices beyond the path."""
     if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
-    if path == 'decode': return decode_plan(reason, k3_eager, k3_four)
+    if path == 'decode': return decode_plan(reason, k3_eager, k3_four, T if not varlen else T / max(N, 1))
     if path == 'fused': return Plan('fused', reason, sms=sms)
     chunks = max_chunks(B, T, N, varlen)
     steps = max(1, min(steps, chunks))
@@ -420,7 +428,8 @@ def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
     a function giving it, asked only when the choice needs it)."""
     if use_decode(T, N, varlen, max_len):
         L = T if not varlen else max_len if max_len is not None else f"{T / max(N, 1):.3g} on average"
-        return decode_plan(f"{L} tokens per sequence in {N} sequences: K3 (decode)", k3_eager, k3_four)
+        tokens = T if not varlen else max_len if max_len is not None else T / max(N, 1)
+        return decode_plan(f"{L} tokens per sequence in {N} sequences: K3 (decode)", k3_eager, k3_four, tokens)
     seg, why_seg = split_segments(B, T, H, N, varlen, max_len) if passes else (0, '')
     p = _whole_path(B, T, H, N, varlen, sms() if callable(sms) else sms)
     return with_passes(p, seg, why_seg) if seg else p

@@ -630,7 +630,7 @@ def test_decode_four_rows_same_bits(case):
     same (each row's arithmetic in the same order), on the eager cases: sequences longer than a tile, padding slots, empty
     sequences, fp16 inputs, bf16 and fp32 pools and per-token stores included."""
     made = k3_pool_case(EAGER_CASES[case], seed=51, read_seed=1)
-    o4, s4, ran4 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=True, K3_FOUR_ROWS=True)
+    o4, s4, ran4 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=True, K3_FOUR_ROWS=True, K3_FOUR_ROWS_MIN_TOKENS=1)
     o2, s2, ran2 = k3_pool_run(EAGER_CASES[case], made, K3_EAGER_LOADS=True, K3_FOUR_ROWS=False)
     assert (ran4, ran2) == ({'true 4'}, {'true 2'}), (ran4, ran2)
     assert torch.isfinite(o2).all() and torch.isfinite(s2).all()

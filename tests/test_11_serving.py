@@ -604,13 +604,14 @@ def test_four_rows_same_bits_in_the_loop(in_place):
     runs, rows = {}, {}
     for four in (False, True):
         trace = []
-        was, plan_module.K3_FOUR_ROWS = plan_module.K3_FOUR_ROWS, four
+        was = plan_module.K3_FOUR_ROWS, plan_module.K3_FOUR_ROWS_MIN_TOKENS
+        plan_module.K3_FOUR_ROWS, plan_module.K3_FOUR_ROWS_MIN_TOKENS = four, 1      # (every K3 call: four rows or two)
         try:
             with switched(True), switched(in_place, 'REPLAY_IN_PLACE'), \
                     torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 serving_loop(D=8, K=128, V=128, dtype=torch.bfloat16, state=torch.float32, device='cuda', seed=7, trace=trace)
                 torch.cuda.synchronize()
-        finally: plan_module.K3_FOUR_ROWS = was
+        finally: plan_module.K3_FOUR_ROWS, plan_module.K3_FOUR_ROWS_MIN_TOKENS = was
         rows[four] = {m.group(1) for e in prof.events() if (m := re.search(r'kda_decode<.*, (\d+)>', e.name))}
         runs[four] = trace
     assert rows == {False: {'2'}, True: {'4'}}, rows

@@ -111,6 +111,7 @@ for idx_dtype in (torch.int32, torch.int64):
 # check has seen
 import kda_nb.plan as plan_switches
 was, was_four, N = plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS, 200
+was_min, plan_switches.K3_FOUR_ROWS_MIN_TOKENS = plan_switches.K3_FOUR_ROWS_MIN_TOKENS, 1   # (four rows: every call)
 try:
     for eager, four in ((True, False), (False, False), (True, True)):
         plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS = eager, four
@@ -130,7 +131,7 @@ try:
                         state_indices=idx.to(idx_dtype), token_slots=ts.to('cuda', idx_dtype), write_final=False)
             torch.cuda.synchronize()
 finally:
-    plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS = was, was_four
+    plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS, plan_switches.K3_FOUR_ROWS_MIN_TOKENS = was, was_four, was_min
 # K3 reading a replay in place (04a_decode, *Replay read in place*): replay tables no check has seen (counts negative,
 # past the records and past the sequence; batch rows negative and past the batch), adversarial offsets, padding slots
 # and slots outside the pool; two rows a thread and four (K3_FOUR_ROWS)
@@ -149,12 +150,12 @@ cu[-3:-1] = torch.tensor([-5, 2 ** 40], device='cuda')
 ts = torch.full((N, D), -1, dtype=torch.long)
 ts[::3, 1], ts[1::3, 0] = N, N + 1
 for four in (False, True):
-    plan_switches.K3_FOUR_ROWS = four
+    plan_switches.K3_FOUR_ROWS, plan_switches.K3_FOUR_ROWS_MIN_TOKENS = four, 1
     try:
         decode_cuda(**x, cu_seqlens=cu, out=torch.zeros_like(inp['v']), initial_state=pool, final_state=pool, state_indices=idx,
                     token_slots=ts.cuda(), write_final=False, replay=rec + [table.cuda().contiguous()])
         torch.cuda.synchronize()
-    finally: plan_switches.K3_FOUR_ROWS = was_four
+    finally: plan_switches.K3_FOUR_ROWS, plan_switches.K3_FOUR_ROWS_MIN_TOKENS = was_four, was_min
 # a prepared decode step (kda_nb.DecodeStep): unchecked values written into its buffers between calls
 from kda_nb.api import DecodeStep
 bufs = random_inputs(1, 40, 2, 128, seqlens=[5, 30, 5], state=None, device='cuda', seed=3)

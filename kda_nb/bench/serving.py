@@ -35,8 +35,9 @@ from .timing import copy_bandwidth
 # %% auto #0
 __all__ = ['SERVING_HELP', 'GATES', 'STATE_BYTES', 'JOBS', 'NAMES', 'TOL', 'TARGETS', 'FLA_PARAMS', 'floor_us', 'design_floor_us',
            'switched', 'fla_recurrent_reason', 'Contender', 'rel_distance', 'distance', 'capture', 'measure_group',
-           'step_part', 'verify_part', 'checkpoint_offsets', 'prefill_part', 'chunk_states_part', 'relate', 'markdown',
-           'write_report', 'row_line', 'parser', 'parse_args', 'group_plan', 'run_serving', 'serving_main']
+           'k3_switched', 'step_part', 'verify_part', 'checkpoint_offsets', 'prefill_part', 'chunk_states_part',
+           'relate', 'markdown', 'write_report', 'row_line', 'parser', 'parse_args', 'group_plan', 'run_serving',
+           'serving_main']
 
 # %% ../../nbs/07n_bench_serving.ipynb #5e1a0005
 SERVING_HELP = ("Serving steps timed on an SM90 GPU in one run: the one-token decode step over a state pool (beside the "
@@ -221,6 +222,16 @@ def _k3(eager: bool | None, four: bool | None = None) -> dict:
     (the library's, as it is), or set."""
     return {n: on for n, on in (('K3_EAGER_LOADS', eager), ('K3_FOUR_ROWS', four)) if on is not None}
 
+@contextmanager
+def k3_switched(eager: bool | None, four: bool | None = None):
+    """`switched(kda_nb.plan, **_k3(eager, four))`, and with four rows set on, four rows for every call whatever its tokens a
+    sequence (`K3_FOUR_ROWS_MIN_TOKENS` 1 inside the block): the kernel timed, not the plan's rule."""
+    was = plan_switches.K3_FOUR_ROWS_MIN_TOKENS
+    if four: plan_switches.K3_FOUR_ROWS_MIN_TOKENS = 1
+    try:
+        with switched(plan_switches, **_k3(eager, four)): yield
+    finally: plan_switches.K3_FOUR_ROWS_MIN_TOKENS = was
+
 def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = True, fla_reason: str | None = None,
               name: str = 'kda_nb fwd', seed: int = 0) -> tuple[dict, list]:
     """The one-token step over a pool of `N` slots, one token in each of `N` sequences (a varlen batch): its start
@@ -234,7 +245,7 @@ def step_part(N: int, H: int, state: str, gate: str, device, *, events: bool = T
     start = dict(step_pool=pool, step_out=torch.zeros_like(inp['v']))
     def kda(backend, eager=None, four=None):             # None: the library's switch, as it is
         def run(bufs):
-            with switched(plan_switches, **_k3(eager, four)):
+            with k3_switched(eager, four):
                 fwd(**inp, out=bufs['step_out'], initial_state=bufs['step_pool'], final_state=bufs['step_pool'],
                     state_indices=slots, backend=backend, **case.options)
         return run
@@ -276,7 +287,7 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
                  rec_g=rec.g, rec_beta=rec.beta, rec_count=rec.count)
     def per_token(backend, one=False, eager=None, four=None):
         def run(bufs):
-            with switched(ONE_LAUNCH_VERIFY=one), switched(plan_switches, **_k3(eager, four)):
+            with switched(ONE_LAUNCH_VERIFY=one), k3_switched(eager, four):
                 verify_drafts_per_token(*(x[n] for n in NAMES), initial_state=bufs['pt_pool'], ssm_state_indices=idx,
                                         num_accepted_tokens=accepted, out=bufs['v_out'], check=backend == 'reference',
                                         backend=backend, **par)
@@ -284,7 +295,7 @@ def verify_part(N: int, drafts: int, H: int, state: str, device, *, fla_reason: 
     def replay(backend, one=False, eager=None, in_place=False, four=None):
         def run(bufs):
             records = DraftRecords(bufs['rec_k'], bufs['rec_v'], bufs['rec_g'], bufs['rec_beta'], bufs['rec_count'])
-            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), switched(plan_switches, **_k3(eager, four)):
+            with switched(ONE_LAUNCH_VERIFY=one, REPLAY_IN_PLACE=in_place), k3_switched(eager, four):
                 verify_drafts(*(x[n] for n in NAMES), pool=bufs['r_pool'], state_indices=slots,
                               num_accepted_tokens=accepted, records=records, out=bufs['v_out'],
                               check=backend == 'reference', backend=backend, **par)
