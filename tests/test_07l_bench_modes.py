@@ -44,6 +44,27 @@ def test_train_base_pairs_the_cases():
     with pytest.raises(SystemExit): train_base_main(['--rounds', '0'])
 
 
+def test_compare_tree_here(tmp_path):
+    "The side's source runs alone in a process of a tree and its results compare; a flipped bit and an error are found."
+    small = [('grad', 'grad', dict(B=1, T=20, H=2, K=32), {}),
+             ('pool', 'pool', dict(seqlens=[5, 0, 9], H=2, K=32), dict(P=4, slots=[2, -1, 0], in_place=True)),
+             ('step', 'step', dict(seqlens=[1, 1, 1], H=2, K=32), dict(P=3, slots=[1, -1, 0], steps=2))]
+    torch.save(tree_inputs(small), tmp_path / 'in.pt')
+    tree_side(str(tmp_path / 'in.pt'), str(tmp_path / 'a.pt'), 'cpu')
+    a = torch.load(tmp_path / 'a.pt')
+    assert sorted(a['grad']) == sorted(['out', 'ht', 'dq', 'dk', 'dv', 'dg', 'dbeta', 'dA_log', 'ddt_bias', 'dinitial_state'])
+    assert sorted(a['pool']) == ['out', 'pool', 'pool_out'] and sorted(a['step']) == ['out0', 'out1', 'pool']
+    assert all(same_bits(a[n], a[n]) == [] for n in a)
+    b = {n: {k: x.clone() for k, x in r.items()} for n, r in a.items()}
+    b['grad']['dq'].view(torch.int16)[0, 0, 0, 0] ^= 1
+    assert same_bits(a['grad'], b['grad']) == ['dq: other bits, largest difference ' + same_bits(a['grad'], b['grad'])[0].split()[-1]]
+    assert same_bits(a['pool'], dict(error='RuntimeError: no'))[0].startswith('error: none before | RuntimeError: no')
+    from pathlib import Path
+    from kda_nb import kernels
+    here = Path(kernels.csrc_dir()).parent           # both sides this tree, on the CPU: the handed-over source runs alone
+    assert compare_tree('base', small, device='cpu', sides=[('before', here, None), ('after', here, None)]) == 0
+
+
 def test_modes_help(capsys):
     "Every mode answers --help without a GPU; an unknown mode is refused with the list."
     for mode in MODES:

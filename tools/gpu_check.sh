@@ -24,7 +24,8 @@
 # offsets). Point it at what lands next. NEW_K: the 04a/11 tests' -k expression (NEW_K= : every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
-# --train-base times a training step of this tree against BASE's whole tree (default base, 72082b1), each side the
+# --train-base checks this tree's whole API against BASE's whole tree bitwise (python -m kda_nb.bench compare-tree:
+# kda's gradients, fwd over pools, DecodeStep), then times a training step of this tree against BASE's whole tree (default base, 72082b1), each side the
 # benchmark's train group (kda_nb alone, TRAIN_H heads, default 96,64) in processes of its own, in turns (python -m
 # kda_nb.bench train-base, 2 rounds); its train_base_<tag>.json and .md come back in $OUT/gpu_check.tar. BASE's tree
 # comes from git history, or from a complete copy in the cache (carry .kcache, written here first:
@@ -150,6 +151,8 @@ if [ "$BENCH" = --train ]; then
 fi
 if [ "$BENCH" = --train-base ]; then
   [ "$BASE" = - ] && BASE=base
+  echo "== the whole API (gradients, pools, decode steps) against $BASE's whole tree, bitwise"
+  bounded python3 -m kda_nb.bench compare-tree "$BASE" 2>&1 | tee "$LOG/bitwise_tree.txt" || status=1
   echo "== training steps: this tree against $BASE's whole tree, in turns"
   bounded python3 -m kda_nb.bench train-base --version "$BASE" --H "${TRAIN_H:-96,64}" --rounds 2 \
     --deadline "$(( ($(left) - 150) / 4 > 30 ? ($(left) - 150) / 4 : 30 ))" --out "$LOG" "${COMMIT_ARG[@]}" 2>&1 \
