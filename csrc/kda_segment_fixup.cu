@@ -10,14 +10,15 @@
 // One block per (segment p, value head h, slice of ROWS = 64 state rows, span j of SPAN = 256 of the segment's tokens), 4
 // warps, so that a long segment's tokens are spread over many blocks (FixupArgs::seg_tokens bounds a segment's tokens:
 // ceil(seg_tokens / SPAN) spans; tokens past it in a longer segment are not written): E_p's 64 rows in shared memory
-// (row stride EP = 132 floats, so that the float4 reads of 8 lanes fall in distinct banks; every span of the segment
-// reads them, from L2 after the first), and the span's tokens TILE = 32 at a time, c's rows of the tile copied into
-// one of two shared buffers (cp.async) while the tile before is summed.
-// Lane l of warp w owns rows l and l + 32 for tokens 8w .. 8w + 7 of the tile: it sums over k in order (fp32 FMAs,
-// E's rows as float4 per lane, c's rows as float4 broadcast across the warp), adds o0 (loaded before the sums, so that
-// its latency hides behind them) and stores the rounded outputs (32 lanes: 64 contiguous bytes). The offsets follow
-// kda_layout.cuh's safe-offset rule (the running maximum of cu[0..p], clamped to [0, L]), so no value of cu sends an
-// access outside the tensors; tokens that no segment covers are not written.
+// (every span of the segment reads them, from L2 after the first), and the span's tokens TILE = 32 at a time, c's rows
+// of the tile copied into one of two shared buffers (cp.async) while the tile before is summed. Rows of both are
+// padded to PAD = 132 floats, so that a warp's fragment reads (8 rows x 4 columns) fall in 32 distinct banks.
+// The sums are tensor-core products at about fp32's accuracy: the tile's outputs [32 tokens x 64 rows] are c [32 x K]
+// times E^T [K x 64], each warp 16 tokens x 32 rows (four C fragments of mma.sync m16n8k8), every operand split into
+// two tf32 parts and three products summed (3xTF32, kda_common.cuh's mma3), K in steps of 8. Each lane adds o0 of its
+// fragments' outputs (loaded before the sums, so that its latency hides behind them) and stores them rounded. The
+// offsets follow kda_layout.cuh's safe-offset rule (the running maximum of cu[0..p], clamped to [0, L]), so no value
+// of cu sends an access outside the tensors; tokens that no segment covers are not written.
 #include "kda_common.cuh"
 #include "kda_launch.h"
 #include "kda_layout.cuh"
@@ -25,22 +26,21 @@
 namespace kda {
 namespace fixup {
 
-constexpr int ROWS = 64;                   // state rows of a block: lane l of each warp owns rows l and l + 32
-constexpr int WARPS = 4;
+constexpr int ROWS = 64;                   // state rows of a block
+constexpr int WARPS = 4;                   // warp w: tokens 16 (w & 1) .. + 15 of a tile, rows 32 (w >> 1) .. + 31
 constexpr int THREADS = 32 * WARPS;
-constexpr int TOKENS = 8;                  // tokens of a tile a warp sums
-constexpr int TILE = WARPS * TOKENS;       // 32 tokens staged at a time
+constexpr int TILE = 32;                   // tokens staged at a time
 constexpr int SPAN = FIXUP_SPAN;           // 256 tokens a block (kda_launch.h)
 static_assert(SPAN % TILE == 0, "whole tiles a span");
-constexpr int EP = D + 4;                  // E's padded row, floats
-constexpr int SMEM = (ROWS * EP + 2 * TILE * D) * static_cast<int>(sizeof(float));   // 66,560 bytes
-static_assert(D == 128 && ROWS == 2 * 32 && D % ROWS == 0, "K = V = 128, two rows a lane");
+constexpr int PAD = D + 4;                 // a padded row of E or c, floats (16-byte aligned for cp.async)
+constexpr int SMEM = (ROWS * PAD + 2 * TILE * PAD) * static_cast<int>(sizeof(float));   // 67,584 bytes
+static_assert(D == 128 && ROWS == 64 && TILE == 32 && WARPS == 4, "K = V = 128; the warps' tiles cover the block's");
 
 template <int IN>
 __global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
     extern __shared__ __align__(16) float fix_smem[];
-    float* Es = fix_smem;                              // [ROWS][EP]
-    float* cs = fix_smem + ROWS * EP;                  // [2][TILE][D]
+    float* Es = fix_smem;                              // [ROWS][PAD]
+    float* cs = fix_smem + ROWS * PAD;                 // [2][TILE][PAD]
     __shared__ int64_t red[WARPS];
     using T = typename In<IN>::T;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -66,10 +66,10 @@ __global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
     // c's rows of tokens [tb, tb + TILE) ∩ [t0, t1) into buffer buf, one commit group
     auto stage = [&](int64_t tb, int buf) {
         const int nt = static_cast<int>(t1 - tb < TILE ? t1 - tb : TILE);
-        float* dst = cs + buf * TILE * D;
+        float* dst = cs + buf * TILE * PAD;
         for (int i = threadIdx.x; i < nt * (D / 4); i += THREADS) {
             const int j = i / (D / 4), q4 = i % (D / 4);
-            cp_async16(dst + j * D + 4 * q4, a.c + (tb + j) * stride + h * D + 4 * q4);
+            cp_async16(dst + j * PAD + 4 * q4, a.c + (tb + j) * stride + h * D + 4 * q4);
         }
         cp_async_commit();
     };
@@ -77,48 +77,57 @@ __global__ void __launch_bounds__(THREADS) kda_segment_fixup(FixupArgs a) {
     const float* Ep = a.E + ((p * a.HV + h) * D + row0) * D;
     for (int i = threadIdx.x; i < ROWS * (D / 4); i += THREADS) {
         const int r = i / (D / 4), q4 = i % (D / 4);
-        *reinterpret_cast<float4*>(Es + r * EP + 4 * q4) = __ldg(reinterpret_cast<const float4*>(Ep + r * D + 4 * q4));
+        *reinterpret_cast<float4*>(Es + r * PAD + 4 * q4) = __ldg(reinterpret_cast<const float4*>(Ep + r * D + 4 * q4));
     }
     T* out = static_cast<T*>(a.out);
-    const float* e0 = Es + lane * EP;
-    const float* e1 = Es + (lane + 32) * EP;
+    const int g = lane >> 2, t = lane & 3;                     // the fragments' group and thread in group
+    const int m0 = 16 * (warp & 1), r0 = 32 * (warp >> 1);     // the warp's first token of a tile, first row of the slice
+    const float* ew = Es + r0 * PAD;
 #pragma unroll 1
     for (int64_t tb = t0, it = 0; tb < t1; tb += TILE, ++it) {
         const int buf = static_cast<int>(it & 1), nt = static_cast<int>(t1 - tb < TILE ? t1 - tb : TILE);
         if (tb + TILE < t1) stage(tb + TILE, buf ^ 1);
         else cp_async_commit();                        // (an empty group: the wait below counts the same)
-        // o0 of the warp's tokens, rows l and l + 32, before the sums
-        float prev[TOKENS][2];
+        // o0 at the lane's outputs, before the sums: tokens m0 + g (i = 0) and m0 + g + 8 (i = 1), rows 8 n + 2 t, + 1
+        float2 prev[4][2];
 #pragma unroll
-        for (int j = 0; j < TOKENS; ++j) {
-            const int tok = warp * TOKENS + j;
-            const int64_t e = (tb + (tok < nt ? tok : 0)) * stride + h * D + row0 + lane;
-            prev[j][0] = tok < nt ? __ldg(a.o0 + e) : 0.f;
-            prev[j][1] = tok < nt ? __ldg(a.o0 + e + 32) : 0.f;
+        for (int i = 0; i < 2; ++i) {
+            const int tok = m0 + g + 8 * i;
+            const int64_t e = (tb + (tok < nt ? tok : 0)) * stride + h * D + row0 + r0 + 2 * t;
+#pragma unroll
+            for (int n = 0; n < 4; ++n)
+                prev[n][i] = tok < nt ? __ldg(reinterpret_cast<const float2*>(a.o0 + e + 8 * n)) : make_float2(0.f, 0.f);
         }
         cp_async_wait<1>();                            // this tile's rows of c have landed (this thread's copies)
         __syncthreads();                               // (and everyone's; E staged)
-        const float* cw = cs + buf * TILE * D + warp * TOKENS * D;
-        float acc[TOKENS][2] = {};
-#pragma unroll 2
-        for (int k = 0; k < D; k += 4) {
-            const float4 x0 = lds4(e0 + k), x1 = lds4(e1 + k);
+        // rows of c past the tile's nt tokens hold what an earlier tile left: their outputs (rows of C) are not stored
+        const float* cw = cs + buf * TILE * PAD + m0 * PAD;
+        float acc[4][4] = {};
+#pragma unroll 4
+        for (int k = 0; k < D; k += 8) {
+            uint32_t ah[4], al[4];
+            split_tf32(cw[g * PAD + k + t], ah[0], al[0]);
+            split_tf32(cw[(g + 8) * PAD + k + t], ah[1], al[1]);
+            split_tf32(cw[g * PAD + k + t + 4], ah[2], al[2]);
+            split_tf32(cw[(g + 8) * PAD + k + t + 4], ah[3], al[3]);
 #pragma unroll
-            for (int j = 0; j < TOKENS; ++j) {
-                const float4 y = lds4(cw + j * D + k);
-                acc[j][0] = fmaf(x0.x, y.x, acc[j][0]); acc[j][0] = fmaf(x0.y, y.y, acc[j][0]);
-                acc[j][0] = fmaf(x0.z, y.z, acc[j][0]); acc[j][0] = fmaf(x0.w, y.w, acc[j][0]);
-                acc[j][1] = fmaf(x1.x, y.x, acc[j][1]); acc[j][1] = fmaf(x1.y, y.y, acc[j][1]);
-                acc[j][1] = fmaf(x1.z, y.z, acc[j][1]); acc[j][1] = fmaf(x1.w, y.w, acc[j][1]);
+            for (int n = 0; n < 4; ++n) {               // B = E^T: (k = t, n = g) is E's row 8 n + g, column k + t
+                uint32_t bh0, bl0, bh1, bl1;
+                split_tf32(ew[(8 * n + g) * PAD + k + t], bh0, bl0);
+                split_tf32(ew[(8 * n + g) * PAD + k + t + 4], bh1, bl1);
+                mma3(acc[n], ah, al, bh0, bl0, bh1, bl1);
             }
         }
 #pragma unroll
-        for (int j = 0; j < TOKENS; ++j) {
-            const int tok = warp * TOKENS + j;
+        for (int i = 0; i < 2; ++i) {
+            const int tok = m0 + g + 8 * i;
             if (tok < nt) {
-                const int64_t e = (tb + tok) * stride + h * D + row0 + lane;
-                out[e] = In<IN>::round(prev[j][0] + acc[j][0]);
-                out[e + 32] = In<IN>::round(prev[j][1] + acc[j][1]);
+                const int64_t e = (tb + tok) * stride + h * D + row0 + r0 + 2 * t;
+#pragma unroll
+                for (int n = 0; n < 4; ++n) {
+                    out[e + 8 * n] = In<IN>::round(prev[n][i].x + acc[n][2 * i]);
+                    out[e + 8 * n + 1] = In<IN>::round(prev[n][i].y + acc[n][2 * i + 1]);
+                }
             }
         }
         __syncthreads();                               // the tile's buffer is read before the next stage refills it
