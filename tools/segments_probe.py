@@ -29,7 +29,8 @@ from kda_nb.layout import random_inputs, rel_rms                     # noqa: E40
 from kda_nb.plan import forced_backward, sm_count                                    # noqa: E402
 from kda_nb.segments import FIRST_PASSES, entry_states, kda_in_passes, kda_segmented, segment_cost, segment_grid   # noqa: E402
 
-PASSES_CASES = ((65536, 4, (1024, 2048, 4096, 8192)), (131072, 8, (4096, 8192, 16384)), (262144, 4, (8192, 16384, 32768)),
+# (1536 at H = 4: 43 segments, 344 blocks of K2 a pass on 132 SMs, nearer K2's three an SM than 2048's 256)
+PASSES_CASES = ((65536, 4, (1024, 1536, 2048, 4096, 8192)), (131072, 8, (4096, 8192, 16384)), (262144, 4, (8192, 16384, 32768)),
                 (65536, 16, (4096, 8192)), (32768, 32, (8192,)))
 
 
