@@ -860,7 +860,7 @@ COMPARE_TREE_CASES = [  # name, kind, random_inputs arguments, extra
     ('pool fixed B=4 T=64, bf16 in and out', 'pool', dict(B=4, T=64, H=8, state='bf16'),
      dict(P=6, slots=[3, 1, 4, 0], in_place=False)),
     ('DecodeStep 64 x 1 token over an fp32 pool, 3 steps', 'step', dict(seqlens=[1] * 64, H=16),
-     dict(P=80, slots=[(5 * i) % 80 if i % 9 else -1 for i in range(64)], steps=3)),
+     dict(P=80, slots=[(37 * i) % 80 if i % 9 else -1 for i in range(64)], steps=3)),   # distinct slots, padding
     ('DecodeStep fixed B=16 T=2 over a bf16 pool, 3 steps', 'step', dict(B=16, T=2, H=8, state='bf16'),
      dict(P=16, slots=list(range(15, -1, -1)), steps=3)),
 ]
