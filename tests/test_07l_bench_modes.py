@@ -49,6 +49,10 @@ def test_compare_tree_here(tmp_path):
     small = [('grad', 'grad', dict(B=1, T=20, H=2, K=32), {}),
              ('pool', 'pool', dict(seqlens=[5, 0, 9], H=2, K=32), dict(P=4, slots=[2, -1, 0], in_place=True)),
              ('step', 'step', dict(seqlens=[1, 1, 1], H=2, K=32), dict(P=3, slots=[1, -1, 0], steps=2))]
+    for name, kind, kw, extra in COMPARE_TREE_CASES:   # the GPU cases' slots: distinct (a shared slot has no one answer)
+        if 'slots' in extra:
+            live = [s for s in extra['slots'] if s >= 0]
+            assert len(set(live)) == len(live) and max(live) < extra['P'], name
     torch.save(tree_inputs(small), tmp_path / 'in.pt')
     tree_side(str(tmp_path / 'in.pt'), str(tmp_path / 'a.pt'), 'cpu')
     a = torch.load(tmp_path / 'a.pt')
