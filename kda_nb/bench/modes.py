@@ -29,10 +29,10 @@ __all__ = ['STAGES_HELP', 'TRAIN_STAGES_HELP', 'TIMELINE_CASES', 'TIMELINE_HELP'
            'TRAIN_BASE_HELP', 'COMPARE_TREE_HELP', 'COMPARE_TREE_CASES', 'MODES', 'timed_kernels', 'interleaved',
            'backward_at', 'inputs', 'stages', 'sequential', 'as_bf16', 'same_bits', 'stages_main', 'host_waits',
            'profile_case', 'train_stages_main', 'pick_case', 'make_call', 'kernels_of', 'idle_stretches',
-           'timeline_main', 'compare', 'compare_main', 'per_call_us', 'e2e_us', 'replay_us', 'host_time_main',
-           'gate_sweep', 'plot_sweep', 'gate_sweep_main', 'dtype_train_step', 'dtypes_main', 'dtypes_train',
-           'dims_case', 'dims_main', 'train_base_rows', 'train_base_markdown', 'train_base_main', 'tree_side',
-           'tree_inputs', 'compare_tree', 'compare_tree_main', 'run_mode']
+           'timeline_main', 'earlier_version', 'compare', 'compare_main', 'per_call_us', 'e2e_us', 'replay_us',
+           'host_time_main', 'gate_sweep', 'plot_sweep', 'gate_sweep_main', 'dtype_train_step', 'dtypes_main',
+           'dtypes_train', 'dims_case', 'dims_main', 'train_base_rows', 'train_base_markdown', 'train_base_main',
+           'tree_side', 'tree_inputs', 'compare_tree', 'compare_tree_main', 'run_mode']
 
 # %% ../../nbs/07l_bench_modes.ipynb #0742f65a
 def timed_kernels(call, reps: int = 5) -> dict:
@@ -401,11 +401,19 @@ COMPARE_CASES = [  # name, random_inputs arguments, state dtype out ('fp32', 'bf
 ]
 
 
+def earlier_version(mode: str, description: str, argv) -> str:
+    "The command line of `compare` and `compare-tree`: the earlier version named (default base), on a machine that runs the kernels."
+    ap = argparse.ArgumentParser(prog=f'python -m kda_nb.bench {mode}', description=description)
+    ap.add_argument('version', nargs='?', default='base',
+                    help=f"an earlier version, a key of KERNEL_VERSIONS: {', '.join(versions.KERNEL_VERSIONS)} (default base)")
+    version = ap.parse_args(argv).version
+    if (why := kernels.kernels_unavailable_reason()) is not None: raise SystemExit(f"{mode}: cannot run here: {why}")
+    if version not in versions.KERNEL_VERSIONS:
+        raise SystemExit(f"{mode}: VERSION must be an earlier version, a key of {list(versions.KERNEL_VERSIONS)}, got {version!r}")
+    return version
+
 def compare(version: str) -> int:
     "Print, case by case, whether this tree's `fwd` gives the bits of `version`'s build; the number of cases that differ."
-    if (why := kernels.kernels_unavailable_reason()) is not None: raise SystemExit(f"compare: cannot run here: {why}")
-    if version not in versions.KERNEL_VERSIONS:
-        raise SystemExit(f"compare: VERSION must be an earlier version, a key of {list(versions.KERNEL_VERSIONS)}, got {version!r}")
     versions.load_version(version)
     bad = 0
     print(f"kda_nb fwd (this tree) against {version} ({versions.KERNEL_VERSIONS[version][:7]}), bitwise:")
@@ -438,10 +446,7 @@ def compare(version: str) -> int:
     return bad
 
 def compare_main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog='python -m kda_nb.bench compare', description=COMPARE_HELP)
-    ap.add_argument('version', nargs='?', default='base',
-                    help=f"an earlier version, a key of KERNEL_VERSIONS: {', '.join(versions.KERNEL_VERSIONS)} (default base)")
-    return 1 if compare(ap.parse_args(argv).version) else 0
+    return 1 if compare(earlier_version('compare', COMPARE_HELP, argv)) else 0
 
 
 # %% ../../nbs/07l_bench_modes.ipynb #e8e3ad6c
@@ -936,14 +941,7 @@ def compare_tree(version: str, cases=COMPARE_TREE_CASES, device: str = 'cuda', s
     return bad
 
 def compare_tree_main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog='python -m kda_nb.bench compare-tree', description=COMPARE_TREE_HELP)
-    ap.add_argument('version', nargs='?', default='base',
-                    help=f"an earlier version, a key of KERNEL_VERSIONS: {', '.join(versions.KERNEL_VERSIONS)} (default base)")
-    a = ap.parse_args(argv)
-    if (why := kernels.kernels_unavailable_reason()) is not None: raise SystemExit(f"compare-tree: cannot run here: {why}")
-    if a.version not in versions.KERNEL_VERSIONS:
-        raise SystemExit(f"compare-tree: VERSION must be a key of {list(versions.KERNEL_VERSIONS)}, got {a.version!r}")
-    return 1 if compare_tree(a.version) else 0
+    return 1 if compare_tree(earlier_version('compare-tree', COMPARE_TREE_HELP, argv)) else 0
 
 
 # %% ../../nbs/07l_bench_modes.ipynb #f6af9088
