@@ -230,13 +230,13 @@ def k1_grid(steps: int) -> str:
 K3_EAGER_LOADS = True        # K3 issues every load of a tile of tokens at once (04a_decode, *Eager loads*): on since the
                              # GPU checked it (the same bits) and timed it (benchmarks/BENCHMARK_SERVING_H100.md)
 
-K3_FOUR_ROWS = False         # K3's eager instances with four state rows a thread, both slices of a block in one pass a token
+K3_FOUR_ROWS = True          # K3's eager instances with four state rows a thread, both slices of a block in one pass a token
                              # (04a_decode, *Four rows a thread*), for calls of K3_FOUR_ROWS_MIN_TOKENS tokens a sequence or
-                             # more: the same bits; an H100 timed them 3.6% to 5.6% faster on verifications of 4 drafts and
-                             # 2.4% to 5.4% slower on one-token steps with bf16 states (benchmarks/k3_four_rows_h100.md);
-                             # off until the GPU has checked the rule by tokens a sequence
-K3_FOUR_ROWS_MIN_TOKENS = 2  # ... the tokens a sequence (its length, the longest, or the call's average) they start at
-                             # (timed at 1, slower, and at 4, faster; 2 and 3 not yet)
+                             # more: the same bits (the GPU tests of 04a and 11); an H100 timed them 0.3% to 6% faster on
+                             # verifications of 4 drafts and up to 6% slower on one-token steps with bf16 states, in the
+                             # same rounds (benchmarks/k3_four_rows_h100.md)
+K3_FOUR_ROWS_MIN_TOKENS = 4  # ... the tokens a sequence (its length, the longest, or the call's average) they start at:
+                             # timed at 1 (slower) and at 4 (faster); 2 and 3 not timed, so they keep two rows
 
 def decode_plan(reason: str, eager: bool | None = None, four_rows: bool | None = None, tokens: float = 1) -> Plan:
     """K3's plan (`reason`: why K3): its tile's loads issued all at once where `eager` (None: `K3_EAGER_LOADS`; its

@@ -139,11 +139,13 @@ def test_plan_choices_on_the_anchors_shapes():
     four = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True, k3_four=True)
     assert (four.k3_rows, [f for f, _ in four.why], four.launch_args()['k3_rows']) == (4, ['k3_loads', 'k3_rows'], 4)
     assert (eager.k3_rows, decode_plan('x', False, True).k3_rows) == (2, 2)     # four rows: the eager instances only
-    assert kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True).k3_rows == (4 if K3_FOUR_ROWS else 2)
+    assert kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True).k3_rows == 2      # one token: two rows, switch or not
+    assert decode_plan('x', True, None, 4).k3_rows == (4 if K3_FOUR_ROWS and K3_FOUR_ROWS_MIN_TOKENS <= 4 else 2)   # 4 drafts a sequence
     assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True, k3_four=True).k3_rows == 4
     # K3_FOUR_ROWS on: four rows for calls of at least K3_FOUR_ROWS_MIN_TOKENS tokens a sequence, two for one token
     import kda_nb.plan as plan_module
-    was, plan_module.K3_FOUR_ROWS = plan_module.K3_FOUR_ROWS, True
+    was = plan_module.K3_FOUR_ROWS, plan_module.K3_FOUR_ROWS_MIN_TOKENS
+    plan_module.K3_FOUR_ROWS, plan_module.K3_FOUR_ROWS_MIN_TOKENS = True, 2      # the rule's mechanics at a threshold of 2
     try:
         assert [decode_plan('x', True, None, t).k3_rows for t in (1, 1.5, 2, 8)] == [2, 2, 4, 4]
         assert kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=True).k3_rows == 2          # one token each
@@ -153,7 +155,7 @@ def test_plan_choices_on_the_anchors_shapes():
         assert kernel_path(1, 300, 32, 256, True, 1, 132, k3_eager=True).k3_rows == 2              # the longest: 1
         assert '(2 tokens a sequence)' in dict(kernel_path(256, 2, 32, 256, False, None, 132, k3_eager=True).why)['k3_rows']
         # (serving's verifications call K3 directly: decode_cuda gives the batch's tokens a sequence, 04a)
-    finally: plan_module.K3_FOUR_ROWS = was
+    finally: plan_module.K3_FOUR_ROWS, plan_module.K3_FOUR_ROWS_MIN_TOKENS = was
     assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True).k3_loads == decode_plan('x', True).k3_loads == 'eager'
     assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
     assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
