@@ -19,8 +19,6 @@
 //   kda_layout, kda_record_bytes, kda_bwd_factor_floats   the layout kernel alone (tests) and two sizes
 //   kda_entry_scan(initial, X, M, grid, rows, check_grid=True)  the chain of entry states between the passes over
 //                                 segments (kda_entry_scan.cu)
-//   kda_segment_fixup(c, o0, E, cu, out, seg_tokens)  the outputs of those passes from their fp32 outputs and the entry states
-//                                 (kda_segment_fixup.cu)
 // It needs torch's headers and the CUDA runtime's headers only, so it also compiles against a CPU build of
 // torch (CI does).
 #include <torch/extension.h>
@@ -563,25 +561,6 @@ torch::Tensor kda_entry_scan(torch::Tensor initial, torch::Tensor X, torch::Tens
     return E;
 }
 
-// The outputs of the passes over segments (kda_segment_fixup.cu; kda_nb.segments.passes_with_fixup): out[t, h] =
-// o0[t, h] + E[p, h] c[t, h] for the tokens t of segment p (cu, by the safe-offset rule), rounded to out's dtype, on
-// the current stream (kda_checks.h §fixup); tokens no segment covers, and those past a segment's first seg_tokens
-// (the most a segment has: the caller's bound), are left as they are.
-void kda_segment_fixup(torch::Tensor c, torch::Tensor o0, torch::Tensor E, torch::Tensor cu, torch::Tensor out,
-                       int64_t seg_tokens) {
-    TORCH_CHECK(seg_tokens >= 1, "seg_tokens (the most tokens a segment has) must be at least 1, got ", num(seg_tokens).c_str());
-    check_segment_fixup(c, o0, E, cu, out);
-    const c10::DeviceGuard guard(c.device());
-    kda::FixupArgs a{};
-    a.c = c.data_ptr<float>(); a.o0 = o0.data_ptr<float>(); a.E = E.data_ptr<float>(); a.cu = cu.data_ptr<int64_t>();
-    a.out = out.data_ptr(); a.L = c.size(0); a.P = E.size(0); a.HV = static_cast<int>(c.size(1));
-    a.seg_tokens = std::min<int64_t>(seg_tokens, std::max<int64_t>(a.L, 1));
-    TORCH_CHECK(a.P * a.HV * 2 * ((a.seg_tokens + kda::FIXUP_SPAN - 1) / kda::FIXUP_SPAN) <= INT32_MAX, "too many segments, heads and tokens for one launch");
-    a.input_kind = out.scalar_type() == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;
-    const cudaError_t err = kda::launch_segment_fixup(a, stream_of(c));
-    TORCH_CHECK(err == cudaSuccess, "kda_segment_fixup launch failed: ", cudaGetErrorString(err));
-}
-
 // The module: every entry point with its arguments named, so that Python may pass them by keyword (kda_nb.kernels.launch
 // passes kda_forward's positionally: a call's host time matters for small decode steps).
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -627,6 +606,4 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("gate_form") = 0, py::arg("beta_form") = 0, py::arg("norm_form") = 0);
     m.def("kda_entry_scan", torch::wrap_pybind_function(kda_entry_scan), "the chain of entry states of segmented sequences, E [P, HV, V, K]",
           py::arg("initial"), py::arg("X"), py::arg("M"), py::arg("grid"), py::arg("rows"), py::arg("check_grid") = true);
-    m.def("kda_segment_fixup", torch::wrap_pybind_function(kda_segment_fixup), "the outputs of the passes over segments: "
-          "out = o0 + E c per token, rounded", py::arg("c"), py::arg("o0"), py::arg("E"), py::arg("cu"), py::arg("out"), py::arg("seg_tokens"));
 }

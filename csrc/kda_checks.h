@@ -527,30 +527,4 @@ void check_scan_grid(const torch::Tensor& grid, int64_t P) {
         TORCH_CHECK(named[r], "grid names no segment of row ", num(r).c_str(), ": every row 0 to P - 1 must be one segment's");
 }
 
-// §fixup: the segment fix-up's tensors (kda_segment_fixup.cu): c and o0 fp32 [L, HV, 128], E fp32 [P, HV, 128, 128],
-// cu int64 [P + 1], out bf16 or fp16 [L, HV, 128], all contiguous on one CUDA device; out shares no memory with the
-// others. The values of cu are not read here: the kernel makes them safe.
-void check_segment_fixup(const torch::Tensor& c, const torch::Tensor& o0, const torch::Tensor& E, const torch::Tensor& cu,
-                         const torch::Tensor& out) {
-    TORCH_CHECK(c.dim() == 3 && c.size(2) == 128, "c must be [L, HV, 128], got ", shape_of(c).c_str());
-    const int64_t HV = c.size(1);
-    for (auto [t, name, dt] : {std::tuple{&c, "c", at::kFloat}, {&o0, "o0", at::kFloat}, {&E, "E", at::kFloat}, {&cu, "cu", at::kLong}})
-        TORCH_CHECK(t->scalar_type() == dt, name, " must be ", dt, ", got ", t->scalar_type());
-    TORCH_CHECK(out.scalar_type() == at::kBFloat16 || out.scalar_type() == at::kHalf, "out must be bfloat16 or float16, got ",
-                out.scalar_type());
-    TORCH_CHECK(o0.sizes() == c.sizes() && out.sizes() == c.sizes(), "o0 and out must be shaped like c, ", shape_of(c).c_str(),
-                ", got ", shape_of(o0).c_str(), " and ", shape_of(out).c_str());
-    TORCH_CHECK(E.dim() == 4 && E.size(1) == HV && E.size(2) == 128 && E.size(3) == 128, "E must be [P, HV = ",
-                num(HV).c_str(), ", 128, 128], got ", shape_of(E).c_str());
-    TORCH_CHECK(cu.dim() == 1 && cu.size(0) == E.size(0) + 1, "cu must be [P + 1] = [", num(E.size(0) + 1).c_str(),
-                "], got ", shape_of(cu).c_str());
-    for (auto [t, name] : {std::pair{&c, "c"}, {&o0, "o0"}, {&E, "E"}, {&cu, "cu"}, {&out, "out"}})
-        TORCH_CHECK(t->is_contiguous(), name, " must be contiguous");
-    for (auto [t, name] : {std::pair{&c, "c"}, {&o0, "o0"}, {&E, "E"}, {&cu, "cu"}})
-        TORCH_CHECK(!overlap(out, *t), "out must not share memory with ", name);
-    TORCH_CHECK(E.size(0) * HV * 2 <= INT32_MAX, "too many segments and heads for one launch");
-    for (auto [t, name] : {std::pair{&c, "c"}, {&o0, "o0"}, {&E, "E"}, {&cu, "cu"}, {&out, "out"}})
-        check_tensor(*t, name, t->scalar_type(), c);
-}
-
 }  // namespace

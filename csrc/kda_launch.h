@@ -8,7 +8,6 @@
 // kda_bwd_states.cu: the backward's two sequential passes over each sequence's chunks; kda_bwd_chunk.cu: the
 // token-parallel kernels before them (the chunk factors) and after them (the rest of the gradient).
 // kda_entry_scan.cu: the chain of entry states between the passes over segments (kda_nb.segments);
-// kda_segment_fixup.cu: the outputs of those passes, each token's output from a zero state plus the entry state's share.
 // kda_switch.h turns the runtime flags into the kernels' template parameters.
 #pragma once
 #include <cstddef>
@@ -74,21 +73,5 @@ struct ScanArgs {
     int HV, V, K, rows;         // V, K: 1 to 128
 };
 cudaError_t launch_entry_scan(const ScanArgs& a, cudaStream_t stream);
-
-// the outputs of the passes over segments (kda_segment_fixup.cu), K = V = 128, every tensor contiguous: for the
-// tokens t of segment p, [cu[p], cu[p + 1]) by the safe-offset rule, out[t, h] = o0[t, h] + E[p, h] c[t, h], rounded
-// to the inputs' type (input_kind); tokens no segment covers, and those past a segment's first seg_tokens, are not written.
-constexpr int FIXUP_SPAN = 256;   // tokens of a segment one block of the fix-up takes
-struct FixupArgs {
-    const float* c;             // [L, HV, 128]: the transitions' outputs (fp32)
-    const float* o0;            // [L, HV, 128]: the outputs from a zero state (fp32)
-    const float* E;             // [P, HV, 128, 128]: the state entering each segment
-    const int64_t* cu;          // [P + 1]: the segments' token offsets
-    void* out;                  // [L, HV, 128], bf16 or fp16 (input_kind)
-    int64_t L, P;
-    int64_t seg_tokens;         // the most tokens a segment has (1 to L)
-    int HV, input_kind;
-};
-cudaError_t launch_segment_fixup(const FixupArgs& a, cudaStream_t stream);
 
 }  // namespace kda

@@ -21,27 +21,25 @@ from .layout import Form
 
 # %% auto #0
 __all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'SCAN_KERNEL', 'FIXUP_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'SHOWN_LINES',
-           'RECORD_BYTES', 'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units',
-           'nvcc_resource_usage', 'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers',
-           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
+           'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'SHOWN_LINES', 'RECORD_BYTES',
+           'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units', 'nvcc_resource_usage',
+           'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers', 'kernels_unavailable_reason',
+           'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
               'kda_chunk_prep.cuh',
               'kda_recurrence.cuh', 'kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu',
               'kda_fwd_fused.cu', 'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_switch.h', 'kda_checks.h',
-              'kda_pipeline.h', 'kda_binding.cpp', 'kda_entry_scan.cu', 'kda_segment_fixup.cu')
+              'kda_pipeline.h', 'kda_binding.cpp', 'kda_entry_scan.cu')
 KERNEL_UNITS = ('kda_fwd_layout.cu', 'kda_fwd_prepare.cu', 'kda_fwd_recurrence.cu', 'kda_fwd_fused.cu',
-                'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_entry_scan.cu',
-                'kda_segment_fixup.cu')   # the kernels' files, in the order they are built (one unit)
+                'kda_decode.cu', 'kda_bwd_states.cu', 'kda_bwd_chunk.cu', 'kda_entry_scan.cu')   # the kernels' files, in the order they are built (one unit)
 KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the paths kda_forward runs: K3, the fused kernel, K1 + K2
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
 SCAN_KERNEL = 'kda_entry_scan'                             # the chain of entry states between passes over segments (10a)
-FIXUP_KERNEL = 'kda_segment_fixup'                         # the outputs of those passes from a zero state, completed (10a)
 BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward's four (04c_backward_kernels; the two passes run dstates first)
 CUDA_FLAGS = ['-O3', '-lineinfo', '-std=c++17']
 # what torch's extension builder adds to every nvcc command (torch.utils.cpp_extension.COMMON_NVCC_FLAGS): the kernels
@@ -96,7 +94,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
     files = kernel_units(folder) if units is None else list(units)
     # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
     # beside it (a kernel built alone can hide a spill the unit has).
-    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS, SCAN_KERNEL, FIXUP_KERNEL)
+    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS, SCAN_KERNEL)
     home = {k: next((f for f in files if re.search(rf'\b{k}\s*\(', (folder / f).read_text())), None) for k in names}
     with tempfile.TemporaryDirectory() as tmp:
         unit = Path(tmp) / 'kda_nb_kernels.cu'
@@ -151,7 +149,6 @@ cudaError_t launch_bwd_dstates(const DStatesArgs&, int, cudaStream_t) { return c
 cudaError_t launch_bwd_prepare(const PrepArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_bwd_adjoint(const AdjointArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
 cudaError_t launch_entry_scan(const ScanArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
-cudaError_t launch_segment_fixup(const FixupArgs&, cudaStream_t) { return cudaErrorInvalidValue; }
 }
 """
 

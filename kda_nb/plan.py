@@ -22,15 +22,15 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS',
            'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM',
            'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'SPLIT_ENABLED',
-           'SPLIT_FIRST_PASSES', 'SPLIT_FIXUP', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED',
-           'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US',
-           'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'SPLIT_FIXUP_ITEMS_PER_US', 'WHOLE',
-           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route',
-           'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
-           'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
-           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
-           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
-           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
+           'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS',
+           'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
+           'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS',
+           'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal',
+           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages',
+           'step_edges', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes',
+           'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments',
+           'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward',
+           'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -280,9 +280,6 @@ SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, s
                              # after the other (measured); 'streams', side by side on two CUDA streams; 'stacked', one
                              # call over the segments given twice. The last two are not yet timed on the GPU
                              # (tools/segments_probe.py --passes times all three)
-SPLIT_FIXUP = False          # the passes as two passes and a fix-up (o = o0 + E c from the first two passes' fp32
-                             # outputs, kda_segment_fixup; one K1 among them) instead of a third pass: off, correct on
-                             # the GPU but slower everywhere (benchmarks/passes_fixup_probe_h100.json, 10a)
 SPLIT_SHARE_K1 = False       # the passes on the kernels with one K1 among the three (K2 alone in the second and
                              # third: kda_nb.segments.passes_sharing_k1): off until timed on the H200
 SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
@@ -299,9 +296,6 @@ SPLIT_ITEMS_PER_US = 950      # at most this many (token, head) items a microsec
 SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first (torch scan)
 SPLIT_CHAIN_KERNEL_STEP_US = 4  # ... and this much as one kernel (SPLIT_SCAN_KERNEL)
 SPLIT_FIXED_US = 110          # ... and this much once a call (the transitions' identity, the gathers)
-SPLIT_FIXUP_ITEMS_PER_US = 2000  # the fix-up (SPLIT_FIXUP): this many (token, head) items a microsecond over the GPU,
-                             # the design's estimate (4.3 G multiply-adds in about 0.13 ms at H = 4, T = 65,536), to be
-                             # fitted to the probe's rows
 
 def _chunk_us(chains: int) -> float:
     return SPLIT_CHUNK_US + SPLIT_CHUNK_SLOPE_US * max(0.0, math.log2(max(chains, 1) / 16))
@@ -311,12 +305,11 @@ def whole_us(T: int, H: int, N: int, longest: int) -> float:
     return max(math.ceil(longest / CHUNK) * _chunk_us(N * H), T * H / SPLIT_ITEMS_PER_US)
 
 def split_us(segments: int, T: int, H: int, N: int, longest: int) -> float:
-    "The model's time of the same call in passes over segments of `segments` tokens: three, or two and the fix-up (`SPLIT_FIXUP`)."
+    "The model's time of the same call in three passes over segments of `segments` tokens."
     P = math.ceil(T / segments) + N - 1           # at most this many segments (N sequences, T tokens)
     one_pass = max(math.ceil(min(segments, longest) / CHUNK) * _chunk_us(P * H), T * H / SPLIT_ITEMS_PER_US)
     step = SPLIT_CHAIN_KERNEL_STEP_US if SPLIT_SCAN_KERNEL else SPLIT_CHAIN_STEP_US
-    last = one_pass if not SPLIT_FIXUP else T * H / SPLIT_FIXUP_ITEMS_PER_US     # the third pass, or the fix-up
-    return 2 * one_pass + last + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
+    return 3 * one_pass + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
 
 def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
     """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is

@@ -21,7 +21,7 @@ import kda_nb.plan as _plans       # (its SPLIT_SCAN_KERNEL read at each call)
 # %% auto #0
 __all__ = ['SCAN_ROWS', 'FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
            'segment_grid', 'scan_rows', 'scan_kernel_reason', 'entry_states_cuda', 'entry_states', 'first_passes',
-           'fixup_refusal', 'passes_sharing_k1', 'kda_in_passes', 'SegmentCost', 'segment_cost', 'segment_plan']
+           'passes_sharing_k1', 'kda_in_passes', 'SegmentCost', 'segment_cost', 'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -222,56 +222,38 @@ def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
         return M, X
     return run(fq, fk, zero_values, fg, fb, eye, cu), run(fq, fk, fv, fg, fb, None, cu)
 
-def fixup_refusal(K: int, sdt: torch.dtype) -> str | None:
-    "Why the passes cannot end in the fix-up kernel (None: they can): it takes K = V = 128 and fp32 states and outputs."
-    if K != 128: return f"the fix-up kernel takes K = V = 128, got {K}"
-    if sdt != torch.float32: return f"the fix-up kernel takes fp32 states and outputs, got {sdt}"
-    return None
-
-def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form,
-                      fixup: bool = False, varlen: bool = True, seg_tokens: int = 0):
+def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form):
     """The passes on the kernels with one K1 among them, `(out, S)` (`S`: each segment's final state), or None where
     the kernels would not run the segments' calls on the chunked path without a route. K1 and K2 run once for the
     states from zero, leaving K1's records in a tensor of their own; the transitions' K2 and the outputs' K2 read them
-    again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share.
-    With `fixup` (K = V = 128, fp32 states; else None), *two passes and a fix-up*: the first two passes' K2 write
-    their outputs in fp32 (`csrc/kda_recurrence.cuh` §out32), the transitions' `c` and the states' from zero `o0`, and
-    `kda_segment_fixup` gives `o = o0 + E c` token by token with no third pass (`varlen`: tokens no segment covers
-    are zeros; `seg_tokens`: the most tokens a segment has, 0: the call's); each segment's final state is then
-    `E M + X`."""
+    again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share."""
     L, H, K = fq.shape[1], fq.shape[2], fq.shape[3]
     HV, V, P = fv.shape[2], fv.shape[3], cu.numel() - 1
     states = (('initial_state', sdt), ('final_state', sdt))
     with forced('chunked'):
         how = plan(fq.device, fq.dtype, 1, L, H, K, V, P, varlen=True, max_len=None, state_dtypes=states, HV=HV, form=form)
     if how.path != 'chunked' or how.routes or V != K: return None
-    if fixup and fixup_refusal(K, sdt) is not None: return None
     A_log, dt_bias = (None if x is None else x.float() for x in (A_log, dt_bias))
     records = torch.empty(workspace_bytes(max_chunks(1, L, P, True), HV), dtype=torch.uint8, device=fq.device)
-    out_dtype = sdt if fixup else fv.dtype              # (the fix-up's: fp32, K2's §out32)
     def run(values, s0, reuse):
-        out, fs = values.new_empty(values.shape, dtype=out_dtype), values.new_empty(P, HV, V, K, dtype=sdt)
+        out, fs = values.new_empty(values.shape), values.new_empty(P, HV, V, K, dtype=sdt)
         launch(how, fq, fk, values, fg, fb, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, None, form=form,
                records=records, reuse_records=reuse)
         return out, fs
-    o0, X = run(fv, None, False)                         # K1 and K2: the states from zero, and the records
-    c, M = run(torch.zeros_like(fv), torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous(), True)
+    _, X = run(fv, None, False)                          # K1 and K2: the states from zero, and the records
+    _, M = run(torch.zeros_like(fv), torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous(), True)
     E = entry_states(initial, X, M, grid, check=False)  # (the grid is segment_grid's)
-    if not fixup: return run(fv, E, True)
-    out = torch.zeros_like(fv) if varlen else torch.empty_like(fv)
-    load_kernels().kda_segment_fixup(c[0], o0[0], E, cu, out[0], seg_tokens or L)
-    return out, torch.matmul(E, M) + X
+    return run(fv, E, True)
 
 def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *, segments: int,
                   initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
                   state_dtype: torch.dtype | None = None, first: str | None = None,
-                  share_k1: bool | None = None, fixup: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
+                  share_k1: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
     `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's
     `SPLIT_SHARE_K1`), a call that records no gradient on a GPU runs the three passes with one K1 among them
-    (`passes_sharing_k1`) where the kernels take it; with `fixup` (None: the plan's `SPLIT_FIXUP`), two passes and a
-    fix-up instead of the third pass (`passes_sharing_k1`'s `fixup`) where the kernels take that. Returns
+    (`passes_sharing_k1`) where the kernels take it. Returns
     `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -283,17 +265,13 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
     initial = lambda: initial_state.to(sdt) if initial_state is not None else fv.new_zeros(N, HV, V, K, dtype=sdt)
     share = SPLIT_SHARE_K1 if share_k1 is None else share_k1
-    fix = _plans.SPLIT_FIXUP if fixup is None else fixup
     tracked = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad
                                               for x in (q, k, v, g, beta, A_log, dt_bias, initial_state))
-    if (share or fix) and not tracked and kw.get('backend', 'auto') != 'reference':   # (the plan says whether the kernels run)
+    if share and not tracked and kw.get('backend', 'auto') != 'reference':   # (the plan says whether the kernels run)
         form = Form(**{n: kw[n] for n in FORM_OPTIONS if n in kw})
         scale = kw.get('scale') or K ** -0.5
         bound = check_form(form, A_log, dt_bias, kw.get('lower_bound'))
-        ways = [True] * fix + [False] * share            # the fix-up first; where the kernels take no fix-up, one K1
-        made = next((m for f in ways if (m := passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(),
-                     float(scale), bound, sdt, form, fixup=f, varlen=cu_seqlens is not None, seg_tokens=segments))
-                     is not None), None)
+        made = passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(), float(scale), bound, sdt, form)
         if made is not None:
             out, S = made
             return out.view(B, T, HV, V), S[last].to(final_dtype)

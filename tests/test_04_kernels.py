@@ -43,7 +43,7 @@ def ckpt_of(row: dict) -> bool | None:
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
     assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
-                                           SCAN_KERNEL, FIXUP_KERNEL}
+                                           SCAN_KERNEL}
     assert all(r['file'] in KERNEL_UNITS for r in usage)
     # K = V = 128: bf16: K1, the fused kernel and K3 once per gate form and for FlashKDA's form; fp16: once per gate form
     # (dispatch_fwd). DIMS (dispatch_fwd_dims): K1 and K3 once per gate form and input type. K3 each with and without
@@ -87,7 +87,6 @@ def test_kernels_compile_without_spills():
         assert [i for i, d in k2 if d is dims].count('bf16') == [i for i, d in k2 if d is dims].count('fp16') == 2 * 2
     assert len(k2) == 16, "K2: two stage counts, with and without checkpoints, with and without DIMS"
     assert sum(r['kernel'] == SCAN_KERNEL for r in usage) == 3, "the entry scan: 8, 16 and 32 state rows a block"
-    assert sum(r['kernel'] == FIXUP_KERNEL for r in usage) == 2, "the segment fix-up: bf16 and fp16 outputs"
     for r in usage:
         print(r)
         allowed = ALLOWED_SPILLS.get((r['kernel'], r['registers']), 0)
@@ -214,7 +213,7 @@ def test_binding_one_entry_point_per_path():
     assert binding_entry_points(src['kda_binding.cpp']) == ['kda_forward', 'kda_decode_run', 'kda_decode_free', 'kda_layout',
                                                             'kda_record_bytes', 'kda_bwd_factor_floats', 'kda_bwd_prepare',
                                                             'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint',
-                                                            'kda_entry_scan', 'kda_segment_fixup']
+                                                            'kda_entry_scan']
     code = {f: '\n'.join(l.split('//')[0] for l in s.splitlines()) for f, s in src.items()}   # without comments
     assert not [f for f, c in code.items() if re.search(r'getenv|std::atomic|kda_set_', c)]
     assert [f for f, c in code.items() if 'cudaDevAttrMultiProcessorCount' in c] == []   # the SM count: kda_nb.plan's

@@ -14,15 +14,16 @@
 # group given its share of DEADLINE (default 570 s). The records come back as $OUT/records.tar, laid out as the
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
-# --new checks and times the newest paths, the first GPU session after they land (BASE unused), most wanted first: the
-# fix-up of two passes for one long sequence (kda_nb.plan.SPLIT_FIXUP, off; csrc/kda_segment_fixup.cu, its sums in
-# 3xTF32 on the tensor cores): every GPU test of 10a, then the passes timed beside each other (python
-# tools/segments_probe.py --passes --quick, JSON in the logs); K3 with four rows a thread (kda_nb.plan.K3_FOUR_ROWS,
-# off; kda_decode.cu §four rows): K3's tests (04a, 11: four rows, stores, eager loads, replay read in place);
-# tools/sanitize.py (K3's tables with four rows, the fix-up on adversarial offsets); and last the one-token step and
-# the verification of 4 drafts with four rows beside two, in the same rounds (python -m kda_nb.bench serving --jobs
-# step,verify --N 256,1024 --graph-N '' --gates safe, its record in the logs). Point it at what lands next. NEW_K: the
-# 04a/11 tests' -k expression (NEW_K= : every GPU test of 04a and 11).
+# --new checks and times the newest paths, the first GPU session after they land (BASE unused), most wanted first:
+# the binding's surface test (04b's test_binding_takes_the_plan, built by the host compiler against stand-in
+# launchers; it crashed with a segmentation fault on an H100 at ea8c1f4 and passes on CPU machines: run alone, with
+# Python's fault handler, and the cases one by one, tools/binding_cases.py); every GPU test of 10a (the passes over
+# segments, after the fix-up left the tree), then the passes timed beside each other (python tools/segments_probe.py
+# --passes --quick, JSON in the logs); K3's tests (04a, 11: four rows, on for 4 tokens a sequence, stores, eager
+# loads, replay read in place); tools/sanitize.py; and last the one-token step and the verification of 4 drafts with
+# four rows beside two, in the same rounds (python -m kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N ''
+# --gates safe, its record in the logs). Point it at what lands next. NEW_K: the 04a/11 tests' -k expression (NEW_K= :
+# every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --train-base checks this tree's whole API against BASE's whole tree bitwise (python -m kda_nb.bench compare-tree:
@@ -161,14 +162,18 @@ if [ "$BENCH" = --train-base ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== two passes and a fix-up (10a), then the passes timed beside each other"
+  echo "== the binding's surface test alone, then its cases one by one"
+  bounded python3 -X faulthandler -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04b_plan.py -k binding_takes_the_plan \
+    2>&1 | tee "$LOG/pytest_binding.txt" || status=1
+  bounded python3 -X faulthandler tools/binding_cases.py 2>&1 | tee "$LOG/binding_cases.txt" || status=1
+  echo "== the passes over segments (10a), then the passes timed beside each other"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py 2>&1 \
     | tee "$LOG/pytest_new.txt" || status=1
   bounded python3 tools/segments_probe.py --passes --quick --out "$LOG/passes_probe_quick.json" 2>&1 | tee "$LOG/probe.txt" || status=1
   echo "== K3's four rows, stores, eager loads and replay read in place (04a, 11)"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
     -k "${NEW_K-four_rows or stores or eager or replay or in_place}" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (the fix-up, K2's fp32 outputs, K3's tables among them)"
+  echo "== the forward's cases under compute-sanitizer (K2's fp32 outputs, K3's tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   echo "== K3's four rows timed beside two: the one-token step and the verification of 4 drafts"
   bounded python3 -m kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N '' --gates safe \

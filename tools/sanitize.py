@@ -10,8 +10,7 @@ variable-length batches in every state format, `cu_seqlens` that no check has se
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
 kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads; two and four rows a thread), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
-(kda_entry_scan) on adversarial grids, the passes' fix-up (kda_segment_fixup) on adversarial offsets and K2's fp32
-outputs, and the backward's two passes
+(kda_entry_scan) on adversarial grids, K2's fp32 outputs, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
 """
 import os
@@ -265,17 +264,7 @@ for (HV, V, K), rows in (((2, 128, 128), 8), ((3, 100, 64), 16), ((2, 5, 37), 32
         E = ext.kda_entry_scan(initial, X, M, torch.tensor(grid, device='cuda'), rows, False)
         torch.cuda.synchronize()
     assert torch.isfinite(ext.kda_entry_scan(initial, X, M, torch.tensor([[0, 1, 2], [3, 4, 5]], device='cuda'), rows, True)).all()
-# the outputs of the passes (kda_segment_fixup.cu) on segment offsets no check has seen (negative, decreasing, past L,
-# the int64 extremes), bf16 and fp16, each tensor its own allocation; K2's fp32 outputs on the chunked path, varlen
-# with adversarial offsets and a pool with a padding slot
-L, HV, P = 150, 2, 4
-c, o0, E = torch.randn(L, HV, 128, device='cuda'), torch.randn(L, HV, 128, device='cuda'), torch.randn(P, HV, 128, 128, device='cuda')
-for dt in (torch.bfloat16, torch.float16):
-    for cu, bound in (([0, 40, 80, 120, 150], 40), ([-5, 2 ** 40, 30, -2 ** 63, 2 ** 63 - 1], 2 ** 40),
-                      ([149, 10, 150, 151, 0], 7)):
-        out = torch.zeros(L, HV, 128, device='cuda', dtype=dt)
-        ext.kda_segment_fixup(c, o0, E, torch.tensor(cu, device='cuda'), out, bound)
-        torch.cuda.synchronize()
+# K2's fp32 outputs on the chunked path, varlen with adversarial offsets and a pool with a padding slot
 from kda_nb.kernels import launch
 from kda_nb.plan import path_plan
 inp = random_inputs(1, 0, 2, 128, seqlens=[5, 0, 40, 17], state=None, device='cuda', seed=21)

@@ -7,8 +7,7 @@ with the kernel's chain). The time of each and the segmented output's distance f
     python tools/segments_probe.py [--cases 65536x4,131072x8,65536x16] [--segs 1024,2048,4096,8192] [--out FILE]
     python tools/segments_probe.py --passes [--out FILE]      # the cases and segments of passes_probe_h200.json
     python tools/segments_probe.py --passes --quick           # only the whole call and the passes with the chain as one
-                                                              # kernel: in turn, one K1 shared, and two passes and the fix-up
-                                                              # (and the fix-up kernel alone: ms_fixup_kernel)
+                                                              # kernel: in turn, and with one K1 shared
     python tools/segments_probe.py --train [--out FILE]       # training steps: whole against through the passes
 
 Prints one line per (case, segment length) and writes the rows as JSON (default benchmarks/segments_probe.json, or
@@ -89,36 +88,19 @@ def main(argv=None) -> int:
 
 
 def kernel_chain_manners(args, seg, s0, o_w, s_w) -> dict:
-    """The passes with the chain as one kernel, timed: in turn ('scan_kernel'), with one K1 among them
-    ('shared_k1_kernel'), and two passes and the fix-up ('fixup'); each checked against the whole call, and the
-    fix-up's distance from it ('err_fixup')."""
+    """The passes with the chain as one kernel, timed: in turn ('scan_kernel') and with one K1 among them
+    ('shared_k1_kernel'); each checked against the whole call."""
     manners, switch = {}, kda_nb.plan.SPLIT_SCAN_KERNEL
     kda_nb.plan.SPLIT_SCAN_KERNEL = True
     try:
-        for name, kw in (('scan_kernel', dict(first='serial', share_k1=False, fixup=False)),
-                         ('shared_k1_kernel', dict(share_k1=True, fixup=False)), ('fixup', dict(share_k1=False, fixup=True))):
+        for name, kw in (('scan_kernel', dict(first='serial', share_k1=False)), ('shared_k1_kernel', dict(share_k1=True))):
             with torch.no_grad():
                 manners[f'ms_{name}'] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
                 o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
             assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, name
-            if name == 'fixup': manners['err_fixup'] = rel_rms(o_f.float(), o_w.float())
     finally:
         kda_nb.plan.SPLIT_SCAN_KERNEL = switch
-    manners['ms_fixup_kernel'] = fixup_kernel_ms(args[2], seg)
     return manners
-
-
-def fixup_kernel_ms(v, seg: int) -> float:
-    """The fix-up kernel alone (kda_segment_fixup) on tensors of the passes' shapes for `v` [1, T, H, 128] cut into
-    segments of `seg` tokens: c and o0 fp32 [T, H, 128], E [P, H, 128, 128], the outputs in v's dtype."""
-    from kda_nb.kernels import load_kernels
-    T, H = v.shape[1], v.shape[2]
-    P = -(-T // seg)
-    cu = torch.tensor([min(i * seg, T) for i in range(P + 1)], dtype=torch.long, device=v.device)
-    c, o0 = (torch.randn(T, H, 128, device=v.device) for _ in range(2))
-    E = torch.randn(P, H, 128, 128, device=v.device) / 16
-    out = torch.empty(T, H, 128, dtype=v.dtype, device=v.device)
-    return timed(lambda: load_kernels().kda_segment_fixup(c, o0, E, cu, out, seg))
 
 
 def passes_probe(out: str, quick: bool = False) -> int:
