@@ -3,8 +3,8 @@
 // launches on torch's current stream of the inputs' device. It chooses nothing: every launch choice arrives from
 // kda_nb.plan (Plan, BackwardPlan) as an argument and is obeyed.
 //   kda_forward(<14>, path=, steps=, growth=, k2_stages=, k1_persistent=, sms=, keep=, gate_form=, beta_form=, norm_form=,
-//               token_slots=None, write_final=True, records=None, reuse_records=False, ckpt_offsets=None,
-//               ckpt_slots=None, eager_loads=False, replay=None, k3_rows=2)  the forward on the plan's
+//               eager_loads=False, k3_rows=2, token_slots=None, write_final=True, records=None, reuse_records=False,
+//               ckpt_offsets=None, ckpt_slots=None, replay=None)  the forward on the plan's
 //       path: 'chunked' (the layout kernel for variable lengths, K1 and K2 in the plan's pipeline steps,
 //       kda_pipeline.h), 'fused' (the layout kernel and the fused kernel) or 'decode' (K3); with keep (K3 only), the
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
@@ -188,10 +188,10 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // records of its slot and the rest from the batch from row table[1, n] on, and writes only those rows of out.
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
-                    int64_t norm_form, c10::optional<torch::Tensor> token_slots, bool write_final,
-                    c10::optional<torch::Tensor> records, bool reuse_records, c10::optional<torch::Tensor> ckpt_offsets,
-                    c10::optional<torch::Tensor> ckpt_slots, bool eager_loads,
-                    c10::optional<std::vector<torch::Tensor>> replay, int64_t k3_rows) {
+                    int64_t norm_form, bool eager_loads, int64_t k3_rows, c10::optional<torch::Tensor> token_slots,
+                    bool write_final, c10::optional<torch::Tensor> records, bool reuse_records,
+                    c10::optional<torch::Tensor> ckpt_offsets, c10::optional<torch::Tensor> ckpt_slots,
+                    c10::optional<std::vector<torch::Tensor>> replay) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
     TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", k3_rows,
@@ -571,9 +571,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("final_state"), py::arg("cu_seqlens"), py::arg("state_indices"), py::arg("path"),
           py::arg("steps"), py::arg("growth"), py::arg("k2_stages"), py::arg("k1_persistent"), py::arg("sms"),
           py::arg("keep"), py::arg("gate_form"), py::arg("beta_form"), py::arg("norm_form"),
+          py::arg("eager_loads") = false, py::arg("k3_rows") = 2,
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
-          py::arg("eager_loads") = false, py::arg("replay") = py::none(), py::arg("k3_rows") = 2);
+          py::arg("replay") = py::none());
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

@@ -262,12 +262,13 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     ext = _ext or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
             initial_state, final_state, cu_seqlens, state_indices, plan.path, plan.steps, plan.growth, plan.k2_stages,
-            plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)))
-    eager = plan.k3_loads == 'eager'
+            plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)),
+            plan.k3_loads == 'eager', plan.k3_rows)
+    # positionally, and the optional tensors only where a call has them: every argument pybind converts is host time,
+    # which a small decode step feels (about 0.3 us each for the trailing seven)
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
-            and ckpt_slots is None and not eager and replay is None and plan.k3_rows == 2:
-        made = ext.kda_forward(*args)                 # (positionally: a small decode step's host time counts)
+            and ckpt_slots is None and replay is None:
+        made = ext.kda_forward(*args)
     else:
-        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, eager, replay,
-                               plan.k3_rows)
+        made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, replay)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)
