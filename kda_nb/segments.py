@@ -15,8 +15,8 @@ from .api import kda
 from .kernels import kernels_unavailable_reason, launch, load_kernels, workspace_bytes
 from .layout import CHUNK, FORM_OPTIONS, Form, check_form, max_chunks, n_chunks, seq_bounds
 from .backward_kernels import passes_beside
-from .plan import SPLIT_FIRST_PASSES, SPLIT_SHARE_K1, forced, plan, sm_count, whole_calls
-import kda_nb.plan as _plans       # (its SPLIT_SCAN_KERNEL read at each call)
+from .plan import forced, plan, sm_count, whole_calls
+import kda_nb.plan as _plans       # (its switches read at each call, so that setting them on kda_nb.plan takes effect)
 
 # %% auto #0
 __all__ = ['SCAN_ROWS', 'FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
@@ -252,7 +252,7 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
     `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's
-    `SPLIT_SHARE_K1`), a call that records no gradient on a GPU runs the three passes with one K1 among them
+    `SPLIT_SHARE_K1`, for segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on a GPU runs the three passes with one K1 among them
     (`passes_sharing_k1`) where the kernels take it. Returns
     `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
@@ -264,7 +264,7 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     fq, fk, fv, fg, fb = (flat(x) for x in (q, k, v, g, beta))
     final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
     initial = lambda: initial_state.to(sdt) if initial_state is not None else fv.new_zeros(N, HV, V, K, dtype=sdt)
-    share = SPLIT_SHARE_K1 if share_k1 is None else share_k1
+    share = (_plans.SPLIT_SHARE_K1 and segments <= _plans.SPLIT_SHARE_K1_MAX_SEGMENT) if share_k1 is None else share_k1
     tracked = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad
                                               for x in (q, k, v, g, beta, A_log, dt_bias, initial_state))
     if share and not tracked and kw.get('backend', 'auto') != 'reference':   # (the plan says whether the kernels run)
@@ -279,7 +279,7 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
                                                       cu_seqlens=offsets, state_dtype=sdt, check_seqlens=False, **kw)[1]
     with whole_calls():                                  # the passes' own calls run whole
         eye = torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous()
-        M, X = first_passes(run, fq, fk, fv, fg, fb, cu, eye, SPLIT_FIRST_PASSES if first is None else first)
+        M, X = first_passes(run, fq, fk, fv, fg, fb, cu, eye, _plans.SPLIT_FIRST_PASSES if first is None else first)
         E = entry_states(initial(), X, M, grid, check=False)          # (the grid is segment_grid's)
         out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=E,
                      cu_seqlens=cu, state_dtype=sdt, check_seqlens=False, **kw)

@@ -331,6 +331,27 @@ def test_passes_sharing_k1_glue(monkeypatch, form):
     assert all(l[0] is first[0] and all(a is b for a, b in zip(l[3:], first[3:])) for l in launches)
     assert first[0].dtype == torch.uint8 and first[0].numel() > 0
 
+def test_shared_k1_by_segment_length(monkeypatch):
+    """`share_k1=None` takes the plan's rule: one K1 shared for segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens
+    while `SPLIT_SHARE_K1` is on, never while it is off, and never for a call that records a gradient; set on
+    `kda_nb.plan`, the switches take effect at the next call."""
+    import kda_nb.segments as seg
+    import kda_nb.plan as plan_module
+    tried = []
+    monkeypatch.setattr(seg, 'passes_sharing_k1', lambda *a, **kw: tried.append(1))   # (None: the three calls run)
+    xs = random_inputs(seqlens=[40, 7], H=2, K=8, V=8, dtype=torch.float64, seed=3, gate='g~U(-8,8)')
+    args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
+    def shares(segments, on=True, grad=False):
+        tried.clear()
+        monkeypatch.setattr(plan_module, 'SPLIT_SHARE_K1', on)
+        with torch.set_grad_enabled(grad):
+            x = [a.clone().requires_grad_(grad) for a in args]
+            seg.kda_in_passes(*x, segments=segments, cu_seqlens=xs['cu_seqlens'])
+        return bool(tried)
+    limit = plan_module.SPLIT_SHARE_K1_MAX_SEGMENT
+    assert shares(limit) and shares(16) and not shares(limit + 16)
+    assert not shares(limit, on=False) and not shares(limit, grad=True)
+
 
 import os
 import shutil
