@@ -252,8 +252,8 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
     `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's
-    `SPLIT_SHARE_K1`, for segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on a GPU runs the three passes with one K1 among them
-    (`passes_sharing_k1`) where the kernels take it. Returns
+    `SPLIT_SHARE_K1`, for segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on
+    a GPU runs the three passes with one K1 among them (`passes_sharing_k1`) where the kernels take it. Returns
     `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]

@@ -213,12 +213,14 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
                        (dict(keep=True), 'keep'), (dict(gate_form=3), 'form'), (dict(eager_loads=True), "'decode' path"),
                        (dict(path='decode', k3_rows=4), 'k3_rows must be 2, or 4 with eager_loads .* got 4 without'),
                        (dict(path='decode', eager_loads=True, k3_rows=3), 'k3_rows must be 2, or 4 with eager_loads .* got 3')]:
+        print('binding case:', bad, flush=True)            # (under pytest -s: a crash names its case)
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     records = torch.zeros(64, dtype=torch.uint8)            # K1's records kept: refused where no call could take them
     for bad, words in [(dict(path='fused', records=records), "for the 'chunked' path"),
                        (dict(steps=2, records=records), 'one step'), (dict(records=records.int()), 'uint8'),
                        (dict(records=torch.zeros(8, 8, dtype=torch.uint8).T), 'contiguous'),
                        (dict(reuse_records=True), 'reuse_records=True needs records')]:
+        print('binding case:', bad, flush=True)            # (under pytest -s: a crash names its case)
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*args, **(good | bad))
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # records that fit the rules: on to the tensors
         ext.kda_forward(*args, **good, records=records, reuse_records=True)
@@ -235,6 +237,7 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
                           (with_pool, dict(ckpt_offsets=offs[0], ckpt_slots=ckslots[0]), r'must be \[N, C\]'),
                           (with_pool, dict(ckpt_offsets=torch.zeros(1, 4, dtype=torch.long)[:, ::2], ckpt_slots=ckslots), 'contiguous'),
                           (with_pool, dict(ckpt_offsets=offs, ckpt_slots=torch.zeros(1, 3, dtype=torch.long)), 'one shape')]:
+        print('binding case:', bad, flush=True)
         with pytest.raises(RuntimeError, match=words): ext.kda_forward(*a, **(good | bad))
     for path in ('chunked', 'fused'):                                     # a table that fits the rules: on to the tensors
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):

@@ -17,7 +17,7 @@
 # --new checks and times the newest paths, the first GPU session after they land (BASE unused), most wanted first:
 # the binding's surface test (04b's test_binding_takes_the_plan, built by the host compiler against stand-in
 # launchers; it crashed with a segmentation fault on an H100 at ea8c1f4 and passes on CPU machines: run alone, with
-# Python's fault handler, and the cases one by one, tools/binding_cases.py); every GPU test of 10a (the passes over
+# Python's fault handler and its output shown, each case named before its call); every GPU test of 10a (the passes over
 # segments, after the fix-up left the tree), then the passes timed beside each other (python tools/segments_probe.py
 # --passes --quick, JSON in the logs); K3's tests (04a, 11: four rows, on for 4 tokens a sequence, stores, eager
 # loads, replay read in place); tools/sanitize.py; and last the one-token step and the verification of 4 drafts with
@@ -162,10 +162,9 @@ if [ "$BENCH" = --train-base ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== the binding's surface test alone, then its cases one by one"
-  bounded python3 -X faulthandler -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04b_plan.py -k binding_takes_the_plan \
+  echo "== the binding's surface test alone, each case named before its call"
+  bounded python3 -X faulthandler -m pytest -s -q -rfEs --tb=short -p no:cacheprovider tests/test_04b_plan.py -k binding_takes_the_plan \
     2>&1 | tee "$LOG/pytest_binding.txt" || status=1
-  bounded python3 -X faulthandler tools/binding_cases.py 2>&1 | tee "$LOG/binding_cases.txt" || status=1
   echo "== the passes over segments (10a), then the passes timed beside each other"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py 2>&1 \
     | tee "$LOG/pytest_new.txt" || status=1
