@@ -103,10 +103,11 @@ def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_boun
 _split_passes = []           # kda_nb.segments puts its kda_in_passes here when imported (it imports this module)
 
 def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
-               cu_seqlens, state_indices, form):
+               cu_seqlens, state_indices, form, share_k1: bool | None = None):
     """The plan's three passes over segments (`kda_nb.segments.kda_in_passes`), written into `out` and `final_state`.
     On a state pool (`state_indices`) each sequence's slot is gathered first and its final state written back, a
-    padding sequence (a slot outside the pool) reading and writing none and giving zero outputs, as on the kernels."""
+    padding sequence (a slot outside the pool) reading and writing none and giving zero outputs, as on the kernels.
+    `share_k1`: the plan's `k1_shared` (None: `kda_in_passes` asks the plan's rule)."""
     if not _split_passes: raise RuntimeError("kda_nb: the plan runs this call in passes over segments, which need "
                                              "kda_nb.segments: import kda_nb (or kda_nb.segments) first")
     h0, valid = initial_state, None
@@ -117,7 +118,7 @@ def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bou
         if initial_state is not None:
             h0 = torch.where(valid[:, None, None, None], initial_state.index_select(0, idx.clamp(0, P - 1)), 0)
     o, s = _split_passes[0](q, k, v, g, beta, A_log, dt_bias, segments=segments, scale=float(scale), lower_bound=lower_bound,
-                            initial_state=h0, cu_seqlens=cu_seqlens, **form_options(form))
+                            initial_state=h0, cu_seqlens=cu_seqlens, share_k1=share_k1, **form_options(form))
     if valid is not None: o = o.masked_fill(_padding_tokens(q, cu_seqlens, valid).view(*q.shape[:2], 1, 1), 0)
     out.copy_(o)
     if final_state is None: return
@@ -140,7 +141,7 @@ def _forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_
             raise RuntimeError("kda_nb: to capture a varlen call in a CUDA graph, cu_seqlens must be on the GPU")
         if how.segments and not (capturing and cu_seqlens is not None):   # (a varlen grid reads cu_seqlens on the host)
             _in_passes(how.segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
-                       final_state, cu_seqlens, state_indices, form)
+                       final_state, cu_seqlens, state_indices, form, how.k1_shared)
             return 'cuda'
         if how.routes:
             _launch_routed(how, q, k, v, g, beta, float(scale), out, A_log, dt_bias, lower_bound, initial_state,

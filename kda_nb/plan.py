@@ -27,7 +27,7 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE',
            'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route',
            'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
-           'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'whole_us', 'split_us',
+           'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'split_us',
            'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
            'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
            'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
@@ -46,7 +46,8 @@ class Plan:
     (`k3_loads`, one of `K3_LOADS`) and how many state rows a thread updates (`k3_rows`, 2 or 4); `sms`, the SM count the choices were
     made for (0 where none needed it); `segments`, the tokens of each segment when one long sequence runs in three
     passes of the kernels over segments (`split_segments`; 0: whole; the other fields then say how the call runs
-    whole, as it does on a state pool or under CUDA-graph capture). `why` holds the reason of each choice after the path, `(field, reason)`;
+    whole, as it does on a state pool or under CUDA-graph capture), and `k1_shared`, whether those passes run one K1
+    among them (`shares_k1`). `why` holds the reason of each choice after the path, `(field, reason)`;
     `routes`, the exact routes onto the kernels' shapes (`kernel_routes`: 'pad', 'expand'), each with its reason."""
     path: str
     reason: str
@@ -58,6 +59,7 @@ class Plan:
     why: tuple = ()
     routes: tuple = ()
     segments: int = 0
+    k1_shared: bool = False
     k3_loads: str = 'per-token'
     k3_rows: int = 2
 
@@ -300,6 +302,10 @@ SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment
 SPLIT_CHAIN_KERNEL_STEP_US = 4  # ... and this much as one kernel (SPLIT_SCAN_KERNEL)
 SPLIT_FIXED_US = 110          # ... and this much once a call (the transitions' identity, the gathers)
 
+def shares_k1(segments: int) -> bool:
+    "Whether three passes over segments of `segments` tokens run one K1 among them (`SPLIT_SHARE_K1`, up to `SPLIT_SHARE_K1_MAX_SEGMENT`)."
+    return SPLIT_SHARE_K1 and 0 < segments <= SPLIT_SHARE_K1_MAX_SEGMENT
+
 def _chunk_us(chains: int) -> float:
     return SPLIT_CHUNK_US + SPLIT_CHUNK_SLOPE_US * max(0.0, math.log2(max(chains, 1) / 16))
 
@@ -350,7 +356,7 @@ def sm_count(device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None,
-          form=Form(), fp16=False, native=False, eager=False, four=False) -> Plan:
+          form=Form(), fp16=False, native=False, eager=False, four=False, split=()) -> Plan:
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == 'reference': return Plan('reference', "backend='reference' was asked for")
     refusal = _kernel_refusal(device, dtype, K, V, state_dtypes, fp16)
@@ -368,7 +374,7 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
     if routes:                # the plan at the shapes the routes make (native K, V stay as they are)
         pad = any(r == 'pad' for r, _ in routes)
         p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM if pad else K, KERNEL_DIM if pad else V, N, varlen, max_len,
-                  state_dtypes, backend, step, force, None, form, fp16, native, eager, four)
+                  state_dtypes, backend, step, force, None, form, fp16, native, eager, four, split)
         return dataclasses.replace(p, routes=p.routes + routes)
     if force is not None and force != WHOLE:
         path, steps, growth, segments = force
@@ -382,7 +388,7 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
                         k3_four=four)
     if p.path == 'fused' and (K, V) != (KERNEL_DIM, KERNEL_DIM):     # native K, V: the fused kernel takes 128 only
         p = _plan(device, dtype, B, T, H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step, force,
-                  None, form, fp16, native, eager, four)
+                  None, form, fp16, native, eager, four, split)
         return dataclasses.replace(p, routes=(pad_route(K, V, "the fused kernel takes K = V = 128 only"),))
     return p
 
@@ -413,8 +419,11 @@ def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bo
     return Plan('chunked', reason, steps, growth, grid, stages, sms, tuple(why))
 
 def with_passes(p: Plan, segments: int, why: str) -> Plan:
-    "`p` (the call run whole) run instead in three passes over segments of `segments` tokens, `why`."
-    return dataclasses.replace(p, segments=segments, why=(('segments', why),) + p.why,
+    "`p` (the call run whole) run instead in three passes over segments of `segments` tokens, `why`; one K1 among them where `shares_k1`."
+    shared = shares_k1(segments)
+    why_k1 = (('k1_shared', f"one K1 among the three passes, K2 alone in the second and third (segments of at most "
+                            f"{SPLIT_SHARE_K1_MAX_SEGMENT} tokens)"),) if shared else ()
+    return dataclasses.replace(p, segments=segments, k1_shared=shared, why=(('segments', why),) + why_k1 + p.why,
                                reason=f"three passes of the kernels over segments of {segments} tokens (whole: {p.reason})")
 
 def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms, passes: bool = True, *,
@@ -450,7 +459,7 @@ def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varle
     if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
                  _forced[-1] if _forced else None, HV, form, FP16_KERNELS, NATIVE_DIMS, K3_EAGER_LOADS,
-                 K3_FOUR_ROWS)
+                 K3_FOUR_ROWS, (SPLIT_ENABLED, SPLIT_SHARE_K1, SPLIT_SHARE_K1_MAX_SEGMENT))   # (switches: the cache's key)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."

@@ -251,8 +251,8 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
                   share_k1: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
-    `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's
-    `SPLIT_SHARE_K1`, for segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on
+    `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's rule,
+    `kda_nb.plan.shares_k1`: segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on
     a GPU runs the three passes with one K1 among them (`passes_sharing_k1`) where the kernels take it. Returns
     `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
@@ -264,7 +264,7 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     fq, fk, fv, fg, fb = (flat(x) for x in (q, k, v, g, beta))
     final_dtype = state_dtype or (initial_state.dtype if initial_state is not None else sdt)
     initial = lambda: initial_state.to(sdt) if initial_state is not None else fv.new_zeros(N, HV, V, K, dtype=sdt)
-    share = (_plans.SPLIT_SHARE_K1 and segments <= _plans.SPLIT_SHARE_K1_MAX_SEGMENT) if share_k1 is None else share_k1
+    share = _plans.shares_k1(segments) if share_k1 is None else share_k1
     tracked = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad
                                               for x in (q, k, v, g, beta, A_log, dt_bias, initial_state))
     if share and not tracked and kw.get('backend', 'auto') != 'reference':   # (the plan says whether the kernels run)

@@ -67,6 +67,21 @@ def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     assert P.split_segments(1, 65536 + 100, 4, 3, True, 65536)[0] > 0      # one long sequence among short ones
     p = P.kernel_path(1, 65536, 4, 1, False, None, 132)
     assert p.segments > 0 and p.path == 'chunked' and p.why[0][0] == 'segments' and p.reason.startswith('three passes')
+    # one K1 among the passes where the segments are short (shares_k1), with its reason
+    assert P.SPLIT_SHARE_K1 and (p.segments, p.k1_shared, p.why[1][0]) == (2048, True, 'k1_shared')   # (on: 10a's prose)
+    longer = P.kernel_path(1, 131072, 8, 1, False, None, 132)
+    assert longer.segments > P.SPLIT_SHARE_K1_MAX_SEGMENT and not longer.k1_shared and 'k1_shared' not in dict(longer.why)
+    monkeypatch.setattr(P, 'SPLIT_SHARE_K1', False)
+    assert not P.kernel_path(1, 65536, 4, 1, False, None, 132).k1_shared and not P.shares_k1(2048)
+    monkeypatch.setattr(P, 'SPLIT_SHARE_K1', True)
+    assert P.shares_k1(2048) and P.shares_k1(16) and not P.shares_k1(2064) and not P.shares_k1(0)
+    # the switches are part of the plan cache's key: set on kda_nb.plan, they take effect at the next call
+    keys = []
+    monkeypatch.setattr(P, '_plan', lambda *a: keys.append(a[-1]))
+    for on in (True, False):
+        monkeypatch.setattr(P, 'SPLIT_ENABLED', on)
+        P.plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False)
+    assert keys == [(True, True, P.SPLIT_SHARE_K1_MAX_SEGMENT), (False, True, P.SPLIT_SHARE_K1_MAX_SEGMENT)]
     assert P.kernel_path(1, 8192, 96, 1, False, None, 132).segments == 0
 
 def test_forced_segments():
