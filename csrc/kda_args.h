@@ -32,7 +32,7 @@ struct Params {
 
 // The forward: its outputs and the states' formats, every path alike
 struct Args : Params {
-    void* out;                // [total_tokens, H, 128], the inputs' dtype (K2: fp32 with FwdArgs::out_fp32)
+    void* out;                // [total_tokens, H, 128], the inputs' dtype
     const void* state_in;     // [n_slots, H, 128, 128] (V-first), kind state_in_kind, or null
     void* state_out;          // same layout, kind state_out_kind, or null (may be state_in itself)
     int state_in_kind;
@@ -91,10 +91,12 @@ struct FwdArgs : Args {
     // the launchers pick where (K, V) != (128, 128); the others are built for K = V = 128 and read neither.
     int dim_k = 128;
     int dim_v = 128;
-    // out in fp32, unrounded (last, as above): K2's instances with OUT32 (kda_recurrence.cuh §out32), which the launcher
-    // picks for K = V = 128 without checkpoints (the binding refuses the rest): the passes over segments that add
-    // to their outputs later (kda_nb.segments)
-    int out_fp32 = 0;
+    // The states only (last, as above): K2's instances with STATES (kda_recurrence.cuh §states), which write no outputs
+    // and leave out the products that make them; the launcher picks them for K = V = 128 without checkpoints (the
+    // binding refuses the rest). With zero_values they also read v as zeros (its memory untouched): the passes over
+    // segments that want only each segment's state from zero and its transition (kda_nb.segments).
+    int states_only = 0;
+    int zero_values = 0;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the

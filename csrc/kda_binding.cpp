@@ -10,8 +10,8 @@
 //       call is checked and packed once and kept as a prepared decode step: kda_decode_run(id), kda_decode_free(id);
 //       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h);
 //       with ckpt_offsets and ckpt_slots ('chunked' only), K2 stores the states at chosen 16-aligned offsets of each
-//       sequence into chosen pool slots (kda_checks.h §checkpoints); with out of dtype float32 ('chunked' only, K = V =
-//       128, no checkpoints), K2 writes its outputs unrounded (§out32)
+//       sequence into chosen pool slots (kda_checks.h §checkpoints); with outputs=False ('chunked' only, K = V = 128, no
+//       checkpoints), K2 writes the states only, and with zero_values also reads v as zeros (§states)
 //   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
@@ -51,8 +51,9 @@ namespace {
 // offsets N+1 | order, N int32] filled by the layout kernel from cu_seqlens (a fixed-length batch needs
 // none: the kernels find its chunks by division), and the bound on the chunks (kda_layout.cuh) that sizes
 // K1's grid and the workspace. Everything is derived on the device from shapes and cu_seqlens, with no copy
-// to the host, so the call can be captured in a CUDA graph. `tables` keeps the tables alive.
-kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch::Tensor& tables) {
+// to the host, so the call can be captured in a CUDA graph. `tables` keeps the tables alive. Without `outputs` (the
+// states only, §states) the layout kernel leaves out alone too (it zeroes the rows no sequence covers).
+kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch::Tensor& tables, bool outputs = true) {
     const int64_t B = c.B, T = c.T, H = c.H, N = c.N;
     kda::FwdArgs a{};
     fill_common(a, c, scale, lower_bound);
@@ -65,7 +66,8 @@ kda::FwdArgs forward_args(const Call& c, double scale, double lower_bound, torch
     a.seq_len = c.varlen ? 0 : T;                      // fixed length: the kernels need no tables
     if (c.varlen) {
         const cudaError_t err = kda::launch_layout(c.cu.data_ptr<int64_t>(), a.n_seq, B * T, t, t + (N + 1), order,
-                                                   c.o.data_ptr(), H * c.V * static_cast<int64_t>(c.o.element_size()), c.stream);
+                                                   c.o.data_ptr(), outputs ? H * c.V * static_cast<int64_t>(c.o.element_size()) : 0,
+                                                   c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_fwd_layout launch failed: ", cudaGetErrorString(err));
     }
     return a;
@@ -186,12 +188,15 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // 'decode' only, with token_slots: replay = [rec_k, rec_v, rec_g, rec_beta, table], a replay read in place
 // (kda_decode.cu §replay, kda_checks.h §replay): sequence n of cu_seqlens reads its first table[0, n] tokens from the
 // records of its slot and the rest from the batch from row table[1, n] on, and writes only those rows of out.
+// 'chunked' only, at K = V = 128 without checkpoints, with final_state: outputs=False writes the states only (K2's STATES
+// instances, kda_recurrence.cuh §states: out is left as it is, and the states have the bits of a full call's), and
+// zero_values then reads v as zeros (v's shape counts, its values are not read): a segment's transition.
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, bool eager_loads, int64_t k3_rows, c10::optional<torch::Tensor> token_slots,
                     bool write_final, c10::optional<torch::Tensor> records, bool reuse_records,
                     c10::optional<torch::Tensor> ckpt_offsets, c10::optional<torch::Tensor> ckpt_slots,
-                    c10::optional<std::vector<torch::Tensor>> replay) {
+                    c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
     TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", k3_rows,
@@ -204,13 +209,15 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     check_checkpoints(ckpt_offsets, ckpt_slots, path, final_state);
     TORCH_CHECK(!(ckpt_offsets.has_value() && path == "fused" && gate_form == 1), "the fused kernel stores no checkpoints "
                 "for the softplus gate (kda_fwd_fused.cu: that instance would spill): take the 'chunked' path");
-    // §out32: out in fp32 (K2's outputs unrounded) on the 'chunked' path at K = V = 128 without checkpoints only
-    const bool out32 = out.scalar_type() == at::kFloat;
-    TORCH_CHECK(!out32 || (path == "chunked" && !keep && !ckpt_offsets.has_value() && q.dim() == 4 && v.dim() == 4 &&
-                           q.size(-1) == 128 && v.size(-1) == 128),
-                "out may be float32 only on the 'chunked' path at K = V = 128 without checkpoints (K2's fp32 outputs), got "
-                "path '", path, "' with q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str());
-    input_kind_of(q, k, v, g, beta, out, out32);      // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
+    // §states: the states only on the 'chunked' path at K = V = 128 without checkpoints, into a final_state
+    TORCH_CHECK(!zero_values || !outputs, "zero_values=True (v read as zeros) needs outputs=False");
+    TORCH_CHECK(outputs || (path == "chunked" && !keep && !ckpt_offsets.has_value() && q.dim() == 4 && v.dim() == 4 &&
+                            q.size(-1) == 128 && v.size(-1) == 128),
+                "outputs=False (K2's states only) is for the 'chunked' path at K = V = 128 without checkpoints, got path '",
+                path, "' with q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str(),
+                ckpt_offsets.has_value() ? " and checkpoints" : "");
+    TORCH_CHECK(outputs || final_state.has_value(), "outputs=False (the states only) needs final_state: it is all the call writes");
+    input_kind_of(q, k, v, g, beta, out);             // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
     // the head dims (kda_checks.h §dims), before the device: K and V multiples of 8 up to 128; the fused kernel 128 only
     if (q.dim() == 4) check_head_dim(q.size(3), "q's K (its last dim)", q);
     if (v.dim() == 4) check_head_dim(v.size(3), "v's V (its last dim)", v);
@@ -232,8 +239,9 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
-        kda::FwdArgs a = forward_args(c, scale, lower_bound, tables);
-        a.out_fp32 = out32;
+        kda::FwdArgs a = forward_args(c, scale, lower_bound, tables, outputs);
+        a.states_only = !outputs;
+        a.zero_values = zero_values;
         if (ckpt_offsets.has_value()) {               // the checkpoints (kda_checks.h §checkpoints)
             checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
             a.ckpt_offsets = ckpt_offsets->data_ptr<int64_t>();
@@ -266,7 +274,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
             }
         }
     }
-    finish(c, out, final_state);
+    finish(c, out, final_state, outputs);
     return 0;
 }
 
@@ -574,7 +582,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("eager_loads") = false, py::arg("k3_rows") = 2,
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
-          py::arg("replay") = py::none());
+          py::arg("replay") = py::none(), py::arg("outputs") = true, py::arg("zero_values") = false);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

@@ -77,17 +77,15 @@ void check_form_codes(int64_t gate_form, int64_t beta_form, int64_t norm_form) {
 }
 
 // §input: the forward's inputs q, k, v, g, beta and its output share one dtype, bfloat16 or float16 (the kernels' element
-// type, kda_args.h: InputKind); a tensor of another dtype is refused by name. `out` may be float32 where the caller
-// allows it (out_fp32_ok: K2's fp32 outputs, kda_binding.cpp §out32).
+// type, kda_args.h: InputKind); a tensor of another dtype is refused by name.
 int input_kind_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& g,
-                  const torch::Tensor& beta, const torch::Tensor& out, bool out_fp32_ok = false) {
+                  const torch::Tensor& beta, const torch::Tensor& out) {
     const at::ScalarType dt = q.scalar_type();
     TORCH_CHECK(dt == at::kBFloat16 || dt == at::kHalf, "q must be bfloat16 or float16 (the forward's kernels take "
                 "either), got ", dt);
     const torch::Tensor* others[] = {&k, &v, &g, &beta, &out};
     const char* names[] = {"k", "v", "g", "beta", "out"};
-    const int checked = out_fp32_ok && out.scalar_type() == at::kFloat ? 4 : 5;
-    for (int i = 0; i < checked; ++i)
+    for (int i = 0; i < 5; ++i)
         TORCH_CHECK(others[i]->scalar_type() == dt, names[i], " must have q's dtype ", dt, " (q, k, v, g, beta and out "
                     "share one dtype, bfloat16 or float16), got ", others[i]->scalar_type());
     return dt == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;
@@ -173,13 +171,12 @@ Call prepare(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor
     c.N = c.varlen ? cu_seqlens->numel() - 1 : c.B;
     TORCH_CHECK(c.B >= 1 && c.T >= 1 && c.H >= 1, "q must have B, T, H >= 1, got ", shape_of(q).c_str());
     TORCH_CHECK(c.N <= INT32_MAX && c.H <= INT32_MAX, "too many sequences or heads");
-    c.input_kind = input_kind_of(q, k, v, g, beta, out, true);      // (fp32 out: kda_forward decides where)
+    c.input_kind = input_kind_of(q, k, v, g, beta, out);
     const torch::Tensor* same_shape[] = {&q, &k, &v, &out};
     const char* names[] = {"q", "k", "v", "out"};
     for (int i = 0; i < 4; ++i) {
         const torch::Tensor& like = i < 2 ? q : v;     // q and k: H heads; v and out: HV
-        const bool out32 = i == 3 && out.scalar_type() == at::kFloat;     // (input_kind_of took it: §input)
-        check_tensor(*same_shape[i], names[i], out32 ? at::kFloat : q.scalar_type(), q);
+        check_tensor(*same_shape[i], names[i], q.scalar_type(), q);
         TORCH_CHECK(same_shape[i]->sizes() == like.sizes(), names[i], " must have the shape of ", i < 2 ? "q " : "v ",
                     shape_of(like).c_str(), ", got ", shape_of(*same_shape[i]).c_str());
     }
@@ -386,8 +383,8 @@ void fill_common(Args& a, const Call& c, double scale, double lower_bound) {
     a.scale = static_cast<float>(scale); a.lower_bound = static_cast<float>(lower_bound);
 }
 
-void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state) {
-    if (!c.o.is_same(out)) out.copy_(c.o);
+void finish(const Call& c, torch::Tensor& out, const c10::optional<torch::Tensor>& final_state, bool outputs = true) {
+    if (outputs && !c.o.is_same(out)) out.copy_(c.o);
     if (final_state.has_value() && !c.s_out->is_same(*final_state)) final_state->copy_(*c.s_out);
 }
 

@@ -3,7 +3,6 @@
 // Compiles with nvcc alone: no torch headers. The chunk size and the layout rules: kda_layout.cuh.
 #pragma once
 #include <cstdint>
-#include <type_traits>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -94,9 +93,6 @@ template <> struct In<INPUT_F16> {
     static __device__ __forceinline__ uint32_t pack(float lo, float hi) { return pack_f16(lo, hi); }
     static __device__ __forceinline__ T round(float x) { return __float2half_rn(x); }
 };
-// OutT<IN, OUT32>: the forward's output element, the inputs' type, or fp32 where K2 writes its outputs unrounded
-// (FwdArgs::out_fp32, kda_recurrence.cuh §out32)
-template <int IN, bool OUT32> using OutT = std::conditional_t<OUT32, float, typename In<IN>::T>;
 // element i of an input array in global memory, widened to fp32
 template <int IN> __device__ __forceinline__ float input_at(const void* base, int64_t i) {
     return In<IN>::to_float(static_cast<const typename In<IN>::T*>(base)[i]);

@@ -25,14 +25,14 @@ template <int WARPS, int NSTAGE> constexpr int k2_min_blocks() { return (NSTAGE 
 
 // CKPT: the instance that stores the checkpoints of FwdArgs::ckpt_offsets (kda_recurrence.cuh); without a table the
 // one without them runs. DIMS: the head dims of FwdArgs::dim_k, dim_v (kda_recurrence.cuh §dims); without it
-// K = V = 128. IN: the inputs' element type (of v and the outputs; the records are the same for both). OUT32: the
-// outputs in fp32 (FwdArgs::out_fp32; K = V = 128, no checkpoints)
-template <int WARPS, int NSTAGE, bool CKPT, bool DIMS, int IN, bool OUT32 = false>
+// K = V = 128. IN: the inputs' element type (of v and the outputs; the records are the same for both). STATES: the
+// states only, no outputs (FwdArgs::states_only; K = V = 128, no checkpoints; kda_recurrence.cuh §states)
+template <int WARPS, int NSTAGE, bool CKPT, bool DIMS, int IN, bool STATES = false>
 __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kda_fwd_recurrence(FwdArgs p) {
     extern __shared__ __align__(128) uint8_t smem[];
     __shared__ __align__(8) uint64_t full[NSTAGE];      // full[s]: stage s's record has landed
     __shared__ __align__(8) uint64_t empty[NSTAGE];     // empty[s]: every warp is done with stage s
-    recurrence_block<WARPS, NSTAGE, 0, NoPrepare, CKPT, DIMS, IN, OUT32>(p, smem, full, empty);
+    recurrence_block<WARPS, NSTAGE, 0, NoPrepare, CKPT, DIMS, IN, STATES>(p, smem, full, empty);
 }
 
 // Whether the shared-memory attribute of each configuration's kernel is set, per device. A variable of the file
@@ -41,12 +41,12 @@ __global__ void __launch_bounds__(32 * WARPS, k2_min_blocks<WARPS, NSTAGE>()) kd
 // second build's kernel would go without its attribute and fail to launch ("invalid argument").
 namespace { bool k2_attribute_set[2][2][2][2][2][MAX_DEVICES] = {}; }
 
-template <int NSTAGE, bool CKPT, bool DIMS, int IN, bool OUT32 = false>
+template <int NSTAGE, bool CKPT, bool DIMS, int IN, bool STATES = false>
 cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t stream) {
     using Ly = K2Layout<K2_WARPS>;
     constexpr int smem = NSTAGE * Ly::STAGE + Ly::OUT_BYTES;
-    void (*kernel)(FwdArgs) = kda_fwd_recurrence<K2_WARPS, NSTAGE, CKPT, DIMS, IN, OUT32>;
-    bool& ready = k2_attribute_set[OUT32][DIMS][IN][CKPT][NSTAGE == K2_STAGES ? 0 : 1][device];
+    void (*kernel)(FwdArgs) = kda_fwd_recurrence<K2_WARPS, NSTAGE, CKPT, DIMS, IN, STATES>;
+    bool& ready = k2_attribute_set[STATES][DIMS][IN][CKPT][NSTAGE == K2_STAGES ? 0 : 1][device];
     if (!ready) {
         cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (err != cudaSuccess) return err;
@@ -62,16 +62,17 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t st
 
 // K2 in the plan's number of stages (kda_nb.plan: FwdPlan::k2_stages); a table of checkpoints picks the instance
 // that stores them, the inputs' type its own instances (kda_switch.h: dispatch_input), and head dims other than
-// K = V = 128 the instances with DIMS (kda_switch.h §dims); fp32 outputs (K = V = 128, no checkpoints) those with OUT32
+// K = V = 128 the instances with DIMS (kda_switch.h §dims); the states only (K = V = 128, no checkpoints) those with STATES
 cudaError_t launch_recurrence(const FwdArgs& a, int stages, cudaStream_t stream) {
     if (a.n_seq == 0) return cudaSuccess;
     if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
     const bool has_ckpt = a.ckpt_offsets != nullptr && a.ckpt_slots != nullptr && a.ckpt_count > 0;
-    if (a.out_fp32 && (has_ckpt || native_dims(a.dim_k, a.dim_v))) return cudaErrorInvalidValue;
+    if ((a.states_only && (has_ckpt || native_dims(a.dim_k, a.dim_v))) || (a.zero_values && !a.states_only))
+        return cudaErrorInvalidValue;
     int device = 0;
     const cudaError_t err = current_device(device);
     if (err != cudaSuccess) return err;
-    if (a.out_fp32)
+    if (a.states_only)
         return dispatch_input(a.input_kind, [&](auto in) {
             return dispatch<K2_STAGES_MANY_WAVES, K2_STAGES>(stages, [&](auto n) {
                 return launch_recurrence_with<decltype(n)::value, false, false, decltype(in)::value, true>(a, device, stream);

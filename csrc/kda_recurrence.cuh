@@ -25,11 +25,13 @@
 // sequence stores those at offset 0. A padding sequence (no state) stores none. Without a table the instance without
 // CKPT runs: the kernel as it is without the feature.
 //
-// §out32: fp32 outputs (the instances with OUT32 of K2, FwdArgs::out_fp32; K = V = 128, no checkpoints): O^T as the
-// products leave it, unrounded, each lane storing its fragment's 16 elements (8 lanes write a token's 8 consecutive
-// rows, 32 bytes), for a caller that adds to the outputs before rounding them: the passes over segments of one long
-// sequence (kda_nb.segments), whose outputs from a zero state are completed by the entry state's share. The rest of
-// the kernel is the same arithmetic.
+// §states: the states only (the instances with STATES of K2, FwdArgs::states_only; K = V = 128, no checkpoints): the
+// chunk loop without its outputs. P = S qd^T, the intra-chunk term U^T Mqk^T and the stores of O go, about half the
+// tensor-core work of a chunk (state_products without P, no write_outputs); W, the residual, U and the state update are
+// the same instructions in the same order, so the state out has the bits of the full kernel's. A sequence with no
+// state slot writes nothing at all. With FwdArgs::zero_values the value tile is filled with zeros by the copy itself
+// (a cp.async of 0 source bytes), so v is not read: the transition of a segment (the state from the identity with no
+// values). For the passes over segments of one long sequence (kda_nb.segments), whose first two passes keep only states.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -116,7 +118,9 @@ __device__ __forceinline__ void load_state(const FwdArgs& p, bool from_caller, i
 // the one built for K = V = 128.
 // §products: the state as bf16 A fragments (for either input type: kda_common.cuh §input), then W = S kd^T and
 // P = S qd^T (16 rows x 16 tokens).
-// W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency.
+// W accumulates in two independent chains (even / odd k-blocks) to halve the dependent latency. WITH_P false: W only
+// (§states; P stays as given)
+template <bool WITH_P = true>
 __device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfloat16* kd, const __nv_bfloat16* qd,
                                                const float* decay, int lane, float (&W)[2][2][4], float (&P)[2][4]) {
     uint32_t Sa[8][4];
@@ -132,13 +136,19 @@ __device__ __forceinline__ void state_products(float (&S)[16][4], const __nv_bfl
     const int brow = (lane & 7) + 8 * (lane >> 4), bpiece = (lane >> 3) & 1;   // ldmatrix, B of 2 n-tiles
 #pragma unroll
     for (int kb = 0; kb < 8; ++kb) {
-        uint32_t bk[4], bq[4];
+        uint32_t bk[4];
         ldmatrix_x4(bk, kd + swz_row(brow, 2 * kb + bpiece));
-        ldmatrix_x4(bq, qd + swz_row(brow, 2 * kb + bpiece));
-        mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
-        mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
-        mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
-        mma_bf16(P[1], Sa[kb], bq[2], bq[3]);
+        if constexpr (WITH_P) {
+            uint32_t bq[4];
+            ldmatrix_x4(bq, qd + swz_row(brow, 2 * kb + bpiece));
+            mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
+            mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
+            mma_bf16(P[0], Sa[kb], bq[0], bq[1]);
+            mma_bf16(P[1], Sa[kb], bq[2], bq[3]);
+        } else {
+            mma_bf16(W[kb & 1][0], Sa[kb], bk[0], bk[1]);
+            mma_bf16(W[kb & 1][1], Sa[kb], bk[2], bk[3]);
+        }
     }
 }
 
@@ -180,10 +190,9 @@ __device__ __forceinline__ void u_product(const float (&X)[2][4], const __half* 
 
 // §output: O^T = scale (P + U^T Mqk^T), staged through shared memory for 16-byte stores: stmatrix.trans
 // writes the four 8 x 8 pieces (rows 8 (m % 2) .., tokens 8 (m / 2) ..) as [token][row], rounded to the inputs' type
-// (DIMS: out is [.., V]; the lane's 8 rows go to element t * tstride + tcol of token t, if lane_in, §dims).
-// OUT32 (§out32): in fp32, unrounded, each lane storing its fragment's elements
-template <int WARPS, bool DIMS, int IN, bool OUT32 = false>
-__device__ __forceinline__ void write_outputs(OutT<IN, OUT32>* out, float scale, int H, int h, int64_t tok0, int ntok,
+// (DIMS: out is [.., V]; the lane's 8 rows go to element t * tstride + tcol of token t, if lane_in, §dims)
+template <int WARPS, bool DIMS, int IN>
+__device__ __forceinline__ void write_outputs(typename In<IN>::T* out, float scale, int H, int h, int64_t tok0, int ntok,
                                               float (&P)[2][4], const uint32_t (&Ua)[4], const __half* mqk, float sc0,
                                               float sc1, typename In<IN>::T* otile, int c, int vrow, int lane,
                                               int tstride, int tcol, bool lane_in) {
@@ -194,19 +203,6 @@ __device__ __forceinline__ void write_outputs(OutT<IN, OUT32>* out, float scale,
     mma_f16(P[0], Ua, b[0], b[1]);
     mma_f16(P[1], Ua, b[2], b[3]);
     const float o0 = scale / sc0, o1 = scale / sc1;
-    if constexpr (OUT32) {             // element e of n-tile nt: row g + 8 (e / 2), token 8 nt + 2 t + e % 2
-        static_assert(!DIMS, "fp32 outputs at K = V = 128");
-        const int g = lane >> 2, t = lane & 3;
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int tok = 8 * nt + 2 * t + (e & 1);
-                if (c * CHUNK + tok < ntok)
-                    out[(tok0 + c * CHUNK + tok) * H * D + h * D + vrow + g + 8 * (e >> 1)] = P[nt][e] * (e < 2 ? o0 : o1);
-            }
-        return;
-    }
     const int m = lane >> 3;
     stmatrix_x4_trans(otile + (8 * (m >> 1) + (lane & 7)) * Ly::OROW + 8 * (m & 1),
                       In<IN>::pack(P[0][0] * o0, P[0][1] * o0), In<IN>::pack(P[0][2] * o1, P[0][3] * o1),
@@ -301,16 +297,15 @@ __device__ __forceinline__ void ckpt_store(const FwdArgs& p, int n, int64_t len,
 // fused kernel, PREP more warps make it (Prepare::warp). CKPT: the checkpoints of FwdArgs::ckpt_offsets (the
 // recurrence warps store them; the fused kernel's preparing warps never see them).
 // IN: the inputs' element type (kda_args.h: InputKind), of v and of the outputs here. DIMS: the head dims K, V of
-// FwdArgs::dim_k, dim_v (§dims); without it K = V = 128.
+// FwdArgs::dim_k, dim_v (§dims); without it K = V = 128. STATES: the states only (§states; K2, K = V = 128, no CKPT).
 struct NoPrepare {};
 
-template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, bool DIMS, int IN, bool OUT32 = false>
+template <int WARPS, int NSTAGE, int PREP, class Prepare, bool CKPT, bool DIMS, int IN, bool STATES = false>
 __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem, uint64_t* full, uint64_t* empty) {
     using Ly = K2Layout<WARPS>;
     using T = typename In<IN>::T;
-    using O = OutT<IN, OUT32>;                          // the outputs' element type (§out32)
-    constexpr int PER16 = 16 / sizeof(O);              // outputs in a 16-byte store
     static_assert(PREP == 0 || (NSTAGE % (PREP ? PREP : 1) == 0 && Ly::VB == D), "fused: the whole state per block, one preparing warp per stage");
+    static_assert(!STATES || (PREP == 0 && !CKPT && !DIMS), "the states only: K2 at K = V = 128, no checkpoints");
     constexpr int VSPLIT = D / Ly::VB;
     // the head dims K and V (§dims; 128 without DIMS); the grid's row slices are those that hold rows < V
     const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;
@@ -345,11 +340,13 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         return slot < 0 || slot >= p.n_slots ? -1 : (slot * H + h) * VD * KD;
     };
     if (state_offset() < 0) {
-        O* out = static_cast<O*>(p.out);
-        for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / PER16); i += Ly::THREADS + 32 * PREP) {
-            const int64_t tok = tok0 + i / (Ly::VB / PER16);
-            const int col = vbase + PER16 * static_cast<int>(i % (Ly::VB / PER16));
-            if (!DIMS || col < VD) *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + col) = make_uint4(0, 0, 0, 0);
+        if constexpr (!STATES) {                        // (8 outputs in a 16-byte store)
+            T* out = static_cast<T*>(p.out);
+            for (int64_t i = threadIdx.x; i < (tok1 - tok0) * (Ly::VB / 8); i += Ly::THREADS + 32 * PREP) {
+                const int64_t tok = tok0 + i / (Ly::VB / 8);
+                const int col = vbase + 8 * static_cast<int>(i % (Ly::VB / 8));
+                if (!DIMS || col < VD) *reinterpret_cast<uint4*>(out + (tok * H + h) * VD + col) = make_uint4(0, 0, 0, 0);
+            }
         }
         return;
     }
@@ -412,9 +409,10 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             if constexpr (DIMS) {                                    // rows >= V: zeros, nothing read
                 const T* src = v + (tok0 + (inside ? c * CHUNK + r : 0)) * tstride + (lane_in ? tcol : 0);
                 cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside && lane_in ? 16 : 0);
-            } else {
-                const T* src = v + ((tok0 + (inside ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
-                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside ? 16 : 0);
+            } else {                                                 // (§states: zero_values reads none)
+                const bool read = inside && !(STATES && p.zero_values);
+                const T* src = v + ((tok0 + (read ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
+                cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, read ? 16 : 0);
             }
         }
         cp_async_commit();
@@ -424,7 +422,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     for (int s = 0; s < NSTAGE - 1; ++s) load_chunk(s, s);
 
     T* otile = reinterpret_cast<T*>(smem + NSTAGE * Ly::STAGE) + warp * CHUNK * Ly::OROW;
-    O* out = static_cast<O*>(p.out);
+    T* out = static_cast<T*>(p.out);
 
 #pragma unroll 1
     for (int c = 0; c < nch; ++c) {
@@ -444,7 +442,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
 
         // §chunk: the products with the state, then the residual (state_products, residual above)
         float W[2][2][4] = {}, P[2][4] = {};
-        state_products(S, kd, qd, decay, lane, W, P);
+        state_products<!STATES>(S, kd, qd, decay, lane, W, P);
 
         float X[2][4];
         residual<WARPS, IN>(vt, W, warp, lane, X);
@@ -477,8 +475,9 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
         uint32_t Ua[4];
         u_product(X, invb, lane, Ua);
 
-        write_outputs<WARPS, DIMS, IN, OUT32>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane,
-                                       tstride, tcol, lane_in);
+        if constexpr (!STATES)
+            write_outputs<WARPS, DIMS, IN>(out, p.scale, H, h, tok0, ntok, P, Ua, mqk, sc0, sc1, otile, c, vrow, lane,
+                                           tstride, tcol, lane_in);
 
         update_state(S, Ua, kr, scaled, sc0, sc1, lane);
         __syncwarp();                        // every lane is done reading the stage

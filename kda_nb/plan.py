@@ -22,15 +22,16 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS',
            'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM',
            'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'SPLIT_ENABLED',
-           'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_SCAN_KERNEL',
-           'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US',
-           'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'WHOLE',
-           'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route',
-           'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused',
-           'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'split_us',
-           'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of',
-           'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan',
-           'forced', 'whole_calls', 'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
+           'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
+           'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
+           'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US',
+           'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
+           'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
+           'use_fused', 'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'shares_k1', 'whole_us',
+           'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan',
+           'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
+           'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward', 'may_pass_backward',
+           'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -287,6 +288,8 @@ SPLIT_SHARE_K1 = True        # the passes on the kernels with one K1 among the t
 SPLIT_SHARE_K1_MAX_SEGMENT = 2048  # ... this many tokens: an H100 timed them faster there in three runs (H = 4,
                              # T = 65,536: 1.06 against 1.22 ms at 2,048, and at 1,024 and 1,536), and at 4,096 and
                              # 8,192 as often slower as faster (benchmarks/passes_fixup_probe_h100.json, 10a)
+SPLIT_STATES_ONLY = False    # the shared K1's first two passes with K2's states only (no outputs; the transitions'
+                             # values read as zeros): off until timed on a GPU (tools/segments_probe.py --passes --quick)
 SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
                              # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
                              # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,

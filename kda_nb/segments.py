@@ -222,11 +222,14 @@ def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
         return M, X
     return run(fq, fk, zero_values, fg, fb, eye, cu), run(fq, fk, fv, fg, fb, None, cu)
 
-def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form):
+def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form,
+                      states_only: bool = False):
     """The passes on the kernels with one K1 among them, `(out, S)` (`S`: each segment's final state), or None where
     the kernels would not run the segments' calls on the chunked path without a route. K1 and K2 run once for the
     states from zero, leaving K1's records in a tensor of their own; the transitions' K2 and the outputs' K2 read them
-    again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share."""
+    again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share. With
+    `states_only` (at K = V = 128, where K2 has the instances) the first two K2s write no outputs (`launch`'s
+    `outputs=False`), and the transitions' reads v as zeros (`zero_values`) instead of a tensor of zeros."""
     L, H, K = fq.shape[1], fq.shape[2], fq.shape[3]
     HV, V, P = fv.shape[2], fv.shape[3], cu.numel() - 1
     states = (('initial_state', sdt), ('final_state', sdt))
@@ -235,25 +238,30 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     if how.path != 'chunked' or how.routes or V != K: return None
     A_log, dt_bias = (None if x is None else x.float() for x in (A_log, dt_bias))
     records = torch.empty(workspace_bytes(max_chunks(1, L, P, True), HV), dtype=torch.uint8, device=fq.device)
-    def run(values, s0, reuse):
-        out, fs = values.new_empty(values.shape), values.new_empty(P, HV, V, K, dtype=sdt)
+    only = states_only and K == V == 128                 # (K2's STATES instances: K = V = 128)
+    out = fv.new_empty(fv.shape)                         # the last pass's outputs (the first two's, where they write any)
+    def run(s0, reuse, zero=False, outputs=True):
+        values = torch.zeros_like(fv) if zero and not only else fv
+        fs = fv.new_empty(P, HV, V, K, dtype=sdt)
         launch(how, fq, fk, values, fg, fb, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, None, form=form,
-               records=records, reuse_records=reuse)
-        return out, fs
-    _, X = run(fv, None, False)                          # K1 and K2: the states from zero, and the records
-    _, M = run(torch.zeros_like(fv), torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous(), True)
+               records=records, reuse_records=reuse, outputs=outputs or not only, zero_values=zero and only)
+        return fs
+    X = run(None, False, outputs=False)                  # K1 and K2: the states from zero, and the records
+    eye = torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous()
+    M = run(eye, True, zero=True, outputs=False)         # K2: the transitions (no values)
     E = entry_states(initial, X, M, grid, check=False)  # (the grid is segment_grid's)
-    return run(fv, E, True)
+    return out, run(E, True)
 
 def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *, segments: int,
                   initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
                   state_dtype: torch.dtype | None = None, first: str | None = None,
-                  share_k1: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
+                  share_k1: bool | None = None, states_only: bool | None = None, **kw) -> tuple[Tensor, Tensor]:
     """`kda` with every sequence cut into segments of `segments` tokens, in three passes of `kda` calls whose sequences are
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
     `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's rule,
     `kda_nb.plan.shares_k1`: segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on
-    a GPU runs the three passes with one K1 among them (`passes_sharing_k1`) where the kernels take it. Returns
+    a GPU runs the three passes with one K1 among them (`passes_sharing_k1`) where the kernels take it, its first two
+    passes with K2's states only where `states_only` (None: the plan's `SPLIT_STATES_ONLY`) says so. Returns
     `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -271,7 +279,9 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
         form = Form(**{n: kw[n] for n in FORM_OPTIONS if n in kw})
         scale = kw.get('scale') or K ** -0.5
         bound = check_form(form, A_log, dt_bias, kw.get('lower_bound'))
-        made = passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(), float(scale), bound, sdt, form)
+        only = _plans.SPLIT_STATES_ONLY if states_only is None else states_only
+        made = passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(), float(scale), bound, sdt, form,
+                                 only)
         if made is not None:
             out, S = made
             return out.view(B, T, HV, V), S[last].to(final_dtype)

@@ -30,7 +30,7 @@ def k3_flag(row: dict, which: str) -> bool | int | None:
     return int(m.group(3)) if which == 'rows' else bool(int(m.group(1 if which == 'eager' else 2)))
 
 def k2_flags(row: dict) -> tuple | None:
-    "An instance of K2's `(CKPT, DIMS, OUT32)` (checkpoints, head dims at run time, fp32 outputs), its template arguments."
+    "An instance of K2's `(CKPT, DIMS, STATES)` (checkpoints, head dims at run time, the states only), its template arguments."
     m = re.search(r'kda_fwd_recurrenceILi\d+ELi\d+ELb([01])ELb([01])ELi[01]ELb([01])EEEvNS_\d+FwdArgs', row['entry'])
     return tuple(bool(int(x)) for x in m.groups()) if m else None
 
@@ -75,13 +75,13 @@ def test_kernels_compile_without_spills():
         assert sum(instance_input(r) == 'bf16' for r in dims) == sum(instance_input(r) == 'fp16' for r in dims) == want, \
             f"{k}: one instance with DIMS per gate form and input type"
         assert len(rows) == 7 * per + 2 * want
-    # K2: 3 and 4 stages, each with and without CKPT (dispatch_bool) and DIMS, for bf16 and fp16 inputs; and with OUT32
-    # (fp32 outputs) at K = V = 128 without CKPT
+    # K2: 3 and 4 stages, each with and without CKPT (dispatch_bool) and DIMS, for bf16 and fp16 inputs; and with STATES
+    # (the states only) at K = V = 128 without CKPT
     k2 = [r for r in usage if r['kernel'] == KERNEL_NAMES[1]]
     assert all(k2_flags(r) is not None for r in k2)
-    out32 = [r for r in k2 if k2_flags(r)[2]]
-    assert sorted(map(instance_input, out32)) == ['bf16', 'bf16', 'fp16', 'fp16'] and \
-        all(k2_flags(r) == (False, False, True) for r in out32), "K2's fp32 outputs: K = V = 128, no checkpoints, 2 x 2"
+    states = [r for r in k2 if k2_flags(r)[2]]
+    assert sorted(map(instance_input, states)) == ['bf16', 'bf16', 'fp16', 'fp16'] and \
+        all(k2_flags(r) == (False, False, True) for r in states), "K2's states only: K = V = 128, no checkpoints, 2 x 2"
     k2 = [(instance_input(r), dims_of(r)) for r in k2 if not k2_flags(r)[2]]
     for dims in (False, True):
         assert [i for i, d in k2 if d is dims].count('bf16') == [i for i, d in k2 if d is dims].count('fp16') == 2 * 2
@@ -122,8 +122,7 @@ def test_binding_refuses_form_codes_out_of_range(tmp_path):
 def test_binding_takes_one_input_dtype(tmp_path):
     """The binding against launchers that launch nothing: q, k, v, g, beta and out in bfloat16 or in float16 get as far
     as the tensors; one of another dtype than q's is refused by name, and q of a dtype the kernels have no instance for
-    is refused as such, before the tensors are looked at. `out` in float32 is K2's fp32 outputs: taken on the 'chunked' path
-    at K = V = 128, refused by name on the other paths and at other head dims."""
+    is refused as such, before the tensors are looked at."""
     import torch
     try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_dtypes')
     except FileNotFoundError as e: pytest.skip(str(e))
@@ -138,21 +137,33 @@ def test_binding_takes_one_input_dtype(tmp_path):
     for dt, other, name in ((torch.float16, torch.bfloat16, 'Half'), (torch.bfloat16, torch.float16, 'BFloat16'),
                             (torch.bfloat16, torch.float32, 'BFloat16')):
         for n in ('k', 'v', 'g', 'beta', 'out'):
-            if n == 'out' and other == torch.float32: continue               # (K2's fp32 outputs: below)
             x = torch.zeros((1, 16, 2) if n == 'beta' else (1, 16, 2, 128), dtype=other)
             with pytest.raises(RuntimeError, match=f"{n} must have q's dtype {name}"): ext.kda_forward(*args(dt, **{n: x}))
-    for dt in (torch.bfloat16, torch.float16):
-        o32 = torch.zeros(1, 16, 2, 128)
-        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): ext.kda_forward(*args(dt, out=o32))
-        for path in ('fused', 'decode'):
-            with pytest.raises(RuntimeError, match="out may be float32 only on the 'chunked' path"):
-                ext.kda_forward(*args(dt, path, out=o32))
-        small = dict(q=torch.zeros(1, 16, 2, 64, dtype=dt), k=torch.zeros(1, 16, 2, 64, dtype=dt),
-                     g=torch.zeros(1, 16, 2, 64, dtype=dt))
-        with pytest.raises(RuntimeError, match="out may be float32 only on the 'chunked' path at K = V = 128"):
-            ext.kda_forward(*args(dt, out=o32, **small))
     for dt in (torch.float32, torch.float64):
         with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): ext.kda_forward(*args(dt))
+
+def test_binding_states_only_where_k2_has_them(tmp_path):
+    """`outputs=False` (K2's states only, §states) and `zero_values` (v read as zeros) get as far as the tensors on the
+    'chunked' path at K = V = 128 with a final state and no checkpoints, and are refused by name everywhere else, before
+    the tensors are looked at."""
+    import torch
+    try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_states')
+    except FileNotFoundError as e: pytest.skip(str(e))
+    def call(path='chunked', K=128, final=True, ckpt=False, keep=False, **kw):
+        q = torch.zeros(1, 16, 2, K, dtype=torch.bfloat16)
+        pool = torch.zeros(3, 2, 128, K)
+        offs = dict(ckpt_offsets=torch.zeros(1, 1, dtype=torch.long), ckpt_slots=torch.zeros(1, 1, dtype=torch.long)) if ckpt else {}
+        return ext.kda_forward(q, q, torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), q, torch.zeros(1, 16, 2, dtype=torch.bfloat16),
+                               0.1, torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), torch.zeros(2), torch.zeros(2, K), -5.0,
+                               None, pool if final else None, None, None, path, 1, 1.0, 4, True, 132, keep, 0, 0, 0,
+                               **offs, **kw)
+    for kw in (dict(outputs=False), dict(outputs=False, zero_values=True)):
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(**kw)
+        for bad, words in [(dict(path='fused'), "for the 'chunked' path"), (dict(path='decode'), "for the 'chunked' path"),
+                           (dict(K=64), "at K = V = 128"), (dict(ckpt=True), 'without checkpoints, got .* and checkpoints'),
+                           (dict(final=False), 'needs final_state')]:
+            with pytest.raises(RuntimeError, match=words): call(**bad, **kw)
+    with pytest.raises(RuntimeError, match='zero_values=True .* needs outputs=False'): call(zero_values=True)
 
 
 def test_binding_takes_head_dims(tmp_path):
@@ -495,7 +506,7 @@ def test_forms_grouped_value_heads(HV, gate, path, steps):
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize('steps', [1, 3])
 @pytest.mark.parametrize('seqlens', [None, AWKWARD])
-def test_kernels_fp32_outputs(dtype, steps, seqlens):
+def test_kernels_states_only(dtype, steps, seqlens):
     inp = random_inputs(2 if seqlens is None else 1, 333 if seqlens is None else 0, 4, 128, seqlens=seqlens,
                         device='cuda', seed=11, dtype=dtype)
     x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
@@ -504,29 +515,25 @@ def test_kernels_fp32_outputs(dtype, steps, seqlens):
     N = B if cu is None else cu.numel() - 1
     pool = torch.randn(N + 2, H, 128, 128, device='cuda')
     idx = torch.arange(N, device='cuda') + 1
-    idx[N // 2] = -1                                             # a padding sequence: zero outputs, no state
-    p = path_plan('chunked', 'fp32 outputs', B, T, H, N, cu is not None, sm_count(q.device), steps)
-    def run(out_dtype):
-        out, fs = torch.full(v.shape, float('nan'), device='cuda', dtype=out_dtype), pool.clone()
-        launch(p, q, x['k'], v, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
-               fs, fs, cu, idx)
+    idx[N // 2] = -1                                             # a padding sequence: no state read or written
+    p = path_plan('chunked', 'the states only', B, T, H, N, cu is not None, sm_count(q.device), steps)
+    def run(values, **kw):
+        out, fs = torch.full(v.shape, float('nan'), device='cuda', dtype=dtype), pool.clone()
+        launch(p, q, x['k'], values, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
+               fs, fs, cu, idx, **kw)
         return out, fs
-    o16, s16 = run(dtype)
-    o32, s32 = run(torch.float32)
-    assert torch.equal(o32.to(dtype), o16), "rounded, the fp32 outputs are the default call's"
-    assert torch.equal(s32, s16), "the same states"
-    lens = [T] * B if cu is None else (cu[1:] - cu[:-1]).tolist()
-    pad = torch.repeat_interleave(idx == -1, torch.tensor(lens, device='cuda')).view(1, -1) if cu is not None \
-        else (idx == -1).view(B, 1).expand(B, T)
-    assert (o32[pad] == 0).all() and torch.isfinite(o32).all()
-    h0 = pool[idx.clamp(min=0)].clone()
-    h0[idx < 0] = 0
-    o64, _ = kda_recurrent(**{**inp, 'initial_state': h0})
-    live = ~pad
-    assert rel_rms(o32[live], o64[live]) <= rel_rms(o16[live], o64[live])
-    with pytest.raises(RuntimeError, match="out may be float32 only on the 'chunked' path"):
+    o, s = run(v)
+    assert not o.isnan().any() and torch.equal(s[0], pool[0]) and not torch.equal(s, pool)
+    o_s, s_s = run(v, outputs=False)
+    assert o_s.isnan().all(), "out untouched"
+    assert torch.equal(s_s, s), "the states only: the default call's states, bit for bit"
+    _, s_zero = run(torch.zeros_like(v))
+    o_z, s_z = run(v, outputs=False, zero_values=True)
+    assert o_z.isnan().all() and torch.equal(s_z, s_zero), "zero_values: the states of a call on zero values"
+    assert not torch.equal(s_z, s)
+    with pytest.raises(RuntimeError, match="outputs=False .* is for the 'chunked' path"):
         launch(path_plan('fused', 'x', B, T, H, N, cu is not None, sm_count(q.device)), q, x['k'], v, x['g'], x['beta'],
-               x['scale'], torch.empty(v.shape, device='cuda'), x['A_log'], x['dt_bias'], x['lower_bound'], None, None, cu, None)
+               x['scale'], o.clone(), x['A_log'], x['dt_bias'], x['lower_bound'], None, pool.clone(), cu, None, outputs=False)
 
 
 from kda_nb.layout import same_values

@@ -294,18 +294,20 @@ def test_gradient_through_the_passes(monkeypatch, form):
 
 def kernels_on_the_host(monkeypatch, seg, path_name: str) -> list:
     """`seg` (kda_nb.segments) with its K1 + K2 launches stood in for by the fp64 chunked form, its plan patched to say
-    'chunked' on CPU and `kda` refused (`path_name`, the path under test, must not call it). Returns the list each
-    launch appends `(records, reuse_records, out.dtype, q, k, g, beta)` to."""
+    'chunked' on CPU and `kda` refused (`path_name`, the path under test, must not call it); `outputs=False` writes no
+    outputs and `zero_values` reads v as zeros, as K2's states only do. Returns the list each launch appends
+    `(records, reuse_records, out.dtype, q, k, g, beta, outputs, zero_values, v)` to."""
     import dataclasses
     from kda_nb.chunked import kda_chunked
     from kda_nb.layout import form_options
     launches = []
     def k1_k2_on_the_host(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, slots, *, form,
-                          records, reuse_records):
-        launches.append((records, reuse_records, out.dtype, q, k, g, beta))
-        o, S = kda_chunked(q, k, v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
+                          records, reuse_records, outputs=True, zero_values=False):
+        launches.append((records, reuse_records, out.dtype, q, k, g, beta, outputs, zero_values, v))
+        o, S = kda_chunked(q, k, torch.zeros_like(v) if zero_values else v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
                            cu_seqlens=cu, dtype=torch.float64, **form_options(form))
-        out.copy_(o); fs.copy_(S)
+        if outputs: out.copy_(o)
+        fs.copy_(S)
     real_plan = seg.plan
     monkeypatch.setattr(seg, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
     monkeypatch.setattr(seg, 'launch', k1_k2_on_the_host)
@@ -313,22 +315,28 @@ def kernels_on_the_host(monkeypatch, seg, path_name: str) -> list:
     return launches
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
-def test_passes_sharing_k1_glue(monkeypatch, form):
+@pytest.mark.parametrize('states_only', [False, True])
+def test_passes_sharing_k1_glue(monkeypatch, form, states_only):
     """`share_k1`: the first call makes K1's records, the other two reuse the same tensor on the same q, k, g and beta
     (the kernels stood in for by the fp64 chunked form, the plan patched to say 'chunked' on CPU): the recurrence's
-    results, three launches, no `kda` call."""
+    results, three launches, no `kda` call. With `states_only` (K = V = 128) the first two write no outputs, the
+    transitions' reading the caller's v as zeros; at other head dims it is not asked for."""
     import kda_nb.segments as seg
     launches = kernels_on_the_host(monkeypatch, seg, 'the shared path')
-    xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=8, dtype=torch.float64, state='fp64', seed=13,
+    D = 128 if states_only else 8
+    xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=D, V=D, dtype=torch.float64, state='fp64', seed=13,
                        gate='g~U(-8,8)', **form)
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
     ref_o, ref_S = kda_recurrent(*args, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'], **form)
     o, S = seg.kda_in_passes(*args, segments=32, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
-                             share_k1=True, **form)
+                             share_k1=True, states_only=True, **form)
     assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
     assert [r for _, r, *_ in launches] == [False, True, True]
+    flags = [(l[7], l[8]) for l in launches]
+    assert flags == ([(False, False), (False, True), (True, False)] if states_only else [(True, False)] * 3)
+    if states_only: assert launches[1][9] is launches[0][9], "the transitions read the caller's v, as zeros"
     first = launches[0]
-    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[3:], first[3:])) for l in launches)
+    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[3:7], first[3:7])) for l in launches)
     assert first[0].dtype == torch.uint8 and first[0].numel() > 0
 
 def test_shared_k1_by_segment_length(monkeypatch):

@@ -10,7 +10,7 @@ variable-length batches in every state format, `cu_seqlens` that no check has se
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
 kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads; two and four rows a thread), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
-(kda_entry_scan) on adversarial grids, K2's fp32 outputs, and the backward's two passes
+(kda_entry_scan) on adversarial grids, K2's states only, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
 """
 import os
@@ -264,19 +264,21 @@ for (HV, V, K), rows in (((2, 128, 128), 8), ((3, 100, 64), 16), ((2, 5, 37), 32
         E = ext.kda_entry_scan(initial, X, M, torch.tensor(grid, device='cuda'), rows, False)
         torch.cuda.synchronize()
     assert torch.isfinite(ext.kda_entry_scan(initial, X, M, torch.tensor([[0, 1, 2], [3, 4, 5]], device='cuda'), rows, True)).all()
-# K2's fp32 outputs on the chunked path, varlen with adversarial offsets and a pool with a padding slot
+# K2's states only (outputs=False, and with zero_values) on the chunked path, varlen with adversarial offsets and a pool
+# with a padding slot: out is left untouched
 from kda_nb.kernels import launch
 from kda_nb.plan import path_plan
 inp = random_inputs(1, 0, 2, 128, seqlens=[5, 0, 40, 17], state=None, device='cuda', seed=21)
 cu = inp['cu_seqlens'].clone()
 cu[1], cu[3] = -7, 2 ** 40
 pool = torch.randn(6, 2, 128, 128, device='cuda')
-for steps in (1, 3):
-    out = torch.empty(inp['v'].shape, device='cuda')
+for steps, zero in ((1, False), (3, False), (1, True)):
+    out = torch.full(inp['v'].shape, float('nan'), device='cuda', dtype=inp['v'].dtype)
     launch(path_plan('chunked', 'sanitizer', 1, inp['v'].shape[1], 2, 4, True, 132, steps), inp['q'], inp['k'], inp['v'],
            inp['g'], inp['beta'], inp['scale'], out, inp['A_log'], inp['dt_bias'], inp['lower_bound'], pool, pool, cu,
-           torch.tensor([2, -1, 9, 0], device='cuda'))
+           torch.tensor([2, -1, 9, 0], device='cuda'), outputs=False, zero_values=zero)
     torch.cuda.synchronize()
+    assert out.isnan().all()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
 '''
 

@@ -88,16 +88,22 @@ def main(argv=None) -> int:
 
 
 def kernel_chain_manners(args, seg, s0, o_w, s_w) -> dict:
-    """The passes with the chain as one kernel, timed: in turn ('scan_kernel') and with one K1 among them
-    ('shared_k1_kernel'); each checked against the whole call."""
+    """The passes with the chain as one kernel, timed: in turn ('scan_kernel'), with one K1 among them
+    ('shared_k1_kernel'), and so with K2's states only in the first two ('shared_k1_states'); each checked against the
+    whole call, and the last two against each other (the same bits: the states only change no state)."""
     manners, switch = {}, kda_nb.plan.SPLIT_SCAN_KERNEL
     kda_nb.plan.SPLIT_SCAN_KERNEL = True
     try:
-        for name, kw in (('scan_kernel', dict(first='serial', share_k1=False)), ('shared_k1_kernel', dict(share_k1=True))):
+        made = {}
+        for name, kw in (('scan_kernel', dict(first='serial', share_k1=False)),
+                         ('shared_k1_kernel', dict(share_k1=True, states_only=False)),
+                         ('shared_k1_states', dict(share_k1=True, states_only=True))):
             with torch.no_grad():
                 manners[f'ms_{name}'] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
-                o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
+                made[name] = o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
             assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, name
+        a, b = made['shared_k1_kernel'], made['shared_k1_states']
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]), "the states only: the same bits"
     finally:
         kda_nb.plan.SPLIT_SCAN_KERNEL = switch
     return manners
