@@ -143,6 +143,8 @@ struct DecodeArgs : Args {
     int64_t replay_total = 0;
     int k3_rows = 2;                    // rows a thread of K3 updates: 2, or 4 with eager_loads (kda_decode.cu §four rows;
                                         // last: read by the launcher only)
+    int k3_wide = 0;                    // one block per (sequence, head), its state read in bf16 or not at all
+                                        // (kda_decode.cu §wide; eager, two rows, K = V = 128; last: read by the launcher only)
 };
 
 // The backward's passes over the chunks of each sequence (kda_bwd_states.cu). Chunks are in step-major rows:

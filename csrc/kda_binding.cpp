@@ -11,7 +11,9 @@
 //       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h);
 //       with ckpt_offsets and ckpt_slots ('chunked' only), K2 stores the states at chosen 16-aligned offsets of each
 //       sequence into chosen pool slots (kda_checks.h §checkpoints); with outputs=False ('chunked' only, K = V = 128, no
-//       checkpoints), K2 writes the states only, and with zero_values also reads v as zeros (§states)
+//       checkpoints), K2 writes the states only, and with zero_values also reads v as zeros (§states); with k3_wide
+//       ('decode' with eager_loads and two rows, no token_slots, K = V = 128, a state read in bf16 or none), K3 runs
+//       one block per (sequence, head) (kda_decode.cu §wide)
 //   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
 //   kda_bwd_states(...), kda_bwd_dstates(...)  the backward's two passes over each sequence's chunks, on those
 //                                 tiles and the caller's v and dO (kda_bwd_states.cu)
@@ -147,7 +149,7 @@ kda::FwdPlan checked_plan(const std::string& path, int64_t steps, double growth,
 }
 
 int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, int64_t norm_form, bool eager_loads,
-                         int64_t k3_rows) {
+                         int64_t k3_rows, bool k3_wide) {
     auto plan = std::make_shared<DecodePlan>();
     plan->c = prepare(KDA_CALL_TENSORS, false, gate_form, beta_form, norm_form);
     const Call& c = plan->c;
@@ -161,6 +163,7 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
     if (c.varlen) require_as_is(*cu_seqlens, c.cu, "cu_seqlens", "contiguous and on q's device");
     if (c.pooled) require_as_is(*state_indices, c.slots, "state_indices");
     plan->a = decode_args(c, scale, lower_bound, eager_loads, k3_rows);
+    plan->a.k3_wide = k3_wide;
     const std::lock_guard<std::mutex> lock(plans_mutex);
     const int64_t id = next_plan++;
     plans.emplace(id, std::move(plan));
@@ -191,12 +194,14 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // 'chunked' only, at K = V = 128 without checkpoints, with final_state: outputs=False writes the states only (K2's STATES
 // instances, kda_recurrence.cuh §states: out is left as it is, and the states have the bits of a full call's), and
 // zero_values then reads v as zeros (v's shape counts, its values are not read): a segment's transition.
+// 'decode' with eager_loads and two rows, without token_slots, at K = V = 128, with initial_state in bf16 or none:
+// k3_wide runs K3's wide instances, one block per (sequence, head) (kda_decode.cu §wide; the same bits).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
                     bool k1_persistent, int64_t sms, bool keep, int64_t gate_form, int64_t beta_form,
                     int64_t norm_form, bool eager_loads, int64_t k3_rows, c10::optional<torch::Tensor> token_slots,
                     bool write_final, c10::optional<torch::Tensor> records, bool reuse_records,
                     c10::optional<torch::Tensor> ckpt_offsets, c10::optional<torch::Tensor> ckpt_slots,
-                    c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values) {
+                    c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values, bool k3_wide) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
     TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", k3_rows,
@@ -217,6 +222,14 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                 path, "' with q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str(),
                 ckpt_offsets.has_value() ? " and checkpoints" : "");
     TORCH_CHECK(outputs || final_state.has_value(), "outputs=False (the states only) needs final_state: it is all the call writes");
+    // §wide: K3 one block a head, where its instances are: eager, two rows, no per-token stores, K = V = 128, a bf16 state in
+    TORCH_CHECK(!k3_wide || (path == "decode" && eager_loads && k3_rows == 2 && !token_slots.has_value() && q.dim() == 4 &&
+                             v.dim() == 4 && q.size(-1) == 128 && v.size(-1) == 128),
+                "k3_wide (K3 one block a head) is for the 'decode' path with eager_loads, two rows, no token_slots and "
+                "K = V = 128, got path '", path, "' with q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str());
+    TORCH_CHECK(!k3_wide || !initial_state.has_value() || initial_state->scalar_type() == at::kBFloat16,
+                "k3_wide reads the state in bfloat16: initial_state must be bfloat16 or None, got ",
+                initial_state.has_value() ? initial_state->scalar_type() : at::kBFloat16);
     input_kind_of(q, k, v, g, beta, out);             // one dtype, bf16 or fp16 (kda_checks.h §input; prepare keeps it)
     // the head dims (kda_checks.h §dims), before the device: K and V multiples of 8 up to 128; the fused kernel 128 only
     if (q.dim() == 4) check_head_dim(q.size(3), "q's K (its last dim)", q);
@@ -228,14 +241,16 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     const c10::DeviceGuard guard(q.device());
     if (keep) return keep_decode_step(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state,
                                       final_state, cu_seqlens, state_indices, gate_form, beta_form, norm_form, eager_loads,
-                                      k3_rows);
+                                      k3_rows, k3_wide);
     const Call c = prepare(KDA_CALL_TENSORS, path != "decode", gate_form, beta_form, norm_form);
     cudaError_t err;
     if (path == "decode") {
         if (token_slots.has_value()) token_slots_fit(*token_slots, c.N, q);
         const int64_t per_slot = replay.has_value() ? replay_fit(*replay, path, keep, token_slots.has_value(), c, q) : 0;
-        err = kda::launch_decode(decode_args(c, scale, lower_bound, eager_loads, k3_rows, token_slots, write_final,
-                                             replay.has_value() ? &*replay : nullptr, per_slot), c.stream);
+        kda::DecodeArgs a = decode_args(c, scale, lower_bound, eager_loads, k3_rows, token_slots, write_final,
+                                        replay.has_value() ? &*replay : nullptr, per_slot);
+        a.k3_wide = k3_wide;
+        err = kda::launch_decode(a, c.stream);
         TORCH_CHECK(err == cudaSuccess, "kda_decode launch failed: ", cudaGetErrorString(err));
     } else {
         torch::Tensor tables;
@@ -582,7 +597,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("eager_loads") = false, py::arg("k3_rows") = 2,
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
-          py::arg("replay") = py::none(), py::arg("outputs") = true, py::arg("zero_values") = false);
+          py::arg("replay") = py::none(), py::arg("outputs") = true, py::arg("zero_values") = false,
+          py::arg("k3_wide") = false);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

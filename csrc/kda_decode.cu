@@ -343,29 +343,22 @@ __device__ __forceinline__ void issue_state(const DecodeArgs& p, DecodeSmem& sm,
     }
 }
 
-template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false, int R = DEC_ROWS>
-__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+// §item: a block's work on one item `cur`, its tokens through its state, whose slices the bulk copies of issue_state
+// leave in the state buffers (fp32-sized ones; with WIDE bf16-sized ones from `slice0` on, §wide), each completing
+// its barrier of `bars`
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY, int R, bool WIDE>
+__device__ __forceinline__ void decode_run(const DecodeArgs& p, DecodeSmem& sm, const DecodeItem& cur, int KD, int VD,
+                                           int slice0, uint64_t* bars) {
     static_assert(!(EAGER && DIMS), "the eager instances take K = V = 128");
     static_assert(R == DEC_ROWS || (R == 4 && EAGER), "four rows a thread: the eager instances only (§four rows)");
+    static_assert(!WIDE || (EAGER && !DIMS && !STORES && !REPLAY && R == DEC_ROWS), "wide: eager, two rows, K = V = 128");
     constexpr int PR = 4 * DEC_WARPS * R;                           // state rows updated at once: a slice, or both
     constexpr int PASSES = DEC_BLOCK_ROWS / PR;                     // ... the passes over the block's rows
     static_assert(!REPLAY || (STORES && EAGER), "a replay read in place stores its state after the replayed tokens (eager instances)");
     using T = typename In<IN>::T;
-    extern __shared__ __align__(128) uint8_t dec_smem[];
-    DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = lane & (DEC_LANES - 1), r = lane / DEC_LANES;
     // local rows of this thread in a pass: 4 R warp + r + 4 i, i < R (a warp's rows are contiguous)
     auto row_of = [&](int i) { return 4 * R * warp + r + 4 * i; };
-    const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // the head dims (§dims)
-    const int pairs = DIMS ? (VD + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
-    const DecodeItem cur = decode_item(p, blockIdx.x, pairs, KD, VD);
-    if (threadIdx.x == 0) {                                         // the slices are asked for before anything else
-#pragma unroll
-        for (int s = 0; s < DEC_SLICES; ++s) mbar_init(&sm.bar[s], 1);
-        mbar_init_fence();
-        issue_state<DIMS>(p, sm, cur, KD, VD);
-    }
-    __syncthreads();
     T* out = static_cast<T*>(p.out);
     {
         const int n = cur.n, h = cur.h, vbase = cur.vp * DEC_BLOCK_ROWS;
@@ -404,7 +397,7 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
         auto load_state = [&]() {
             if (cur.reads)
 #pragma unroll
-                for (int s = vrow / DEC_VB; s < (vrow + PR) / DEC_VB; ++s) mbar_wait(&sm.bar[s], 0);
+                for (int s = vrow / DEC_VB; s < (vrow + PR) / DEC_VB; ++s) mbar_wait(&bars[s], 0);
 #pragma unroll
             for (int i = 0; i < R; ++i)
 #pragma unroll
@@ -414,7 +407,9 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
                     const int e = (R == DEC_ROWS ? row_of(i) : (vrow + row_of(i)) % DEC_VB) * KD + 32 * m + 4 * j;
                     if (!inside(row_of(i), 32 * m + 4 * j)) {
                     } else if (cur.reads && p.state_in_kind == STATE_FP32) s = lds4(sm.state[buf] + e);
-                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(reinterpret_cast<const __nv_bfloat16*>(sm.state[buf]) + e));
+                    else if (cur.reads) s = bf16x4(*reinterpret_cast<const uint2*>(
+                        (WIDE ? reinterpret_cast<const __nv_bfloat16*>(sm.state) + (slice0 + buf) * DEC_VB * D
+                              : reinterpret_cast<const __nv_bfloat16*>(sm.state[buf])) + e));
                     S[i][4 * m] = s.x; S[i][4 * m + 1] = s.y; S[i][4 * m + 2] = s.z; S[i][4 * m + 3] = s.w;
                 }
         };
@@ -543,11 +538,88 @@ __global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(Decode
     }
 }
 
+template <GateForm GF, bool FORMS, bool STORES, bool DIMS, int IN, bool EAGER, bool REPLAY = false, int R = DEC_ROWS>
+__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode(DecodeArgs p) {
+    extern __shared__ __align__(128) uint8_t dec_smem[];
+    DecodeSmem& sm = *reinterpret_cast<DecodeSmem*>(dec_smem);
+    const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;     // the head dims (§dims)
+    const int pairs = DIMS ? (VD + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
+    const DecodeItem cur = decode_item(p, blockIdx.x, pairs, KD, VD);
+    if (threadIdx.x == 0) {                                         // the slices are asked for before anything else
+#pragma unroll
+        for (int s = 0; s < DEC_SLICES; ++s) mbar_init(&sm.bar[s], 1);
+        mbar_init_fence();
+        issue_state<DIMS>(p, sm, cur, KD, VD);
+    }
+    __syncthreads();
+    decode_run<GF, FORMS, STORES, DIMS, IN, EAGER, REPLAY, R, false>(p, sm, cur, KD, VD, 0, sm.bar);
+}
+
+// §wide: K3's wide instances (DecodeArgs::k3_wide; eager, two rows a thread, K = V = 128, no per-token stores) take
+// a state that is read in bf16, or not read: one block per (sequence, head) runs both of its items, the pairs of
+// slices one after the other, as two blocks would. The four bf16 slices fit the two fp32-sized buffers, so the block
+// asks for all four at once (each with its own barrier) and the second pair's bytes arrive while the first is updated:
+// a block moves the bytes of an fp32 one, where a block of the pair instances moves half of them in about the same
+// time. Each item's arithmetic is the pair instance's, in the same order, so the outputs and states are the same bits.
+struct DecodeWideSmem {
+    DecodeSmem sm;
+    uint64_t bar[DEC_PAIRS * DEC_SLICES];     // slice s of pair i: bar[DEC_SLICES i + s], its buffer DEC_SLICES i + s
+};
+
+template <GateForm GF, bool FORMS, int IN>
+__global__ void __launch_bounds__(DEC_THREADS, DEC_MIN_BLOCKS) kda_decode_wide(DecodeArgs p) {
+    extern __shared__ __align__(128) uint8_t dec_smem[];
+    DecodeWideSmem& w = *reinterpret_cast<DecodeWideSmem*>(dec_smem);
+    auto item = [&](int i) { return decode_item(p, static_cast<int64_t>(blockIdx.x) * DEC_PAIRS + i, DEC_PAIRS, D, D); };
+    if (threadIdx.x == 0) {                                         // every slice of the head asked for at once
+#pragma unroll
+        for (int s = 0; s < DEC_PAIRS * DEC_SLICES; ++s) mbar_init(&w.bar[s], 1);
+        mbar_init_fence();
+#pragma unroll
+        for (int i = 0; i < DEC_PAIRS; ++i) {
+            const DecodeItem x = item(i);
+            if (!x.reads) continue;                                 // (the launcher takes bf16 states in, or none)
+#pragma unroll
+            for (int s = 0; s < DEC_SLICES; ++s) {
+                constexpr int bytes = DEC_VB * D * 2;
+                mbar_arrive_expect_tx(&w.bar[DEC_SLICES * i + s], bytes);
+                bulk_copy_g2s(reinterpret_cast<__nv_bfloat16*>(w.sm.state) + (DEC_SLICES * i + s) * DEC_VB * D,
+                              static_cast<const __nv_bfloat16*>(p.state_in) + x.sbase + s * DEC_VB * D, bytes,
+                              &w.bar[DEC_SLICES * i + s]);
+            }
+        }
+    }
+    __syncthreads();
+#pragma unroll 1
+    for (int i = 0; i < DEC_PAIRS; ++i) {
+        if (i > 0) __syncthreads();                                 // the first item is done with the staged tokens
+        decode_run<GF, FORMS, false, false, IN, true, false, DEC_ROWS, true>(p, w.sm, item(i), D, D, DEC_SLICES * i,
+                                                                            w.bar + DEC_SLICES * i);
+    }
+}
+
 cudaError_t launch_decode(const DecodeArgs& a, cudaStream_t stream) {
     if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
     if (a.replay_table && (native_dims(a.dim_k, a.dim_v) || !a.token_slots)) return cudaErrorInvalidValue;   // (§replay)
     if (a.k3_rows != DEC_ROWS && (a.k3_rows != 4 || !a.eager_loads)) return cudaErrorInvalidValue;      // (§four rows)
     const bool dims = native_dims(a.dim_k, a.dim_v);
+    if (a.k3_wide) {                                                // §wide: one block per (sequence, head)
+        if (dims || !a.eager_loads || a.k3_rows != DEC_ROWS || a.token_slots || a.replay_table ||
+            a.state_in_kind == STATE_FP32)
+            return cudaErrorInvalidValue;
+        const int64_t heads = static_cast<int64_t>(a.n_seq) * a.H;
+        if (heads == 0) return cudaSuccess;
+        if (heads > INT32_MAX) return cudaErrorInvalidConfiguration;
+        constexpr int smem = sizeof(DecodeWideSmem);
+        static_assert(smem <= 48 * 1024, "fits the default dynamic shared memory");
+        return dispatch_fwd_dims(a.gate_form, a.beta_form, a.norm_form, a.group_shift, a.input_kind, false,
+                                 [&](auto gf, auto forms, auto in, auto dm) {
+            if constexpr (!decltype(dm)::value)
+                kda_decode_wide<static_cast<GateForm>(decltype(gf)::value), decltype(forms)::value, decltype(in)::value>
+                    <<<static_cast<unsigned>(heads), DEC_THREADS, smem, stream>>>(a);
+            return cudaGetLastError();
+        });
+    }
     // one per (sequence, head, pair of slices); with DIMS the pairs that hold rows < V
     const int pairs = dims ? (a.dim_v + DEC_BLOCK_ROWS - 1) / DEC_BLOCK_ROWS : DEC_PAIRS;
     const int64_t blocks = static_cast<int64_t>(a.n_seq) * a.H * pairs;

@@ -20,11 +20,11 @@ import torch
 from .layout import Form
 
 # %% auto #0
-__all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'FUSED_KERNEL',
-           'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'SHOWN_LINES', 'RECORD_BYTES',
-           'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units', 'nvcc_resource_usage',
-           'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers', 'kernels_unavailable_reason',
-           'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
+__all__ = ['CSRC_FILES', 'KERNEL_UNITS', 'KERNEL_PATHS', 'KERNEL_NAMES', 'LAYOUT_KERNEL', 'DECODE_KERNEL', 'DECODE_WIDE_KERNEL',
+           'FUSED_KERNEL', 'SCAN_KERNEL', 'BACKWARD_KERNELS', 'CUDA_FLAGS', 'TORCH_NVCC_DEFINES', 'ARCH', 'SHOWN_LINES',
+           'RECORD_BYTES', 'STUB_LAUNCHERS', 'csrc_dir', 'show_source', 'workspace_bytes', 'kernel_units',
+           'nvcc_resource_usage', 'instance_input', 'check_binding_compiles', 'binding_with_stub_launchers',
+           'kernels_unavailable_reason', 'load_kernels', 'binding_entry_points', 'build_extension', 'launch']
 
 # %% ../nbs/04_kernels.ipynb #c1f7a26d
 CSRC_FILES = ('kda_layout.cuh', 'kda_args.h', 'kda_launch.h', 'kda_common.cuh', 'kda_activations.cuh',
@@ -38,6 +38,7 @@ KERNEL_PATHS = ('decode', 'fused', 'chunked')              # the paths kda_forwa
 KERNEL_NAMES = ('kda_fwd_prepare', 'kda_fwd_recurrence')   # what a profiler's regex should match
 LAYOUT_KERNEL = 'kda_fwd_layout'                           # the small kernel before them (variable lengths)
 DECODE_KERNEL = 'kda_decode'                               # K3, the token recurrence for short sequences (04a_decode)
+DECODE_WIDE_KERNEL = 'kda_decode_wide'                     # K3 one block per (sequence, head), a bf16 state (04a_decode)
 FUSED_KERNEL = 'kda_fwd_fused'                             # K1 and K2 in one kernel, for batches of long sequences (v5)
 SCAN_KERNEL = 'kda_entry_scan'                             # the chain of entry states between passes over segments (10a)
 BACKWARD_KERNELS = ('kda_bwd_prepare', 'kda_bwd_states', 'kda_bwd_dstates', 'kda_bwd_adjoint')   # the backward's four (04c_backward_kernels; the two passes run dstates first)
@@ -94,7 +95,7 @@ def nvcc_resource_usage(arch: str = 'sm_90a', folder: Path | None = None, units:
     files = kernel_units(folder) if units is None else list(units)
     # One unit, as load_inline compiles them: the compiler's choices for one kernel depend on the others
     # beside it (a kernel built alone can hide a spill the unit has).
-    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS, SCAN_KERNEL)
+    names = (*KERNEL_NAMES, FUSED_KERNEL, LAYOUT_KERNEL, DECODE_WIDE_KERNEL, DECODE_KERNEL, *BACKWARD_KERNELS, SCAN_KERNEL)
     home = {k: next((f for f in files if re.search(rf'\b{k}\s*\(', (folder / f).read_text())), None) for k in names}
     with tempfile.TemporaryDirectory() as tmp:
         unit = Path(tmp) / 'kda_nb_kernels.cu'
@@ -246,7 +247,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
            state_indices, *, keep: bool = False, form: Form | None = None, token_slots: torch.Tensor | None = None,
            write_final: bool = True, records: torch.Tensor | None = None, reuse_records: bool = False,
            ckpt_offsets: torch.Tensor | None = None, ckpt_slots: torch.Tensor | None = None, replay: list | None = None,
-           outputs: bool = True, zero_values: bool = False):
+           outputs: bool = True, zero_values: bool = False, k3_wide: bool = False):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
@@ -260,7 +261,8 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     tokens of sequence n (a multiple of 16, or its length; 0: its initial state) into `final_state[ckpt_slots[n, c]]`;
     any other offset, or a slot outside the pool, stores nothing. `replay`: 04a's *Replay read in place*. 'chunked' at
     K = V = 128 without checkpoints: `outputs=False` writes the states only (*The states only*: `out` is left as it is),
-    and `zero_values` then reads `v` as zeros."""
+    and `zero_values` then reads `v` as zeros. 'decode' with eager loads and two rows a thread, no `token_slots`, K = V =
+    128 and the state in bf16 or none: `k3_wide` runs K3 one block per (sequence, head) (04a's *One block a head*)."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _ext or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
@@ -268,11 +270,11 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
             plan.k1_grid == 'persistent', plan.sms, keep, *(form.codes if form is not None else (0, 0, 0)),
             plan.k3_loads == 'eager', plan.k3_rows)
     # positionally, and the optional tensors only where a call has them: every argument pybind converts is host time,
-    # which a small decode step feels (about 0.3 us each for the trailing nine)
+    # which a small decode step feels (about 0.3 us each for the trailing ten)
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
-            and ckpt_slots is None and replay is None and outputs and not zero_values:
+            and ckpt_slots is None and replay is None and outputs and not zero_values and not k3_wide:
         made = ext.kda_forward(*args)
     else:
         made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, replay,
-                               outputs, zero_values)
+                               outputs, zero_values, k3_wide)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

@@ -42,8 +42,10 @@ def ckpt_of(row: dict) -> bool | None:
 @pytest.mark.skipif(shutil.which('nvcc') is None and not os.environ.get('CUDA_HOME'), reason="needs nvcc")
 def test_kernels_compile_without_spills():
     usage = nvcc_resource_usage()
-    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, FUSED_KERNEL, *BACKWARD_KERNELS,
-                                           SCAN_KERNEL}
+    assert {r['kernel'] for r in usage} == {*KERNEL_NAMES, LAYOUT_KERNEL, DECODE_KERNEL, DECODE_WIDE_KERNEL, FUSED_KERNEL,
+                                           *BACKWARD_KERNELS, SCAN_KERNEL}
+    wide = [r for r in usage if r['kernel'] == DECODE_WIDE_KERNEL]     # K3 one block a head: K = V = 128, per form
+    assert sorted(map(instance_input, wide)) == ['bf16'] * 4 + ['fp16'] * 3, "K3's wide instances: one per form and input type"
     assert all(r['file'] in KERNEL_UNITS for r in usage)
     # K = V = 128: bf16: K1, the fused kernel and K3 once per gate form and for FlashKDA's form; fp16: once per gate form
     # (dispatch_fwd). DIMS (dispatch_fwd_dims): K1 and K3 once per gate form and input type. K3 each with and without
@@ -142,21 +144,22 @@ def test_binding_takes_one_input_dtype(tmp_path):
     for dt in (torch.float32, torch.float64):
         with pytest.raises(RuntimeError, match='q must be bfloat16 or float16'): ext.kda_forward(*args(dt))
 
-def test_binding_states_only_where_k2_has_them(tmp_path):
+def test_binding_flags_where_the_kernels_have_them(tmp_path):
     """`outputs=False` (K2's states only, §states) and `zero_values` (v read as zeros) get as far as the tensors on the
-    'chunked' path at K = V = 128 with a final state and no checkpoints, and are refused by name everywhere else, before
-    the tensors are looked at."""
+    'chunked' path at K = V = 128 with a final state and no checkpoints; `k3_wide` (K3 one block a head, §wide) on the
+    'decode' path with eager loads, two rows, no per-token stores, K = V = 128 and a bf16 state in or none. Each is
+    refused by name everywhere else, before the tensors are looked at."""
     import torch
     try: ext = binding_with_stub_launchers(tmp_path, 'kda_binding_states')
     except FileNotFoundError as e: pytest.skip(str(e))
-    def call(path='chunked', K=128, final=True, ckpt=False, keep=False, **kw):
+    def call(path='chunked', K=128, final=True, ckpt=False, keep=False, state=torch.float32, initial=False, **kw):
         q = torch.zeros(1, 16, 2, K, dtype=torch.bfloat16)
-        pool = torch.zeros(3, 2, 128, K)
+        pool = torch.zeros(3, 2, 128, K, dtype=state)
         offs = dict(ckpt_offsets=torch.zeros(1, 1, dtype=torch.long), ckpt_slots=torch.zeros(1, 1, dtype=torch.long)) if ckpt else {}
         return ext.kda_forward(q, q, torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), q, torch.zeros(1, 16, 2, dtype=torch.bfloat16),
                                0.1, torch.zeros(1, 16, 2, 128, dtype=torch.bfloat16), torch.zeros(2), torch.zeros(2, K), -5.0,
-                               None, pool if final else None, None, None, path, 1, 1.0, 4, True, 132, keep, 0, 0, 0,
-                               **offs, **kw)
+                               pool if initial else None, pool if final else None, None, None, path, 1, 1.0, 4,
+                               True, 132, keep, 0, 0, 0, **offs, **kw)
     for kw in (dict(outputs=False), dict(outputs=False, zero_values=True)):
         with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(**kw)
         for bad, words in [(dict(path='fused'), "for the 'chunked' path"), (dict(path='decode'), "for the 'chunked' path"),
@@ -164,6 +167,14 @@ def test_binding_states_only_where_k2_has_them(tmp_path):
                            (dict(final=False), 'needs final_state')]:
             with pytest.raises(RuntimeError, match=words): call(**bad, **kw)
     with pytest.raises(RuntimeError, match='zero_values=True .* needs outputs=False'): call(zero_values=True)
+    wide = dict(path='decode', eager_loads=True, k3_wide=True)
+    for ok in (dict(), dict(initial=True, state=torch.bfloat16), dict(keep=True, initial=True, state=torch.bfloat16)):
+        with pytest.raises(RuntimeError, match='q must be a CUDA tensor'): call(**(wide | ok))
+    for bad, words in [(dict(path='chunked', eager_loads=False), "for the 'decode' path"), (dict(eager_loads=False), 'with eager_loads'),
+                       (dict(k3_rows=4), 'two rows'), (dict(K=64), 'K = V = 128'),
+                       (dict(token_slots=torch.zeros(1, 1, dtype=torch.long)), 'no token_slots'),
+                       (dict(initial=True), 'initial_state must be bfloat16 or None, got Float')]:
+        with pytest.raises(RuntimeError, match=words): call(**(wide | bad))
 
 
 def test_binding_takes_head_dims(tmp_path):

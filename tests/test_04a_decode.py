@@ -722,3 +722,38 @@ def test_tokens_at_once_is_the_recurrence():
                                        la[:t + 1].reshape(-1, H, K), b[:t + 1].reshape(-1, H), 0.25, S.clone())
             assert torch.allclose(states[t], ref_s, rtol=1e-10, atol=1e-10), (d, t)
         assert torch.isfinite(o).all() and torch.isfinite(states).all()
+
+
+WIDE_CASES = {
+    '1 x 1 token, bf16 pool': ([1], 4, torch.bfloat16, None, False, False, torch.bfloat16),
+    '256 x 1 token, bf16 pool': ([1] * 256, 8, torch.bfloat16, None, False, False, torch.bfloat16),
+    '256 x 4 tokens, bf16 pool': EAGER_CASES['256 x 4 tokens, bf16 pool'],
+    'varlen, empties, longer than a tile, padding slots, softplus, bf16 pool': ([1, 0, 3, 8, 0, 9, 19] * 40, 8,
+                                                                               torch.bfloat16, 'softplus', True, False,
+                                                                               torch.bfloat16),
+    'no state in, fp16': EAGER_CASES['no state in, fp16'],
+}
+
+@needs_kernels
+@pytest.mark.parametrize('case', list(WIDE_CASES))
+def test_decode_wide_same_bits(case):
+    """K3 one block a head (`k3_wide`) against the pair instances (two blocks a head), eager and two rows a thread both:
+    the outputs and the whole pool bit for bit the same, one and several tokens, sequences longer than a tile, empty
+    ones, padding slots, the softplus gate, fp16 inputs and no state in included; an fp32 state in is refused by name."""
+    inp, form, x, base, read, _ = k3_pool_case(WIDE_CASES[case], seed=52, read_seed=2)
+    N, H = len(WIDE_CASES[case][0]), WIDE_CASES[case][1]
+    def run(wide: bool, pool_dtype=None):
+        pool = None if base is None else base.to(pool_dtype or base.dtype, copy=True)
+        fs = pool if pool is not None else torch.full((N, H, 128, 128), float('nan'), device='cuda')
+        out = torch.full_like(inp['v'], float('nan'))
+        launch(decode_plan('', True, False), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out, x.get('A_log'),
+               x.get('dt_bias'), x['lower_bound'], pool, fs, x['cu_seqlens'], None if pool is None else read.cuda(),
+               form=form, k3_wide=wide)
+        return out, fs
+    o1, s1 = run(True)
+    o0, s0 = run(False)
+    assert torch.isfinite(o0).all() and (base is None or torch.isfinite(s0.float()).all())
+    assert torch.equal(o1, o0), f"outputs differ: {rel_rms(o1, o0):.2e}"
+    assert torch.equal(s1, s0), f"states differ: {rel_rms(s1.float(), s0.float()):.2e}"
+    if base is not None:
+        with pytest.raises(RuntimeError, match='k3_wide reads the state in bfloat16'): run(True, torch.float32)

@@ -8,7 +8,7 @@ A lab harness beside the library (the kernels notebook's *Memory and race checks
 `SANITIZE_CASE` is a script run in a child process under `compute-sanitizer --tool <tool>`: fixed and
 variable-length batches in every state format, `cu_seqlens` that no check has seen, a state pool with a
 padding sequence and an index outside the pool, misaligned views, the pipeline (`steps=3`) and the fused
-kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads; two and four rows a thread), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
+kernel (`path='fused'`), K3 with adversarial offsets and adversarial per-token store tables (with and without eager loads; two and four rows a thread; one block a head), K3 reading a replay in place from adversarial tables, K2 and the fused kernel with adversarial checkpoint tables, a prepared decode step fed unchecked values, head dims below 128 (K1 + K2 and K3 on
 tensors at their own K, V: pools, states, checkpoints, adversarial offsets), the chain of entry states
 (kda_entry_scan) on adversarial grids, K2's states only, and the backward's two passes
 (`kda_backward_cuda`) on fixed, varlen and adversarial batches, bf16 and fp16 inputs.
@@ -131,6 +131,23 @@ try:
             torch.cuda.synchronize()
 finally:
     plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS, plan_switches.K3_FOUR_ROWS_MIN_TOKENS = was, was_four, was_min
+# K3 one block a head (04a_decode, *One block a head*; launch's k3_wide): the same adversarial offsets, padding slots and
+# slots outside the pool, a bf16 pool and no state in
+from kda_nb.kernels import launch as launch_kernels
+from kda_nb.plan import decode_plan
+for cu_tail in ([], [-5, 2 ** 40]):
+    inp = random_inputs(1, 0, 8, 128, seqlens=[1, 0, 3, 9] * (N // 4), state=None, device='cuda', seed=15)
+    cu = inp['cu_seqlens'].clone()
+    if cu_tail: cu[-3:-1] = torch.tensor(cu_tail, device='cuda')
+    pool = torch.randn(N + 4, 8, 128, 128, device='cuda').bfloat16()
+    idx = torch.randperm(N, device='cuda')
+    idx[::9], idx[5::11] = -1, N + 7
+    for s_in, slots in ((pool, idx), (None, None)):
+        fs = pool if s_in is not None else torch.empty(N, 8, 128, 128, device='cuda')
+        launch_kernels(decode_plan('sanitizer', True, False), inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'],
+                       inp['scale'], torch.empty_like(inp['v']), inp['A_log'], inp['dt_bias'], inp['lower_bound'], s_in, fs,
+                       cu, slots, k3_wide=True)
+        torch.cuda.synchronize()
 # K3 reading a replay in place (04a_decode, *Replay read in place*): replay tables no check has seen (counts negative,
 # past the records and past the sequence; batch rows negative and past the batch), adversarial offsets, padding slots
 # and slots outside the pool; two rows a thread and four (K3_FOUR_ROWS)
