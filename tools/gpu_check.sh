@@ -18,13 +18,13 @@
 # the binding's surface test (04b's test_binding_takes_the_plan, built by the host compiler against stand-in
 # launchers; it crashed with a segmentation fault on an H100 at ea8c1f4 and passes on CPU machines: run alone, with
 # Python's fault handler and its output shown, each case named before its call); K2's states only (04's
-# test_kernels_states_only) and every GPU test of 10a (the passes over segments), then the passes timed beside each other,
-# the shared K1 with and without K2's states only among them (python tools/segments_probe.py --passes --quick, JSON in
-# the logs); K3's tests (04a, 11: one block a head, four rows, on for 4 tokens a sequence, stores, eager loads, replay
-# read in place), and K3 one block a head timed beside two on a bf16 pool's one-token step (k3_wide.txt in the logs); tools/sanitize.py; and last the one-token step and the verification of 4 drafts with
-# four rows beside two, in the same rounds (python -m kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N ''
-# --gates safe, its record in the logs). Point it at what lands next. NEW_K: the 04a/11 tests' -k expression (NEW_K= :
-# every GPU test of 04a and 11).
+# test_kernels_states_only) and every GPU test of 10a (the passes over segments); K3's tests (04a, 11: one block a head,
+# four rows, stores, eager loads, replay read in place) and K3 one block a head timed beside two on a bf16 pool's
+# one-token step (k3_wide.txt in the logs); the passes timed beside each other, the shared K1 with and without K2's
+# states only among them (python tools/segments_probe.py --passes --quick, JSON in the logs); tools/sanitize.py; and last
+# the one-token step and the verification of 4 drafts with four rows beside two, in the same rounds (python -m
+# kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N '' --gates safe, its record in the logs). Point it at
+# what lands next. NEW_K: the 04a/11 tests' -k expression (NEW_K= : every GPU test of 04a and 11).
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --train-base checks this tree's whole API against BASE's whole tree bitwise (python -m kda_nb.bench compare-tree:
@@ -166,11 +166,10 @@ if [ "$BENCH" = --new ]; then
   echo "== the binding's surface test alone, each case named before its call"
   bounded python3 -X faulthandler -m pytest -s -q -rfEs --tb=short -p no:cacheprovider tests/test_04b_plan.py -k binding_takes_the_plan \
     2>&1 | tee "$LOG/pytest_binding.txt" || status=1
-  echo "== K2's states only (04), the passes over segments (10a), then the passes timed beside each other"
+  echo "== K2's states only (04), the passes over segments (10a)"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py \
     tests/test_04_kernels.py::test_kernels_states_only 2>&1 \
     | tee "$LOG/pytest_new.txt" || status=1
-  bounded python3 tools/segments_probe.py --passes --quick --out "$LOG/passes_probe_quick.json" 2>&1 | tee "$LOG/probe.txt" || status=1
   echo "== K3 one block a head, four rows, stores, eager loads and replay read in place (04a, 11)"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
     -k "${NEW_K-wide or four_rows or stores or eager or replay or in_place}" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
@@ -203,6 +202,8 @@ for N in (256, 1024):
           f"{med['pair']:.1f} ({med['pair'] / med['copy']:.2f}x the floor), one block a head {med['wide']:.1f} "
           f"({med['wide'] / med['copy']:.2f}x), the pool copied {med['copy']:.1f}")
 PY
+  echo "== the passes timed beside each other"
+  bounded python3 tools/segments_probe.py --passes --quick --out "$LOG/passes_probe_quick.json" 2>&1 | tee "$LOG/probe.txt" || status=1
   echo "== the forward's cases under compute-sanitizer (K2's states only, K3's tables among them)"
   bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
   echo "== K3's four rows timed beside two: the one-token step and the verification of 4 drafts"
