@@ -724,6 +724,8 @@ def test_tokens_at_once_is_the_recurrence():
         assert torch.isfinite(o).all() and torch.isfinite(states).all()
 
 
+from kda_nb.plan import decode_plan
+
 WIDE_CASES = {
     '1 x 1 token, bf16 pool': ([1], 4, torch.bfloat16, None, False, False, torch.bfloat16),
     '256 x 1 token, bf16 pool': ([1] * 256, 8, torch.bfloat16, None, False, False, torch.bfloat16),
