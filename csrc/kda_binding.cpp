@@ -204,7 +204,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                     c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values, bool k3_wide) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
-    TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", k3_rows,
+    TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", num(k3_rows).c_str(),
                 eager_loads ? "" : " without eager_loads");
     TORCH_CHECK(!replay.has_value() || (path == "decode" && !keep && token_slots.has_value()), "replay (the records read "
                 "in place) is for the 'decode' path with token_slots, not a prepared step");
