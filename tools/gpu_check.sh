@@ -16,8 +16,9 @@
 #
 # --new checks and times the newest paths, the first GPU session after they land (BASE unused), most wanted first:
 # the binding's surface test (04b's test_binding_takes_the_plan, built by the host compiler against stand-in
-# launchers; it crashed with a segmentation fault on an H100 at ea8c1f4 and passes on CPU machines: run alone, with
-# Python's fault handler and its output shown, each case named before its call); K2's states only (04's
+# launchers; on H100s at ea8c1f4 and ddc22d3 it crashed with a segmentation fault at {'path': 'decode', 'k3_rows': 4},
+# whose message streamed an int64_t, fixed at 9781975: run alone, with Python's fault handler and its output shown,
+# each case named before its call); K2's states only (04's
 # test_kernels_states_only) and every GPU test of 10a (the passes over segments); K3's tests (04a, 11: one block a head,
 # four rows, stores, eager loads, replay read in place) and K3 one block a head timed beside two on a bf16 pool's
 # one-token step (k3_wide.txt in the logs); the passes timed beside each other, the shared K1 with and without K2's
