@@ -267,6 +267,51 @@ def test_no_shared_statics():
     assert shared_statics(demo) == [('cudaError_t launch(int d) {', 'static bool ready[64] = {};')]
 
 
+STRINGLIKE = r'(?:const\s+)?(?:char\s*\*|std::string|at::ScalarType|c10::ScalarType|c10::Device|at::Device)\s*&?'
+BOUND_STRINGS = {'first_name'}   # kda_checks.h's bwd_input_kind: bound from a pair<const Tensor*, const char*>
+
+def check_arguments(src: str) -> list[tuple[int, str]]:
+    "(line, argument) of each message argument of a `TORCH_CHECK` in `src` that may be a bare integer."
+    def split(i):   # the top-level arguments of the call whose '(' is at i - 1, and where it ends
+        args, cur, depth, quote = [], '', 1, False
+        while depth:
+            c = src[i]; i += 1
+            if quote:
+                cur += c
+                if c == '\\': cur += src[i]; i += 1
+                elif c == '"': quote = False
+                continue
+            if c == '"': quote = True
+            elif c in '([{': depth += 1
+            elif c in ')]}': depth -= 1
+            elif c == ',' and depth == 1: args.append(cur.strip()); cur = ''; continue
+            if depth: cur += c
+        return args + [cur.strip()]
+    def safe(a):
+        a = re.sub(r'\s+', ' ', a).strip()
+        if re.fullmatch(r'(?:"(?:[^"\\]|\\.)*"\s*)+', a): return True                  # string literals
+        if a.endswith('.c_str()') or re.fullmatch(r'cudaGetErrorString\(.*\)', a): return True
+        if re.fullmatch(r'[\w.\->\[\]*]+(?:\.|->)(?:scalar_type|device)\(\)', a): return True
+        if re.fullmatch(r'at::k[A-Z]\w*', a) or a in BOUND_STRINGS: return True               # a dtype; a known string
+        if (m := re.fullmatch(r'[^?]+\?(.+?) : (.+)', a)): return safe(m[1]) and safe(m[2])    # each branch
+        if (m := re.fullmatch(r'(\w+)(?:\[\w+\])?', a)):                                # a name: declared as a string?
+            return re.search(rf'{STRINGLIKE}\s*{m[1]}\b', src) is not None
+        return False
+    return [(src.count('\n', 0, m.start()) + 1, a) for m in re.finditer(r'\bTORCH_CHECK\s*\(', src)
+            for a in split(m.end())[1:] if not safe(a)]
+
+def test_check_messages_stream_no_integers():
+    "Every number in a TORCH_CHECK message goes through num(...).c_str() (kda_checks.h), never streamed bare."
+    files = [f for f in CSRC_FILES if f.endswith(('.cpp', '.h'))]
+    assert 'kda_binding.cpp' in files and 'kda_checks.h' in files, files
+    bare = {f: b for f in files for b in [check_arguments((csrc_dir() / f).read_text())] if b}
+    assert bare == {}, f'pass these as num(x).c_str() (or declare them as strings): {bare}'
+    demo = ('void f(int64_t rows, const char* name, at::ScalarType dt) {\n'
+            '    TORCH_CHECK(rows > 0, "rows ", num(rows).c_str(), " of ", name, dt, x.scalar_type(), ok ? "a" : "b");\n'
+            '    TORCH_CHECK(rows < 9, "rows must be below 9, got ", rows, ", ", t.size(0), c ? rows : 0);\n}\n')
+    assert check_arguments(demo) == [(3, 'rows'), (3, 't.size(0)'), (3, 'c ? rows : 0')]
+
+
 def test_failed_build_fails_once(monkeypatch):
     "A build that fails raises its reason, and later calls raise it again without building again."
     import kda_nb.kernels as K
