@@ -247,7 +247,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
            state_indices, *, keep: bool = False, form: Form | None = None, token_slots: torch.Tensor | None = None,
            write_final: bool = True, records: torch.Tensor | None = None, reuse_records: bool = False,
            ckpt_offsets: torch.Tensor | None = None, ckpt_slots: torch.Tensor | None = None, replay: list | None = None,
-           outputs: bool = True, zero_values: bool = False, k3_wide: bool = False):
+           outputs: bool = True, zero_values: bool = False):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
@@ -261,8 +261,8 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     tokens of sequence n (a multiple of 16, or its length; 0: its initial state) into `final_state[ckpt_slots[n, c]]`;
     any other offset, or a slot outside the pool, stores nothing. `replay`: 04a's *Replay read in place*. 'chunked' at
     K = V = 128 without checkpoints: `outputs=False` writes the states only (*The states only*: `out` is left as it is),
-    and `zero_values` then reads `v` as zeros. 'decode' with eager loads and two rows a thread, no `token_slots`, K = V =
-    128 and the state in bf16 or none: `k3_wide` runs K3 one block per (sequence, head) (04a's *One block a head*)."""
+    and `zero_values` then reads `v` as zeros. A 'decode' plan with `k3_wide` (one block a head: eager loads, two rows, K = V
+    = 128, the state in bf16 or none) takes no `token_slots`."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _ext or load_kernels()
     args = (q, k, v, g, beta, float(scale), out, A_log, dt_bias, 0.0 if lower_bound is None else float(lower_bound),
@@ -272,9 +272,9 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     # positionally, and the optional tensors only where a call has them: every argument pybind converts is host time,
     # which a small decode step feels (about 0.3 us each for the trailing ten)
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
-            and ckpt_slots is None and replay is None and outputs and not zero_values and not k3_wide:
+            and ckpt_slots is None and replay is None and outputs and not zero_values and not plan.k3_wide:
         made = ext.kda_forward(*args)
     else:
         made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, replay,
-                               outputs, zero_values, k3_wide)
+                               outputs, zero_values, plan.k3_wide)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

@@ -21,15 +21,15 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'NATIVE_DIM_STEP', 'KERNEL_FORMS', 'DECODE_MAX_TOKENS', 'SMALL_BATCH_TOKENS', 'SMALL_BATCH_MAX',
            'FUSED_MIN_CHUNKS', 'FUSED_MIN_FILL_PERCENT', 'PIPELINE_STEPS', 'PIPELINE_STEP_ITEMS', 'MAX_PIPELINE_STEPS',
            'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM',
-           'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'SPLIT_ENABLED',
-           'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
+           'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'K3_WIDE',
+           'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
            'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
            'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US',
            'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
            'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
-           'use_fused', 'pipeline_steps', 'k1_grid', 'decode_plan', 'k2_stages', 'step_edges', 'shares_k1', 'whole_us',
-           'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan',
-           'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
+           'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan', 'k2_stages', 'step_edges',
+           'shares_k1', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path',
+           'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
            'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward', 'may_pass_backward',
            'whole_gradients', 'backward_passes']
 
@@ -44,7 +44,8 @@ class Plan:
     """Every choice the kernels obey for one forward call, with its reason. `path` (one of `PATHS`) and `reason`, why
     that path; for K1 + K2 the pipeline's `steps` and their `growth` (each step that many times the one before), K1's
     grid (`k1_grid`, one of `K1_GRIDS`) and K2's stages (`k2_stages`, 3 or 4); for K3 how it loads a tile of tokens
-    (`k3_loads`, one of `K3_LOADS`) and how many state rows a thread updates (`k3_rows`, 2 or 4); `sms`, the SM count the choices were
+    (`k3_loads`, one of `K3_LOADS`), how many state rows a thread updates (`k3_rows`, 2 or 4) and whether one block runs a
+    whole head (`k3_wide`; else two, a pair of slices each); `sms`, the SM count the choices were
     made for (0 where none needed it); `segments`, the tokens of each segment when one long sequence runs in three
     passes of the kernels over segments (`split_segments`; 0: whole; the other fields then say how the call runs
     whole, as it does on a state pool or under CUDA-graph capture), and `k1_shared`, whether those passes run one K1
@@ -63,6 +64,7 @@ class Plan:
     k1_shared: bool = False
     k3_loads: str = 'per-token'
     k3_rows: int = 2
+    k3_wide: bool = False
 
     @property
     def backend(self) -> str: return 'reference' if self.path == 'reference' else 'cuda'
@@ -71,7 +73,7 @@ class Plan:
         "The plan as the binding's `kda_forward` takes it, by keyword (everything it obeys)."
         return dict(path=self.path, steps=self.steps, growth=self.growth, k2_stages=self.k2_stages,
                     k1_persistent=self.k1_grid == 'persistent', sms=self.sms, eager_loads=self.k3_loads == 'eager',
-                    k3_rows=self.k3_rows)
+                    k3_rows=self.k3_rows, k3_wide=self.k3_wide)
 
     def __repr__(self) -> str:
         return '\n'.join([f"Plan({self.path!r}: {self.reason}"] + [f"  route {r}: {why}" for r, why in self.routes]
@@ -241,14 +243,28 @@ K3_FOUR_ROWS = True          # K3's eager instances with four state rows a threa
 K3_FOUR_ROWS_MIN_TOKENS = 4  # ... the tokens a sequence (its length, the longest, or the call's average) they start at:
                              # timed at 1 (slower) and at 4 (faster); 2 and 3 not timed, so they keep two rows
 
-def decode_plan(reason: str, eager: bool | None = None, four_rows: bool | None = None, tokens: float = 1) -> Plan:
+K3_WIDE = False              # K3 one block per (sequence, head) where the call's states are all bf16 (04a_decode, *One block
+                             # a head*; eager, two rows, no per-token stores): the same bits as two blocks a head (04a's
+                             # test); off until a GPU has timed it against them
+
+def bf16_states(state_dtypes: tuple) -> bool:
+    "Whether a call reads and writes its states in bf16 (`state_dtypes` as `plan` takes them; at least one state)."
+    return bool(state_dtypes) and all(dt == torch.bfloat16 for _, dt in state_dtypes)
+
+def decode_plan(reason: str, eager: bool | None = None, four_rows: bool | None = None, tokens: float = 1,
+                wide: bool = False) -> Plan:
     """K3's plan (`reason`: why K3): its tile's loads issued all at once where `eager` (None: `K3_EAGER_LOADS`; its
     instances take K = V = 128, and `plan` asks for them only there), else token by token; with eager loads, four state
     rows a thread where `four_rows` (None: `K3_FOUR_ROWS`, for a call of at least `K3_FOUR_ROWS_MIN_TOKENS` `tokens` a
-    sequence), else two."""
+    sequence), else two, and then one block a head where `wide` (`plan` asks where `K3_WIDE` and `bf16_states`; a call
+    with per-token stores must not)."""
     if not (K3_EAGER_LOADS if eager is None else eager): return Plan('decode', reason)
     why = (('k3_loads', "every load of a tile of tokens issued before any is used: one wait for memory a tile"),)
     four = (K3_FOUR_ROWS and tokens >= K3_FOUR_ROWS_MIN_TOKENS) if four_rows is None else four_rows
+    if not four and wide:
+        return Plan('decode', reason, k3_loads='eager', k3_wide=True,
+                    why=why + (('k3_wide', "one block a head: its four bf16 slices asked for at once, an fp32 block's "
+                                           "bytes in flight"),))
     if not four: return Plan('decode', reason, k3_loads='eager', why=why)
     return Plan('decode', reason, k3_loads='eager', k3_rows=4,
                 why=why + (('k3_rows', f"four state rows a thread: a block's 64 rows in one pass a token ({tokens:g} tokens "
@@ -359,7 +375,7 @@ def sm_count(device) -> int:
 
 @functools.lru_cache(maxsize=4096)
 def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backend, step, force, HV=None,
-          form=Form(), fp16=False, native=False, eager=False, four=False, split=()) -> Plan:
+          form=Form(), fp16=False, native=False, eager=False, four=False, wide=False, split=()) -> Plan:
     if backend not in BACKENDS: raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if backend == 'reference': return Plan('reference', "backend='reference' was asked for")
     refusal = _kernel_refusal(device, dtype, K, V, state_dtypes, fp16)
@@ -372,36 +388,40 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         if backend == 'cuda': raise RuntimeError(f"backend='cuda' cannot run these inputs: {refusal}")
         return Plan('reference', refusal)
     eager = eager and (K, V) == (KERNEL_DIM, KERNEL_DIM)     # K3's eager instances take K = V = 128 (kda_decode.cu)
+    rows = None if four else False                           # K3_FOUR_ROWS on: its rule (by tokens a sequence) decides
+    wide = wide and eager and bf16_states(state_dtypes)      # ... and its wide ones a state in bf16 too
     if step: return decode_plan("a prepared decode step runs K3 (its contract: one K3 launch a step, forced or not)", eager,
-                                four)
+                                rows, wide=wide)
     if routes:                # the plan at the shapes the routes make (native K, V stay as they are)
         pad = any(r == 'pad' for r, _ in routes)
         p = _plan(device, dtype, B, T, HV or H, KERNEL_DIM if pad else K, KERNEL_DIM if pad else V, N, varlen, max_len,
-                  state_dtypes, backend, step, force, None, form, fp16, native, eager, four, split)
+                  state_dtypes, backend, step, force, None, form, fp16, native, eager, four, wide, split)
         return dataclasses.replace(p, routes=p.routes + routes)
     if force is not None and force != WHOLE:
         path, steps, growth, segments = force
         why = (f"forced by kda_nb.plan.forced({path!r}, steps={steps}" + (f", growth={growth}" if growth else "")
                + (f", segments={segments}" if segments else "") + ")")
         p = path_plan(path, why, B, T, H, N, varlen, 0 if path == 'decode' else sm_count(device), steps, growth,
-                      k3_eager=eager, k3_four=four)
+                      k3_eager=eager, k3_four=rows, k3_wide=wide)
         p = with_passes(p, segments, "forced") if segments else p
     else:
         p = kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE, k3_eager=eager,
-                        k3_four=four)
+                        k3_four=rows, k3_wide=wide)
     if p.path == 'fused' and (K, V) != (KERNEL_DIM, KERNEL_DIM):     # native K, V: the fused kernel takes 128 only
         p = _plan(device, dtype, B, T, H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step, force,
-                  None, form, fp16, native, eager, four, split)
+                  None, form, fp16, native, eager, four, wide, split)
         return dataclasses.replace(p, routes=(pad_route(K, V, "the fused kernel takes K = V = 128 only"),))
     return p
 
 def path_plan(path: str, reason: str, B: int, T: int, H: int, N: int, varlen: bool, sms: int, steps: int = 1,
-              growth: float | None = None, *, k3_eager: bool | None = None, k3_four: bool | None = None) -> Plan:
+              growth: float | None = None, *, k3_eager: bool | None = None, k3_four: bool | None = None,
+              k3_wide: bool = False) -> Plan:
     """The plan of a kernel path chosen already (`reason`: why), every launch choice filled in by the rules: for K1 + K2
     the steps (cut to the batch's chunks) and their growth (`PIPELINE_GROWTH` unless given), K1's grid and K2's stages
-    on `sms` SMs; for K3 its loads and rows (`decode_plan`, `k3_eager`, `k3_four`); 'fused' has no choices beyond the path."""
+    on `sms` SMs; for K3 its loads, rows and blocks a head (`decode_plan`, `k3_eager`, `k3_four`, `k3_wide`); 'fused' has
+    no choices beyond the path."""
     if path not in PATHS[1:]: raise ValueError(f"path must be one of {PATHS[1:]}, got {path!r}")
-    if path == 'decode': return decode_plan(reason, k3_eager, k3_four, T if not varlen else T / max(N, 1))
+    if path == 'decode': return decode_plan(reason, k3_eager, k3_four, T if not varlen else T / max(N, 1), k3_wide)
     if path == 'fused': return Plan('fused', reason, sms=sms)
     chunks = max_chunks(B, T, N, varlen)
     steps = max(1, min(steps, chunks))
@@ -430,14 +450,14 @@ def with_passes(p: Plan, segments: int, why: str) -> Plan:
                                reason=f"three passes of the kernels over segments of {segments} tokens (whole: {p.reason})")
 
 def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms, passes: bool = True, *,
-                k3_eager: bool | None = None, k3_four: bool | None = None) -> Plan:
+                k3_eager: bool | None = None, k3_four: bool | None = None, k3_wide: bool = False) -> Plan:
     """Which kernels run a call the kernels can take (K3, the fused kernel, or K1 + K2 in how many steps, whole or in
     three passes over segments where `passes`) and how: the shapes' part of the plan, on a GPU of `sms` SMs (an int, or
     a function giving it, asked only when the choice needs it)."""
     if use_decode(T, N, varlen, max_len):
         L = T if not varlen else max_len if max_len is not None else f"{T / max(N, 1):.3g} on average"
         tokens = T if not varlen else max_len if max_len is not None else T / max(N, 1)
-        return decode_plan(f"{L} tokens per sequence in {N} sequences: K3 (decode)", k3_eager, k3_four, tokens)
+        return decode_plan(f"{L} tokens per sequence in {N} sequences: K3 (decode)", k3_eager, k3_four, tokens, k3_wide)
     seg, why_seg = split_segments(B, T, H, N, varlen, max_len) if passes else (0, '')
     p = _whole_path(B, T, H, N, varlen, sms() if callable(sms) else sms)
     return with_passes(p, seg, why_seg) if seg else p
@@ -462,7 +482,7 @@ def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varle
     if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
                  _forced[-1] if _forced else None, HV, form, FP16_KERNELS, NATIVE_DIMS, K3_EAGER_LOADS,
-                 K3_FOUR_ROWS, (SPLIT_ENABLED, SPLIT_SHARE_K1, SPLIT_SHARE_K1_MAX_SEGMENT))   # (switches: the cache's key)
+                 K3_FOUR_ROWS, K3_WIDE, (SPLIT_ENABLED, SPLIT_SHARE_K1, SPLIT_SHARE_K1_MAX_SEGMENT))   # (switches: the cache's key)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."

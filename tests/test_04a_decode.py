@@ -748,9 +748,9 @@ def test_decode_wide_same_bits(case):
         pool = None if base is None else base.to(pool_dtype or base.dtype, copy=True)
         fs = pool if pool is not None else torch.full((N, H, 128, 128), float('nan'), device='cuda')
         out = torch.full_like(inp['v'], float('nan'))
-        launch(decode_plan('', True, False), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out, x.get('A_log'),
-               x.get('dt_bias'), x['lower_bound'], pool, fs, x['cu_seqlens'], None if pool is None else read.cuda(),
-               form=form, k3_wide=wide)
+        launch(decode_plan('', True, False, wide=wide), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out,
+               x.get('A_log'), x.get('dt_bias'), x['lower_bound'], pool, fs, x['cu_seqlens'],
+               None if pool is None else read.cuda(), form=form)
         return out, fs
     o1, s1 = run(True)
     o0, s0 = run(False)

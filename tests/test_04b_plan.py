@@ -143,7 +143,7 @@ def test_plan_choices_on_the_anchors_shapes():
     many = kernel_path(1, 24576, 32, 512, True, 48, 132)                # 512 sequences of 3 chunks: 32768 blocks of K2
     assert (many.path, many.steps, many.growth, many.k1_grid, many.k2_stages) == ('chunked', 1, 1.0, 'persistent', 3)
     assert many.launch_args() == dict(path='chunked', steps=1, growth=1.0, k2_stages=3, k1_persistent=True, sms=132,
-                                      eager_loads=False, k3_rows=2)
+                                      eager_loads=False, k3_rows=2, k3_wide=False)
     # K3's loads: token by token, or (K3_EAGER_LOADS, or asked) a tile's at once, with its reason
     step = kernel_path(256, 1, 32, 256, False, None, 132, k3_eager=False)
     assert (step.path, step.k3_loads, step.why, step.launch_args()['eager_loads']) == ('decode', 'per-token', (), False)
@@ -174,6 +174,45 @@ def test_plan_choices_on_the_anchors_shapes():
     assert path_plan('decode', 'x', 1, 1, 2, 1, False, 0, k3_eager=True).k3_loads == decode_plan('x', True).k3_loads == 'eager'
     assert path_plan('chunked', 'x', 1, 40, 8, 1, False, 132, steps=8).steps == 3     # never more steps than chunks
     assert kernel_path(1, 8192, 96, 6, True, 2048, 132).launch_args()['path'] == 'fused'
+
+def test_k3_wide_where_the_states_are_bf16(monkeypatch):
+    """K3 one block a head (`K3_WIDE`): on a stand-in GPU (kernels built, 132 SMs), planned for K3 calls whose states are
+    all bf16 (a pool in and out, or a final state alone), at two rows a thread only, with its reason and in `launch_args`;
+    never for fp32 or mixed states, no state, four rows, token-by-token loads, padded head dims or the chunked path. Off,
+    nothing changes; the switch is part of the plan cache's key."""
+    import kda_nb.plan as P
+    bf, f32, cuda = torch.bfloat16, torch.float32, torch.device('cuda')
+    monkeypatch.setattr(P, 'kernels_unavailable_reason', lambda device: None)
+    monkeypatch.setattr(P, 'load_kernels', lambda: None)
+    monkeypatch.setattr(P, 'sm_count', lambda device: 132)
+    pool = (('initial_state', bf), ('final_state', bf))
+    def k3(states=pool, K=128, T=1, step=False, **kw):
+        return P.plan(cuda, bf, 256, T, 32, K, K, 256, varlen=False, state_dtypes=states, step=step, **kw)
+    P.kernel_refusal.cache_clear(); P._plan.cache_clear()
+    try:
+        monkeypatch.setattr(P, 'K3_WIDE', False)
+        assert k3().k3_wide is False and k3().launch_args()['k3_wide'] is False
+        # (K3_FOUR_ROWS on: its rule by tokens a sequence, through `plan` as through `decode_plan`: one token, two rows)
+        assert P.K3_FOUR_ROWS and (k3().k3_rows, k3(step=True).k3_rows) == (2, 2)
+        assert k3(T=4, states=()).k3_rows == (4 if P.K3_FOUR_ROWS_MIN_TOKENS <= 4 and P.use_decode(4, 256, False) else 2)
+        monkeypatch.setattr(P, 'K3_WIDE', True)                    # (no cache_clear: the switch is in the key)
+        wide = k3()
+        assert (wide.path, wide.k3_loads, wide.k3_rows, wide.k3_wide) == ('decode', 'eager', 2, True), wide
+        assert [f for f, _ in wide.why] == ['k3_loads', 'k3_wide'] and wide.launch_args()['k3_wide'] is True
+        assert k3((('final_state', bf),)).k3_wide and k3(step=True).k3_wide        # a final state alone; a DecodeStep
+        for states in ((), (('initial_state', f32), ('final_state', f32)), (('initial_state', f32), ('final_state', bf)),
+                       (('initial_state', bf), ('final_state', f32))):
+            assert not k3(states).k3_wide, states
+        assert not k3(K=64).k3_wide                                # padded or native dims: no eager instances
+        assert k3(T=8).path == 'chunked' and not k3(T=8).k3_wide   # not K3
+        monkeypatch.setattr(P, 'K3_FOUR_ROWS_MIN_TOKENS', 2)
+        assert (k3(T=2).k3_rows, k3(T=2).k3_wide) == (4, False)    # four rows come first
+        monkeypatch.setattr(P, 'K3_EAGER_LOADS', False)
+        assert (k3().k3_loads, k3().k3_wide) == ('per-token', False)
+        assert decode_plan('x', True, False, wide=True).k3_wide and not decode_plan('x', True, True, wide=True).k3_wide
+        assert not decode_plan('x', False, None, wide=True).k3_wide
+    finally:
+        P.kernel_refusal.cache_clear(); P._plan.cache_clear()
 
 def test_step_edges_match_the_binding():
     "`step_edges` against the binding's `step_edge` (csrc/kda_pipeline.h) compiled by the host compiler: the same cuts."
@@ -212,7 +251,7 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
                           'gate_form', 'beta_form', 'norm_form', 'eager_loads', 'k3_rows', 'token_slots', 'write_final',
                           'records', 'reuse_records', 'ckpt_offsets', 'ckpt_slots', 'replay', 'outputs', 'zero_values', 'k3_wide']
-    assert list(Plan('decode', '').launch_args()) == names[14:20] + names[24:26]
+    assert list(Plan('decode', '').launch_args()) == names[14:20] + names[24:26] + names[-1:]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
             None, None, None, None)

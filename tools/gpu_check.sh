@@ -187,8 +187,8 @@ for N in (256, 1024):
     other = pool.clone()
     calls = {'pair': lambda: launch(decode_plan('', True, False), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out,
                                     x['A_log'], x['dt_bias'], x['lower_bound'], pool, pool, x['cu_seqlens'], idx),
-             'wide': lambda: launch(decode_plan('', True, False), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out,
-                                    x['A_log'], x['dt_bias'], x['lower_bound'], pool, pool, x['cu_seqlens'], idx, k3_wide=True),
+             'wide': lambda: launch(decode_plan('', True, False, wide=True), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'],
+                                    out, x['A_log'], x['dt_bias'], x['lower_bound'], pool, pool, x['cu_seqlens'], idx),
              'copy': lambda: other.copy_(pool)}          # the state floor: the pool's bytes read and written once
     times = {k: [] for k in calls}
     for _ in range(3):

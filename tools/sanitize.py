@@ -131,7 +131,7 @@ try:
             torch.cuda.synchronize()
 finally:
     plan_switches.K3_EAGER_LOADS, plan_switches.K3_FOUR_ROWS, plan_switches.K3_FOUR_ROWS_MIN_TOKENS = was, was_four, was_min
-# K3 one block a head (04a_decode, *One block a head*; launch's k3_wide): the same adversarial offsets, padding slots and
+# K3 one block a head (04a_decode, *One block a head*; a plan's k3_wide): the same adversarial offsets, padding slots and
 # slots outside the pool, a bf16 pool and no state in
 from kda_nb.kernels import launch as launch_kernels
 from kda_nb.plan import decode_plan
@@ -144,9 +144,9 @@ for cu_tail in ([], [-5, 2 ** 40]):
     idx[::9], idx[5::11] = -1, N + 7
     for s_in, slots in ((pool, idx), (None, None)):
         fs = pool if s_in is not None else torch.empty(N, 8, 128, 128, device='cuda')
-        launch_kernels(decode_plan('sanitizer', True, False), inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'],
+        launch_kernels(decode_plan('sanitizer', True, False, wide=True), inp['q'], inp['k'], inp['v'], inp['g'], inp['beta'],
                        inp['scale'], torch.empty_like(inp['v']), inp['A_log'], inp['dt_bias'], inp['lower_bound'], s_in, fs,
-                       cu, slots, k3_wide=True)
+                       cu, slots)
         torch.cuda.synchronize()
 # K3 reading a replay in place (04a_decode, *Replay read in place*): replay tables no check has seen (counts negative,
 # past the records and past the sequence; batch rows negative and past the batch), adversarial offsets, padding slots
