@@ -301,11 +301,14 @@ SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, s
                              # (tools/segments_probe.py --passes times all three)
 SPLIT_SHARE_K1 = True        # the passes on the kernels with one K1 among the three (K2 alone in the second and
                              # third: kda_nb.segments.passes_sharing_k1), for segments of at most
-SPLIT_SHARE_K1_MAX_SEGMENT = 2048  # ... this many tokens: an H100 timed them faster there in three runs (H = 4,
-                             # T = 65,536: 1.06 against 1.22 ms at 2,048, and at 1,024 and 1,536), and at 4,096 and
-                             # 8,192 as often slower as faster (benchmarks/passes_fixup_probe_h100.json, 10a)
-SPLIT_STATES_ONLY = False    # the shared K1's first two passes with K2's states only (no outputs; the transitions'
-                             # values read as zeros): off until timed on a GPU (tools/segments_probe.py --passes --quick)
+SPLIT_SHARE_K1_MAX_SEGMENT = 16384  # ... this many tokens (every length the rule weighs): with K2's states only
+                             # an H100 timed them faster than three passes at every segment length of 1,024 to 32,768
+                             # on 5 shapes but one (H = 8, T = 131,072 at 4,096: 3.19 against 3.15 ms), by 11% to 41% at
+                             # 8,192 and above (benchmarks/passes_states_only_probe_h100.json, 10a)
+SPLIT_STATES_ONLY = True     # the shared K1's first two passes with K2's states only (no outputs; the transitions'
+                             # values read as zeros): the same bits, 10% to 16% faster than with outputs on every shape
+                             # and segment an H100 timed (0.90 against 1.01 ms at H = 4, T = 65,536, 2,048 tokens a
+                             # segment; benchmarks/passes_states_only_probe_h100.json)
 SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
                              # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
                              # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,

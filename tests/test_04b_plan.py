@@ -70,11 +70,17 @@ def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     # one K1 among the passes where the segments are short (shares_k1), with its reason
     assert P.SPLIT_SHARE_K1 and (p.segments, p.k1_shared, p.why[1][0]) == (2048, True, 'k1_shared')   # (on: 10a's prose)
     longer = P.kernel_path(1, 131072, 8, 1, False, None, 132)
+    assert longer.segments <= P.SPLIT_SHARE_K1_MAX_SEGMENT and longer.k1_shared                 # (16,384: every rule's length)
+    limit = P.SPLIT_SHARE_K1_MAX_SEGMENT
+    monkeypatch.setattr(P, 'SPLIT_SHARE_K1_MAX_SEGMENT', 2048)                                   # a lower limit: not shared
+    longer = P.kernel_path(1, 131072, 8, 1, False, None, 132)
     assert longer.segments > P.SPLIT_SHARE_K1_MAX_SEGMENT and not longer.k1_shared and 'k1_shared' not in dict(longer.why)
+    monkeypatch.setattr(P, 'SPLIT_SHARE_K1_MAX_SEGMENT', limit)
     monkeypatch.setattr(P, 'SPLIT_SHARE_K1', False)
     assert not P.kernel_path(1, 65536, 4, 1, False, None, 132).k1_shared and not P.shares_k1(2048)
     monkeypatch.setattr(P, 'SPLIT_SHARE_K1', True)
-    assert P.shares_k1(2048) and P.shares_k1(16) and not P.shares_k1(2064) and not P.shares_k1(0)
+    m = P.SPLIT_SHARE_K1_MAX_SEGMENT
+    assert P.shares_k1(m) and P.shares_k1(16) and not P.shares_k1(m + 16) and not P.shares_k1(0)
     # the switches are part of the plan cache's key: set on kda_nb.plan, they take effect at the next call
     keys = []
     monkeypatch.setattr(P, '_plan', lambda *a: keys.append(a[-1]))
