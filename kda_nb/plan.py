@@ -25,13 +25,13 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
            'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
            'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US',
-           'SPLIT_FIXED_US', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
-           'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
-           'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan', 'k2_stages', 'step_edges',
-           'shares_k1', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path',
-           'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
-           'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward', 'may_pass_backward',
-           'whole_gradients', 'backward_passes']
+           'SPLIT_FIXED_US', 'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS',
+           'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal',
+           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan',
+           'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan',
+           'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
+           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
+           'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -323,6 +323,9 @@ SPLIT_ITEMS_PER_US = 950      # at most this many (token, head) items a microsec
 SPLIT_CHAIN_STEP_US = 35      # the chain of entry states: this much per segment after a sequence's first (torch scan)
 SPLIT_CHAIN_KERNEL_STEP_US = 4  # ... and this much as one kernel (SPLIT_SCAN_KERNEL)
 SPLIT_FIXED_US = 110          # ... and this much once a call (the transitions' identity, the gathers)
+SPLIT_STATES_ONLY_PASS = 0.82  # a pass of K2's states only against one with outputs (the shared K1's first two, with
+                             # SPLIT_STATES_ONLY): 0.82 to 0.83 on the four shapes an H100 timed both at the rule's
+                             # lengths (benchmarks/passes_states_only_probe_h100.json, 10a)
 
 def shares_k1(segments: int) -> bool:
     "Whether three passes over segments of `segments` tokens run one K1 among them (`SPLIT_SHARE_K1`, up to `SPLIT_SHARE_K1_MAX_SEGMENT`)."
@@ -336,11 +339,13 @@ def whole_us(T: int, H: int, N: int, longest: int) -> float:
     return max(math.ceil(longest / CHUNK) * _chunk_us(N * H), T * H / SPLIT_ITEMS_PER_US)
 
 def split_us(segments: int, T: int, H: int, N: int, longest: int) -> float:
-    "The model's time of the same call in three passes over segments of `segments` tokens."
+    """The model's time of the same call in three passes over segments of `segments` tokens (the first two of K2's states
+    only where one K1 is shared and `SPLIT_STATES_ONLY`: `SPLIT_STATES_ONLY_PASS` of a pass each)."""
     P = math.ceil(T / segments) + N - 1           # at most this many segments (N sequences, T tokens)
     one_pass = max(math.ceil(min(segments, longest) / CHUNK) * _chunk_us(P * H), T * H / SPLIT_ITEMS_PER_US)
     step = SPLIT_CHAIN_KERNEL_STEP_US if SPLIT_SCAN_KERNEL else SPLIT_CHAIN_STEP_US
-    return 3 * one_pass + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
+    passes = 1 + 2 * SPLIT_STATES_ONLY_PASS if SPLIT_STATES_ONLY and shares_k1(segments) else 3
+    return passes * one_pass + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
 
 def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
     """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is
@@ -485,7 +490,8 @@ def plan(device, dtype, B: int, T: int, H: int, K: int, V: int, N: int, *, varle
     if not isinstance(form, Form): raise TypeError(f"form must be a kda_nb.layout.Form, got {type(form).__name__}")
     return _plan(torch.device(device), dtype, B, T, H, K, V, N, varlen, max_len, tuple(state_dtypes), backend, step,
                  _forced[-1] if _forced else None, HV, form, FP16_KERNELS, NATIVE_DIMS, K3_EAGER_LOADS,
-                 K3_FOUR_ROWS, K3_WIDE, (SPLIT_ENABLED, SPLIT_SHARE_K1, SPLIT_SHARE_K1_MAX_SEGMENT))   # (switches: the cache's key)
+                 K3_FOUR_ROWS, K3_WIDE, (SPLIT_ENABLED, SPLIT_SHARE_K1, SPLIT_SHARE_K1_MAX_SEGMENT, SPLIT_STATES_ONLY,
+                                         SPLIT_STATES_ONLY_PASS))   # (switches: the cache's key)
 
 def state_dtypes_of(initial_state: torch.Tensor | None = None, final_state: torch.Tensor | None = None) -> tuple:
     "`((name, dtype), ...)` of the states given, as `plan` takes them."

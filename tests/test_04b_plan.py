@@ -72,7 +72,7 @@ def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     longer = P.kernel_path(1, 131072, 8, 1, False, None, 132)
     assert longer.segments <= P.SPLIT_SHARE_K1_MAX_SEGMENT and longer.k1_shared                 # (16,384: every rule's length)
     limit = P.SPLIT_SHARE_K1_MAX_SEGMENT
-    monkeypatch.setattr(P, 'SPLIT_SHARE_K1_MAX_SEGMENT', 2048)                                   # a lower limit: not shared
+    monkeypatch.setattr(P, 'SPLIT_SHARE_K1_MAX_SEGMENT', 1024)                  # below every length the rule weighs: not shared
     longer = P.kernel_path(1, 131072, 8, 1, False, None, 132)
     assert longer.segments > P.SPLIT_SHARE_K1_MAX_SEGMENT and not longer.k1_shared and 'k1_shared' not in dict(longer.why)
     monkeypatch.setattr(P, 'SPLIT_SHARE_K1_MAX_SEGMENT', limit)
@@ -87,7 +87,8 @@ def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     for on in (True, False):
         monkeypatch.setattr(P, 'SPLIT_ENABLED', on)
         P.plan('cpu', torch.bfloat16, 1, 64, 2, 128, 128, 1, varlen=False)
-    assert keys == [(True, True, P.SPLIT_SHARE_K1_MAX_SEGMENT), (False, True, P.SPLIT_SHARE_K1_MAX_SEGMENT)]
+    rest = (P.SPLIT_SHARE_K1_MAX_SEGMENT, P.SPLIT_STATES_ONLY, P.SPLIT_STATES_ONLY_PASS)
+    assert keys == [(True, True, *rest), (False, True, *rest)]
     assert P.kernel_path(1, 8192, 96, 1, False, None, 132).segments == 0
 
 def test_forced_segments():
