@@ -245,7 +245,8 @@ K3_FOUR_ROWS_MIN_TOKENS = 4  # ... the tokens a sequence (its length, the longes
 
 K3_WIDE = False              # K3 one block per (sequence, head) where the call's states are all bf16 (04a_decode, *One block
                              # a head*; eager, two rows, no per-token stores): the same bits as two blocks a head (04a's
-                             # test); off until a GPU has timed it against them
+                             # test), but an H100 timed it only 1% faster on one-token steps (benchmarks/k3_wide_h100.txt):
+                             # off
 
 def bf16_states(state_dtypes: tuple) -> bool:
     "Whether a call reads and writes its states in bf16 (`state_dtypes` as `plan` takes them; at least one state)."
@@ -303,8 +304,9 @@ SPLIT_SHARE_K1 = True        # the passes on the kernels with one K1 among the t
                              # third: kda_nb.segments.passes_sharing_k1), for segments of at most
 SPLIT_SHARE_K1_MAX_SEGMENT = 16384  # ... this many tokens (every length the rule weighs): with K2's states only
                              # an H100 timed them faster than three passes at every segment length of 1,024 to 32,768
-                             # on 5 shapes but one (H = 8, T = 131,072 at 4,096: 3.19 against 3.15 ms), by 11% to 41% at
-                             # 8,192 and above (benchmarks/passes_states_only_probe_h100.json, 10a)
+                             # on 5 shapes but two, both at 4,096 and within 1.4% (H = 8, T = 131,072: 3.19 against 3.15
+                             # ms; H = 16, T = 65,536: 3.11 against 3.10), by 11% to 41% at 8,192 and above
+                             # (benchmarks/passes_states_only_probe_h100.json, 10a)
 SPLIT_STATES_ONLY = True     # the shared K1's first two passes with K2's states only (no outputs; the transitions'
                              # values read as zeros): the same bits, 10% to 16% faster than with outputs on every shape
                              # and segment an H100 timed (0.90 against 1.01 ms at H = 4, T = 65,536, 2,048 tokens a
