@@ -20,7 +20,7 @@ from .kernels import launch, load_kernels
 from .layout import (ALL_FORMS, FORM_OPTIONS, form_options, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, put_rows, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
-from .plan import KERNEL_DIM, Plan, backward_backend, backward_passes, backward_plan, may_pass_backward, kernel_refusal, plan, plan_for, state_dtypes_of, whole_gradients
+from .plan import KERNEL_DIM, Plan, backward_backend, backward_passes, backward_plan, may_pass_backward, kernel_refusal, plan, plan_for, sm_count, state_dtypes_of, whole_gradients
 
 # %% auto #0
 __all__ = ['FLASH_FORM', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
@@ -496,7 +496,8 @@ def _gradient_passes(ctx, q, cu) -> int:
     offsets = None if cu is None else cu.tolist()
     lens = None if cu is None else [b - a for a, b in zip(offsets[:-1], offsets[1:])]
     N = B if cu is None else len(lens)
-    return backward_passes(B, T, H, N, cu is not None, None if cu is None else max(lens, default=0), ctx.used)[0]
+    return backward_passes(B, T, H, N, cu is not None, None if cu is None else max(lens, default=0), ctx.used,
+                           lambda: sm_count(q.device))[0]
 
 def _gradient_in_passes(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu) -> list:
     """The gradients of `kda_nb::kda` through its three passes over segments (`kda_nb.segments.kda_in_passes`): the

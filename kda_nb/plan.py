@@ -28,9 +28,9 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'SPLIT_FIXED_US', 'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS',
            'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal',
            'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan',
-           'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'split_us', 'split_segments', 'sm_count', 'path_plan',
-           'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
-           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
+           'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'k2_alone_waves', 'split_us', 'split_segments',
+           'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda',
+           'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
            'forced_backward', 'may_pass_backward', 'whole_gradients', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
@@ -340,29 +340,44 @@ def whole_us(T: int, H: int, N: int, longest: int) -> float:
     "The model's time of a call run whole: `N` sequences of `T` tokens in all, the longest `longest`, at `H` heads."
     return max(math.ceil(longest / CHUNK) * _chunk_us(N * H), T * H / SPLIT_ITEMS_PER_US)
 
-def split_us(segments: int, T: int, H: int, N: int, longest: int) -> float:
-    """The model's time of the same call in three passes over segments of `segments` tokens (the first two of K2's states
-    only where one K1 is shared and `SPLIT_STATES_ONLY`: `SPLIT_STATES_ONLY_PASS` of a pass each)."""
+def k2_alone_waves(chains: int, sms: int) -> int:
+    "Waves of K2 launched alone over `chains` (segment, head) pairs on `sms` SMs (`K2_BLOCKS_PER_HEAD` blocks a pair, `K2_BLOCKS_PER_SM` an SM)."
+    return math.ceil(chains * K2_BLOCKS_PER_HEAD / (K2_BLOCKS_PER_SM * sms))
+
+def split_us(segments: int, T: int, H: int, N: int, longest: int, sms: int) -> float:
+    """The model's time of the same call in three passes over segments of `segments` tokens on `sms` SMs. Where one K1
+    is shared, each pass is K2 alone, whose last wave nothing fills: the pass takes its waves (`k2_alone_waves`) one
+    after the other, each at the pace of a full wave; the first two passes are of K2's states only where
+    `SPLIT_STATES_ONLY` (`SPLIT_STATES_ONLY_PASS` of a pass each)."""
     P = math.ceil(T / segments) + N - 1           # at most this many segments (N sequences, T tokens)
-    one_pass = max(math.ceil(min(segments, longest) / CHUNK) * _chunk_us(P * H), T * H / SPLIT_ITEMS_PER_US)
+    chunks, items = math.ceil(min(segments, longest) / CHUNK), T * H / SPLIT_ITEMS_PER_US
+    if shares_k1(segments):
+        waves = k2_alone_waves(P * H, sms)
+        full = min(P * H, K2_BLOCKS_PER_SM * sms // K2_BLOCKS_PER_HEAD)      # the pairs of a full wave
+        one_pass = max(waves * chunks * _chunk_us(full), items)
+        passes = 1 + 2 * SPLIT_STATES_ONLY_PASS if SPLIT_STATES_ONLY else 3
+    else:                                         # K1 and K2 in each pass: K1's blocks fill K2's last wave
+        one_pass, passes = max(chunks * _chunk_us(P * H), items), 3
     step = SPLIT_CHAIN_KERNEL_STEP_US if SPLIT_SCAN_KERNEL else SPLIT_CHAIN_STEP_US
-    passes = 1 + 2 * SPLIT_STATES_ONLY_PASS if SPLIT_STATES_ONLY and shares_k1(segments) else 3
     return passes * one_pass + step * (math.ceil(longest / segments) - 1) + SPLIT_FIXED_US
 
-def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
-    """The segment length for three passes over segments (0: run whole), and why: the model's fastest, where it is
-    `SPLIT_GAIN` times faster than whole; never for a varlen batch whose longest sequence the host does not know."""
+def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms) -> tuple[int, str]:
+    """The segment length for three passes over segments (0: run whole), and why: the model's fastest on `sms` SMs (an
+    int, or a function giving it, asked only when the model runs), where it is `SPLIT_GAIN` times faster than whole;
+    never for a varlen batch whose longest sequence the host does not know."""
     if not SPLIT_ENABLED: return 0, "three passes over segments are switched off (kda_nb.plan.SPLIT_ENABLED)"
-    return _split_rule(B, T, H, N, varlen, max_len)
+    return _split_rule(B, T, H, N, varlen, max_len, sms)
 
-def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None) -> tuple[int, str]:
+def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms) -> tuple[int, str]:
     "`split_segments`'s model, whatever the switch says."
     longest = T if not varlen else max_len
     if longest is None: return 0, "a varlen batch whose longest sequence the host does not know: run whole"
     total = B * T if not varlen else T
     whole = whole_us(total, H, N, longest)
-    costs = [(split_us(s, total, H, N, longest), s) for s in SPLIT_SEGMENTS if 2 * s <= longest]
-    if not costs: return 0, f"no sequence is longer than twice {SPLIT_SEGMENTS[0]} tokens: run whole"
+    if not any(2 * s <= longest for s in SPLIT_SEGMENTS):
+        return 0, f"no sequence is longer than twice {SPLIT_SEGMENTS[0]} tokens: run whole"
+    sms = sms() if callable(sms) else sms
+    costs = [(split_us(s, total, H, N, longest, sms), s) for s in SPLIT_SEGMENTS if 2 * s <= longest]
     best, seg = min(costs)
     if best * SPLIT_GAIN > whole:
         return 0, f"the model finds no segment length {SPLIT_GAIN}x faster than whole ({whole:.0f} us): run whole"
@@ -468,7 +483,7 @@ def kernel_path(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
         L = T if not varlen else max_len if max_len is not None else f"{T / max(N, 1):.3g} on average"
         tokens = T if not varlen else max_len if max_len is not None else T / max(N, 1)
         return decode_plan(f"{L} tokens per sequence in {N} sequences: K3 (decode)", k3_eager, k3_four, tokens, k3_wide)
-    seg, why_seg = split_segments(B, T, H, N, varlen, max_len) if passes else (0, '')
+    seg, why_seg = split_segments(B, T, H, N, varlen, max_len, sms) if passes else (0, '')
     p = _whole_path(B, T, H, N, varlen, sms() if callable(sms) else sms)
     return with_passes(p, seg, why_seg) if seg else p
 
@@ -698,15 +713,15 @@ def whole_gradients():
     try: yield
     finally: _forced_backward.pop()
 
-def backward_passes(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, backend: str) -> tuple[int, str]:
+def backward_passes(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, backend: str, sms) -> tuple[int, str]:
     """Whether `kda`'s gradient is computed through the three passes over segments (the segment length; 0: whole),
     and why: what `forced_backward(passes=...)` says (on any backend), else, for a gradient on the kernels (`backend`
-    'cuda'), the forward's model (`split_segments`) behind its own switch, `SPLIT_BACKWARD_ENABLED`. Through the passes
-    the gradient recomputes the forward in passes and runs each pass's backward over the segments."""
+    'cuda'), the forward's model (`split_segments`, on `sms` SMs) behind its own switch, `SPLIT_BACKWARD_ENABLED`. Through
+    the passes the gradient recomputes the forward in passes and runs each pass's backward over the segments."""
     force = _forced_backward[-1].get('passes') if _forced_backward else None
     if force is not None: return force, "forced by kda_nb.plan.forced_backward"
     if backend != 'cuda': return 0, "the gradient runs on the reference: whole"
     if not SPLIT_BACKWARD_ENABLED:
         return 0, "the gradient through passes over segments is switched off (kda_nb.plan.SPLIT_BACKWARD_ENABLED)"
-    return _split_rule(B, T, H, N, varlen, max_len)
+    return _split_rule(B, T, H, N, varlen, max_len, sms)
 

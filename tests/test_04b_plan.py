@@ -50,21 +50,30 @@ def test_passes_rule_cuts_only_long_sequences_at_few_heads(monkeypatch):
     import kda_nb.plan as P
     assert P.SPLIT_ENABLED and P.SPLIT_SCAN_KERNEL                      # on since the GPU tests and the probe (prose above)
     monkeypatch.setattr(P, 'SPLIT_ENABLED', False)
-    assert P.split_segments(1, 65536, 4, 1, False, None) == (0, "three passes over segments are switched off "
+    assert P.split_segments(1, 65536, 4, 1, False, None, 132) == (0, "three passes over segments are switched off "
                                                                 "(kda_nb.plan.SPLIT_ENABLED)")
     monkeypatch.setattr(P, 'SPLIT_ENABLED', True)
-    assert P.split_segments(1, 65536, 4, 1, False, None)[0] == 2048    # the probe's fastest with the chain as one kernel
+    assert P.split_segments(1, 65536, 4, 1, False, None, 132)[0] == 2048    # the probe's fastest with the chain as one kernel
     monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', False)
-    assert P.split_segments(1, 65536, 4, 1, False, None)[0] == 4096    # the torch scan's price per segment: longer ones
+    assert P.split_segments(1, 65536, 4, 1, False, None, 132)[0] == 4096    # the torch scan's price per segment: longer ones
     monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', True)
-    assert P.split_segments(1, 65536, 4, 1, False, None)[0] > 0
-    assert P.split_segments(1, 262144, 4, 1, False, None)[0] > 0
-    assert P.split_segments(1, 131072, 8, 1, False, None)[0] > 0
+    assert P.split_segments(1, 65536, 4, 1, False, None, 132)[0] > 0
+    assert P.split_segments(1, 262144, 4, 1, False, None, 132)[0] > 0
+    assert P.split_segments(1, 131072, 8, 1, False, None, 132)[0] > 0
+    # one K1 shared: K2 alone in each pass, whose last wave nothing fills (k2_alone_waves). Segments whose (segment, head)
+    # pairs take two waves lose to longer ones that take one: 8,192 tokens at H = 16, T = 65,536 and at H = 8,
+    # T = 131,072 (2.76 and 2.77 ms on an H100 against 3.11 and 3.19 at 4,096: benchmarks/passes_states_only_probe_h100.json)
+    assert P.k2_alone_waves(128, 132) == 1 and P.k2_alone_waves(256, 132) == 2
+    assert P.split_segments(1, 65536, 16, 1, False, None, 132)[0] == 8192
+    assert P.split_segments(1, 131072, 8, 1, False, None, 132)[0] == 8192
+    assert P.split_us(4096, 65536, 16, 1, 65536, 132) > 1.1 * P.split_us(8192, 65536, 16, 1, 65536, 132)
+    asked = []                                                          # the SM count is asked only when the model runs
+    assert P.split_segments(1, 3000, 4, 1, False, None, lambda: asked.append(1) or 132)[0] == 0 and not asked   # < 2 x 2048
     for B, T, H in ((1, 32768, 32), (1, 8192, 96), (8, 8192, 64), (1, 4096, 4)):
-        assert P.split_segments(B, T, H, B, False, None)[0] == 0, (B, T, H)
-    assert P.split_segments(1, 65536, 4, 1, True, None) == (0, "a varlen batch whose longest sequence the host "
+        assert P.split_segments(B, T, H, B, False, None, 132)[0] == 0, (B, T, H)
+    assert P.split_segments(1, 65536, 4, 1, True, None, 132) == (0, "a varlen batch whose longest sequence the host "
                                                               "does not know: run whole")
-    assert P.split_segments(1, 65536 + 100, 4, 3, True, 65536)[0] > 0      # one long sequence among short ones
+    assert P.split_segments(1, 65536 + 100, 4, 3, True, 65536, 132)[0] > 0      # one long sequence among short ones
     p = P.kernel_path(1, 65536, 4, 1, False, None, 132)
     assert p.segments > 0 and p.path == 'chunked' and p.why[0][0] == 'segments' and p.reason.startswith('three passes')
     # one K1 among the passes where the segments are short (shares_k1), with its reason
