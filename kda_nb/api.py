@@ -252,7 +252,8 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
               + (() if final_state is None else (('final_state', final_state.dtype),)))
     how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None, max_len=max_len,
                state_dtypes=states, backend=backend, HV=v.shape[2], form=form)
-    if how.path == 'reference' or how.routes: return False       # (routes: _forward copies onto the kernels' shapes)
+    if how.path == 'reference' or how.routes or how.segments:    # (routes: _forward copies onto the kernels' shapes;
+        return False                                               # segments: _forward runs the passes)
     try:
         launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
                state_indices, form=form)

@@ -120,6 +120,15 @@ def test_plan_runs_long_sequences_in_passes_on_the_gpu(monkeypatch):
     with forced('chunked', segments=2048):                    # and pinned to another segment length
         o2, S2 = kda(*args, initial_state=xs['initial_state'])
     assert rel_rms(o2.float(), o_w.float()) < 4e-3 and rel_rms(S2, S_w) < 2e-3
+    # fwd (the kernels' fast entrance) takes the same passes: the same bits as kda, through api._in_passes
+    import kda_nb.api as api
+    calls = []
+    real = api._in_passes
+    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    out, fs = torch.empty_like(o), torch.empty_like(S)
+    api.fwd(*args[:5], xs['scale'], out, *args[5:], None, xs['initial_state'], fs)
+    assert calls == [plan_for(xs['q'], xs['v'], xs['initial_state']).segments]
+    assert torch.equal(out, o) and torch.equal(fs, S)
     P._plan.cache_clear()                                     # (plans made while switched on are not kept)
 
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
@@ -149,10 +158,14 @@ def test_passes_on_adversarial_varlen_on_the_gpu():
                                    records=torch.empty(16, dtype=torch.uint8, device='cuda'))
 
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
-def test_passes_on_a_pool_on_the_gpu():
+def test_passes_on_a_pool_on_the_gpu(monkeypatch):
     "Forced passes on a state pool (bf16 and fp32 slots, a padding sequence) against the same call whole."
+    import kda_nb.api as api
     from kda_nb.api import fwd
     from kda_nb.plan import forced
+    calls = []
+    real = api._in_passes
+    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
     xs = random_inputs(seqlens=[5000, 3000, 40000], H=4, K=128, device='cuda', seed=3, gate='g=-8')
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta')]
     slots = torch.tensor([2, -1, 0], device='cuda')
@@ -164,6 +177,8 @@ def test_passes_on_a_pool_on_the_gpu():
             with forced('chunked', segments=segments):
                 fwd(*args, xs['scale'], out, xs['A_log'], xs['dt_bias'], None, p, p, xs['cu_seqlens'], state_indices=slots)
             results.append((out.float(), p.float()))
+        assert calls == [4096], calls                         # the forced segments ran the passes, whole did not
+        calls.clear()
         (o_w, p_w), (o_s, p_s) = results
         assert rel_rms(o_s, o_w) < 4e-3 and rel_rms(p_s, p_w) < 4e-3, dt
         assert o_s[0, 5000:8000].abs().max() == 0 and torch.equal(p_s[1], pool[1].float()), dt
