@@ -210,7 +210,11 @@ def test_passes_under_cuda_graph_capture(monkeypatch, scan_kernel):
     import kda_nb.plan as P
     from kda_nb.api import fwd
     from kda_nb.plan import forced
+    import kda_nb.api as api
     monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', scan_kernel)
+    calls = []
+    real = api._in_passes
+    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
     xs = random_inputs(2, 20000, 4, 128, device='cuda', seed=6, gate='g=-8')
     names = ('q', 'k', 'v', 'g', 'beta')
     static = {n: xs[n].clone() for n in names}
@@ -230,6 +234,7 @@ def test_passes_under_cuda_graph_capture(monkeypatch, scan_kernel):
         want_o, want_s = torch.empty_like(out), torch.empty_like(fs)
         fwd(*(ys[n] for n in names), xs['scale'], want_o, xs['A_log'], xs['dt_bias'], None, h0, want_s)
     torch.cuda.synchronize()
+    assert calls == [4096] * 3                                    # warm-up, capture and the eager call: all in passes
     assert rel_rms(out.float(), want_o.float()) < 1e-3 and rel_rms(fs, want_s) < 1e-3
 
 

@@ -21,8 +21,8 @@
 # whose message streamed an int64_t, fixed at 9781975: run alone, with Python's fault handler and its output shown,
 # each case named before its call); K2's states only (04's
 # test_kernels_states_only) and every GPU test of 10a (the passes over segments); K3's tests (04a, 11: one block a head,
-# four rows, stores, eager loads, replay read in place) and K3 one block a head timed beside two on a bf16 pool's
-# one-token step (k3_wide.txt in the logs); the passes timed beside each other, the shared K1 with and without K2's
+# four rows, stores, eager loads, replay read in place); the long group with kda_nb alone at H = 4, 8, 16 and T = 32768,
+# 131072 (fwd reaches the plan's passes since 70570b3); the passes timed beside each other, the shared K1 with and without K2's
 # states only among them (python tools/segments_probe.py --passes --quick, JSON in the logs); tools/sanitize.py; and last
 # the one-token step and the verification of 4 drafts with four rows beside two, in the same rounds (python -m
 # kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N '' --gates safe, its record in the logs). Point it at
@@ -175,35 +175,10 @@ if [ "$BENCH" = --new ]; then
   echo "== K3 one block a head, four rows, stores, eager loads and replay read in place (04a, 11)"
   bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
     -k "${NEW_K-wide or four_rows or stores or eager or replay or in_place}" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
-  echo "== K3 one block a head against two, the one-token step over a bf16 pool (CUDA events, alternating rounds)"
-  bounded python3 - <<'PY' 2>&1 | tee "$LOG/k3_wide.txt" || status=1
-import torch
-from kda_nb.kernels import launch
-from kda_nb.layout import random_inputs
-from kda_nb.plan import decode_plan
-H = 32
-for N in (256, 1024):
-    x = random_inputs(1, 0, H, 128, seqlens=[1] * N, state=None, device='cuda', seed=0)
-    pool, idx, out = torch.randn(N, H, 128, 128, device='cuda').bfloat16(), torch.arange(N, device='cuda'), torch.empty_like(x['v'])
-    other = pool.clone()
-    calls = {'pair': lambda: launch(decode_plan('', True, False), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'], out,
-                                    x['A_log'], x['dt_bias'], x['lower_bound'], pool, pool, x['cu_seqlens'], idx),
-             'wide': lambda: launch(decode_plan('', True, False, wide=True), x['q'], x['k'], x['v'], x['g'], x['beta'], x['scale'],
-                                    out, x['A_log'], x['dt_bias'], x['lower_bound'], pool, pool, x['cu_seqlens'], idx),
-             'copy': lambda: other.copy_(pool)}          # the state floor: the pool's bytes read and written once
-    times = {k: [] for k in calls}
-    for _ in range(3):
-        for f in calls.values(): f()
-    for r in range(40):
-        for k in (list(calls) if r % 2 else list(calls)[::-1]):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(); calls[k](); b.record(); b.synchronize()
-            times[k].append(a.elapsed_time(b) * 1e3)
-    med = {k: sorted(t)[len(t) // 2] for k, t in times.items()}
-    print(f"{torch.cuda.get_device_name()}: N = {N}, H = {H}, bf16 pool, one token, us (median of 40): two blocks a head "
-          f"{med['pair']:.1f} ({med['pair'] / med['copy']:.2f}x the floor), one block a head {med['wide']:.1f} "
-          f"({med['wide'] / med['copy']:.2f}x), the pool copied {med['copy']:.1f}")
-PY
+  echo "== the long group, kda_nb alone: fwd reaching the plan's passes (70570b3; before, its fast entrance ran them whole)"
+  bounded python3 -m kda_nb.bench --cases long --impls kda_nb --H 4,8,16 --long-T 32768,131072 --no-plots \
+    --deadline "$(( $(left) > 300 ? 90 : $(left) / 3 ))" --out "$LOG" --tag long_kda_nb_$GPU_TAG "${COMMIT_ARG[@]}" 2>&1 \
+    | tee "$LOG/long_kda_nb.txt" || status=1
   echo "== the passes timed beside each other"
   bounded python3 tools/segments_probe.py --passes --quick --out "$LOG/passes_probe_quick.json" 2>&1 | tee "$LOG/probe.txt" || status=1
   echo "== the forward's cases under compute-sanitizer (K2's states only, K3's tables among them)"
