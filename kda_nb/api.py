@@ -225,6 +225,11 @@ def _warn_if_grad(*xs):
                       "use kda_nb.kda to differentiate", stacklevel=3)
 
 # %% ../nbs/05_api.ipynb #95be21bb
+def _fast_launch(how: Plan) -> bool:
+    """Whether `_fast_forward` launches the plan `how` itself: the kernels, whole, on the call's own shapes. A plan for
+    the reference, with routes (copies onto the kernels' shapes) or with segments (three passes) goes to `_forward`."""
+    return how.path != 'reference' and not how.routes and not how.segments
+
 def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
                   check_seqlens, state_indices, backend, form: Form = FLASH_FORM) -> bool:
     """The kernels with the least host work, for a call that looks right: the same plan (`plan`) and the same entrance
@@ -252,8 +257,7 @@ def _fast_forward(q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, ini
               + (() if final_state is None else (('final_state', final_state.dtype),)))
     how = plan(q.device, q.dtype, B, T, H, K, v.shape[-1], N, varlen=cu_seqlens is not None, max_len=max_len,
                state_dtypes=states, backend=backend, HV=v.shape[2], form=form)
-    if how.path == 'reference' or how.routes or how.segments:    # (routes: _forward copies onto the kernels' shapes;
-        return False                                               # segments: _forward runs the passes)
+    if not _fast_launch(how): return False
     try:
         launch(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state, cu_seqlens,
                state_indices, form=form)

@@ -4,6 +4,20 @@ import pytest
 from kda_nb.api import *
 
 
+def test_fast_entrance_leaves_passes_and_routes_to_forward():
+    "fwd's fast entrance launches only a whole call on the kernels' own shapes: a plan in passes, with routes or for the reference goes to _forward."
+    import dataclasses
+    from kda_nb.api import _fast_launch
+    from kda_nb.plan import Plan, kernel_path, pad_route, with_passes
+    whole = kernel_path(1, 65536, 4, 1, False, None, 132, passes=False)
+    assert whole.segments == 0 and _fast_launch(whole)
+    assert not _fast_launch(kernel_path(1, 65536, 4, 1, False, None, 132))           # the plan's passes (2,048 tokens)
+    assert not _fast_launch(with_passes(whole, 4096, 'forced'))
+    assert not _fast_launch(dataclasses.replace(whole, routes=(pad_route(64, 64, 'x'),)))
+    assert not _fast_launch(Plan('reference', 'asked'))
+    assert _fast_launch(kernel_path(256, 1, 32, 256, False, None, 132))                # K3, one token a sequence
+
+
 import pytest
 
 from kda_nb.kernels import kernels_unavailable_reason
