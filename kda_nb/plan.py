@@ -374,10 +374,10 @@ def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
     if longest is None: return 0, "a varlen batch whose longest sequence the host does not know: run whole"
     total = B * T if not varlen else T
     whole = whole_us(total, H, N, longest)
-    if not any(2 * s <= longest for s in SPLIT_SEGMENTS):
-        return 0, f"no sequence is longer than twice {SPLIT_SEGMENTS[0]} tokens: run whole"
+    lengths = [s for s in SPLIT_SEGMENTS if 2 * s <= longest]
+    if not lengths: return 0, f"no sequence is longer than twice {SPLIT_SEGMENTS[0]} tokens: run whole"
     sms = sms() if callable(sms) else sms
-    costs = [(split_us(s, total, H, N, longest, sms), s) for s in SPLIT_SEGMENTS if 2 * s <= longest]
+    costs = [(split_us(s, total, H, N, longest, sms), s) for s in lengths]
     best, seg = min(costs)
     if best * SPLIT_GAIN > whole:
         return 0, f"the model finds no segment length {SPLIT_GAIN}x faster than whole ({whole:.0f} us): run whole"

@@ -102,6 +102,13 @@ def test_segment_grid_fixed_needs_no_host_values():
 GPU = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
 NO_GPU = "needs a Hopper GPU (the kernels); CI has none"
 
+def passes_spy(monkeypatch) -> list:
+    "The segment length of every call that reaches the API's passes (`kda_nb.api._in_passes`), in order, while they run."
+    import kda_nb.api as api
+    calls, real = [], api._in_passes
+    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    return calls
+
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
 def test_plan_runs_long_sequences_in_passes_on_the_gpu(monkeypatch):
     "One sequence of 65,536 tokens at H = 4: the plan (switched on) picks the passes, and their outputs are the whole call's."
@@ -122,9 +129,7 @@ def test_plan_runs_long_sequences_in_passes_on_the_gpu(monkeypatch):
     assert rel_rms(o2.float(), o_w.float()) < 4e-3 and rel_rms(S2, S_w) < 2e-3
     # fwd (the kernels' fast entrance) takes the same passes: the same bits as kda, through api._in_passes
     import kda_nb.api as api
-    calls = []
-    real = api._in_passes
-    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    calls = passes_spy(monkeypatch)
     out, fs = torch.empty_like(o), torch.empty_like(S)
     api.fwd(*args[:5], xs['scale'], out, *args[5:], None, xs['initial_state'], fs)
     assert calls == [plan_for(xs['q'], xs['v'], xs['initial_state']).segments]
@@ -160,12 +165,9 @@ def test_passes_on_adversarial_varlen_on_the_gpu():
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
 def test_passes_on_a_pool_on_the_gpu(monkeypatch):
     "Forced passes on a state pool (bf16 and fp32 slots, a padding sequence) against the same call whole."
-    import kda_nb.api as api
     from kda_nb.api import fwd
     from kda_nb.plan import forced
-    calls = []
-    real = api._in_passes
-    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    calls = passes_spy(monkeypatch)
     xs = random_inputs(seqlens=[5000, 3000, 40000], H=4, K=128, device='cuda', seed=3, gate='g=-8')
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta')]
     slots = torch.tensor([2, -1, 0], device='cuda')
@@ -210,11 +212,8 @@ def test_passes_under_cuda_graph_capture(monkeypatch, scan_kernel):
     import kda_nb.plan as P
     from kda_nb.api import fwd
     from kda_nb.plan import forced
-    import kda_nb.api as api
     monkeypatch.setattr(P, 'SPLIT_SCAN_KERNEL', scan_kernel)
-    calls = []
-    real = api._in_passes
-    monkeypatch.setattr(api, '_in_passes', lambda *a, **kw: calls.append(a[0]) or real(*a, **kw))
+    calls = passes_spy(monkeypatch)
     xs = random_inputs(2, 20000, 4, 128, device='cuda', seed=6, gate='g=-8')
     names = ('q', 'k', 'v', 'g', 'beta')
     static = {n: xs[n].clone() for n in names}
