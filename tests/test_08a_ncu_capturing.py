@@ -77,7 +77,19 @@ def test_decode_is_off_the_default_plan():
     assert d[d.index('-k') + 1] == 'regex:kda_decode' and d[d.index('--launch-count') + 1] == '3'
     assert d[d.index('--force-overwrite') + 1:][-8:] == ['--warmup', '1', '--iters', '3', '--T', '256', '--H', '32']
     with pytest.raises(ValueError, match='mode must be one of'): capture_plan(['prefill'])
-test_capture_plan_locates_then_profiles(); test_decode_is_off_the_default_plan()
+
+def test_long_modes_capture_every_launch_of_the_passes():
+    from kda_nb.kernels import FUSED_KERNEL, SCAN_KERNEL
+    plan = capture_plan(list(LONG_MODES), out_dir='/r', iters=1, python='py')
+    assert [s['name'] for s in plan] == ['build', 'kda_locate', 'kda_long', 'kda_long_whole']
+    assert plan[1]['mode'] == 'long' and capture_dir(LONG_MODES) == report_dir() / 'long_long_whole'
+    long, whole = plan[2]['argv'], plan[3]['argv']
+    assert '--launch-count' not in long and '--launch-count' not in whole      # K2 runs once a pass: every launch
+    assert long[-6:] == ['--iters', '1', '--T', '131072', '--H', '8']
+    if not torch.cuda.is_available():                # planned on the H200's 132 SMs: passes over segments
+        assert regex_matches([*KERNEL_NAMES, SCAN_KERNEL, FUSED_KERNEL], long[long.index('-k') + 1]) == [*KERNEL_NAMES, SCAN_KERNEL]
+        assert whole[whole.index('-k') + 1] == KERNEL_REGEX
+test_capture_plan_locates_then_profiles(); test_decode_is_off_the_default_plan(); test_long_modes_capture_every_launch_of_the_passes()
 
 
 def test_flash_kda_capture_plan():

@@ -15,16 +15,17 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..kernels import (BACKWARD_KERNELS, CSRC_FILES, DECODE_KERNEL, FUSED_KERNEL, KERNEL_NAMES, csrc_dir,
-                            kernels_unavailable_reason)
+from ..kernels import (BACKWARD_KERNELS, CSRC_FILES, DECODE_KERNEL, FUSED_KERNEL, KERNEL_NAMES, SCAN_KERNEL,
+                            csrc_dir, kernels_unavailable_reason)
 from ..layout import ANCHOR_HEADS, ANCHOR_T, scaled_six
 
 # %% auto #0
-__all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'DRAFT_TOKENS', 'TRAIN_HEADS', 'ALL_MODES',
-           'PATH_KERNELS', 'MODE_KERNELS', 'ALL_KERNELS', 'IMPLS', 'FLASH_KDA_KERNELS', 'ROLES', 'PLAN_SMS',
-           'FORMER_CSRC_FILES', 'SOURCE_FILES', 'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape',
-           'workload_seqlens', 'gpu_sms', 'mode_plan', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload',
-           'mode_regex', 'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
+__all__ = ['T_DEFAULT', 'H_DEFAULT', 'D', 'MODES', 'DECODE_SEQS', 'DECODE_HEADS', 'DRAFT_TOKENS', 'TRAIN_HEADS', 'LONG_T',
+           'LONG_HEADS', 'LONG_MODES', 'ALL_MODES', 'PATH_KERNELS', 'MODE_KERNELS', 'ALL_KERNELS', 'IMPLS',
+           'FLASH_KDA_KERNELS', 'ROLES', 'PLAN_SMS', 'PLANNED_MODES', 'FORMER_CSRC_FILES', 'SOURCE_FILES',
+           'KERNEL_REGEX', 'REPORT_NAMES', 'LOCATE_ITERS', 'mode_shape', 'workload_seqlens', 'gpu_sms', 'mode_plan',
+           'plan_kernels', 'impl_kernels', 'decode_inputs', 'workload_inputs', 'workload', 'mode_regex',
+           'regex_matches', 'workload_command', 'ncu_command', 'report_dir', 'report_name', 'capture_dir',
            'capture_plan', 'ncu_unavailable_reason', 'profiled_names', 'Finding', 'check_kernels', 'capture_record',
            'command_of', 'flash_kda_source_folder', 'capture']
 
@@ -34,19 +35,21 @@ MODES = ('fixed', 'varlen')                 # what a capture profiles unless tol
 DECODE_SEQS, DECODE_HEADS = 256, 32         # decode: 256 sequences of one token, 32 heads
 DRAFT_TOKENS = 4                            # drafts: the decode step's sequences with 4 tokens each (verification)
 TRAIN_HEADS = 64                            # train: one backward of one sequence of T_DEFAULT at the training anchor's H
-ALL_MODES = (*MODES, 'decode', 'drafts', 'fused', 'train')   # every workload `workload` runs
+LONG_T, LONG_HEADS = 131072, 8              # long: one sequence of 131072 tokens at 8 heads, as the plan runs it (in
+LONG_MODES = ('long', 'long_whole')         # passes over segments) and long_whole: the same call forced whole
+ALL_MODES = (*MODES, 'decode', 'drafts', 'fused', 'train', *LONG_MODES)   # every workload `workload` runs
 
 def mode_shape(mode: str, T: int | None = None, H: int | None = None) -> tuple[int, int]:
     "`(T, H)` of a workload: the values given, else the mode's own (for decode and drafts, T counts sequences)."
     if mode not in ALL_MODES: raise ValueError(f"mode must be one of {ALL_MODES}, got {mode!r}")
-    t, h = {'decode': (DECODE_SEQS, DECODE_HEADS), 'drafts': (DECODE_SEQS, DECODE_HEADS),
-            'train': (T_DEFAULT, TRAIN_HEADS)}.get(mode, (T_DEFAULT, H_DEFAULT))
+    t, h = {'decode': (DECODE_SEQS, DECODE_HEADS), 'drafts': (DECODE_SEQS, DECODE_HEADS), 'train': (T_DEFAULT, TRAIN_HEADS),
+            **{m: (LONG_T, LONG_HEADS) for m in LONG_MODES}}.get(mode, (T_DEFAULT, H_DEFAULT))
     return (t if T is None else T), (h if H is None else H)
 
 def workload_seqlens(mode: str, T: int | None = None) -> list[int] | None:
-    "Sequence lengths of the profiled batch: None for `fixed` and `train` (one sequence of `T`), the anchors' six for `varlen` and `fused`, `T` ones for `decode`, `T` of `DRAFT_TOKENS` for `drafts`."
+    "Sequence lengths of the profiled batch: None for `fixed`, `train` and the long modes (one sequence of `T`), the anchors' six for `varlen` and `fused`, `T` ones for `decode`, `T` of `DRAFT_TOKENS` for `drafts`."
     T, _ = mode_shape(mode, T)
-    if mode in ('fixed', 'train'): return None
+    if mode in ('fixed', 'train', *LONG_MODES): return None
     if mode == 'decode': return [1] * T                # one token per sequence
     if mode == 'drafts': return [DRAFT_TOKENS] * T
     return scaled_six(T)                             # the anchors' six lengths, scaled to T
@@ -55,11 +58,11 @@ def workload_seqlens(mode: str, T: int | None = None) -> list[int] | None:
 PATH_KERNELS = {'decode': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,), 'chunked': KERNEL_NAMES}   # a plan's path -> its kernels
 MODE_KERNELS = {'decode': (DECODE_KERNEL,), 'drafts': (DECODE_KERNEL,), 'fused': (FUSED_KERNEL,),
                 'train': BACKWARD_KERNELS}   # the modes that name them
-ALL_KERNELS = tuple(dict.fromkeys((*KERNEL_NAMES, *(k for ks in MODE_KERNELS.values() for k in ks))))
+ALL_KERNELS = tuple(dict.fromkeys((*KERNEL_NAMES, *(k for ks in MODE_KERNELS.values() for k in ks), SCAN_KERNEL)))
 IMPLS = ('kda_nb', 'flash_kda')             # whose kernels a capture profiles: kda_nb's, or the peer's
 FLASH_KDA_KERNELS = ('_flash_kda_fwd_prepare', '_flash_kda_fwd_recurrence')     # FlashKDA's K1 and K2
 ROLES = {'kda_fwd_prepare': 'K1 prepare', 'kda_fwd_recurrence': 'K2 recurrence', DECODE_KERNEL: 'K3 decode',
-         FUSED_KERNEL: 'fused K1 + K2', **{k: f"backward {k.split('_')[-1]}" for k in BACKWARD_KERNELS},
+         FUSED_KERNEL: 'fused K1 + K2', SCAN_KERNEL: 'chain of entry states', **{k: f"backward {k.split('_')[-1]}" for k in BACKWARD_KERNELS},
          '_flash_kda_fwd_prepare': 'FlashKDA K1 prepare', '_flash_kda_fwd_recurrence': 'FlashKDA K2 recurrence'}
 PLAN_SMS = 132                              # the H200's SMs: the plan of a capture planned where no GPU answers (a dry run)
 
@@ -68,23 +71,32 @@ def gpu_sms() -> int:
     import torch
     return torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else PLAN_SMS
 
+PLANNED_MODES = (*MODES, *LONG_MODES)      # the modes whose kernels the plan picks
+
 def mode_plan(mode: str, T: int | None = None, H: int | None = None, sms: int | None = None):
-    """The `kda_nb.plan.Plan` of the profiled batch of `fixed` or `varlen`: what `fwd` runs for it (the plan's own rule,
-    `kernel_path`, as `fwd` asks it) on a GPU of `sms` SMs (default: this machine's, `gpu_sms`)."""
+    """The `kda_nb.plan.Plan` of the profiled batch of `fixed`, `varlen` or `long`: what `fwd` runs for it (the plan's own
+    rule, `kernel_path`, as `fwd` asks it) on a GPU of `sms` SMs (default: this machine's, `gpu_sms`); for `long_whole`,
+    the same rule with no passes over segments (the whole call)."""
     from kda_nb.plan import kernel_path
-    if mode not in MODES: raise ValueError(f"only {' and '.join(MODES)} are planned (the others name their kernels), got {mode!r}")
+    if mode not in PLANNED_MODES:
+        raise ValueError(f"only {', '.join(PLANNED_MODES)} are planned (the others name their kernels), got {mode!r}")
     T, H = mode_shape(mode, T, H)
     lens = workload_seqlens(mode, T)
     sms = gpu_sms() if sms is None else sms
-    if lens is None: return kernel_path(1, T, H, 1, False, None, sms)
+    if lens is None: return kernel_path(1, T, H, 1, False, None, sms, passes=mode != 'long_whole')
     return kernel_path(1, sum(lens), H, len(lens), True, max(lens), sms)
 
+def plan_kernels(p) -> tuple:
+    "The kernels a plan `p` launches: its path's, and with passes over segments the chain of entry states where it is a kernel."
+    from kda_nb.plan import SPLIT_SCAN_KERNEL
+    return PATH_KERNELS[p.path] + ((SCAN_KERNEL,) if p.segments and SPLIT_SCAN_KERNEL else ())
+
 def impl_kernels(mode: str, impl: str = 'kda_nb', T: int | None = None, H: int | None = None, sms: int | None = None) -> tuple:
-    """The kernels a capture of `mode` must find: kda_nb's, those its plan runs for `fixed` and `varlen` (`mode_plan`) or
-    those the mode names; or FlashKDA's K1 and K2 (fixed and varlen only)."""
+    """The kernels a capture of `mode` must find: kda_nb's, those its plan runs for the planned modes (`mode_plan`,
+    `plan_kernels`) or those the mode names; or FlashKDA's K1 and K2 (fixed and varlen only)."""
     if impl not in IMPLS: raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     if mode not in ALL_MODES: raise ValueError(f"mode must be one of {ALL_MODES}, got {mode!r}")
-    if impl == 'kda_nb': return PATH_KERNELS[mode_plan(mode, T, H, sms).path] if mode in MODES else MODE_KERNELS[mode]
+    if impl == 'kda_nb': return plan_kernels(mode_plan(mode, T, H, sms)) if mode in PLANNED_MODES else MODE_KERNELS[mode]
     if mode not in MODES: raise ValueError(f"FlashKDA has no {mode} kernel: its captures are of {' and '.join(MODES)}")
     return FLASH_KDA_KERNELS
 
@@ -154,11 +166,17 @@ def workload(mode: str = 'fixed', warmup: int = 1, iters: int = 2, T: int | None
             # The fixed and varlen batches run what the plan gives them (mode_plan, the rule fwd asks); decode and
             # fused name their path. One step per forward: ncu runs kernels one at a time, so the pipeline's overlap
             # of K1 and K2 (a long sequence in 4 steps) cannot show in a profile; each forward is then one K1 and one K2.
-            pick = mode_plan(mode, T, H) if mode in MODES else None
+            # The long modes: `long` as fwd runs it (the plan's passes over segments, each pass its kernels whole),
+            # `long_whole` forced whole, in one step.
+            pick = mode_plan(mode, T, H) if mode in PLANNED_MODES else None
             path = pick.path if pick else {'drafts': 'decode'}.get(mode, mode)
-            print(f"kda_nb workload {mode}: the {path} path" + (f" ({pick.reason})" if pick else ''), flush=True)
-            def call():
-                with forced(path, 1): fwd(**inp, backend='cuda')
+            passes = f", in passes over segments of {pick.segments} tokens" if pick and pick.segments else ''
+            print(f"kda_nb workload {mode}: the {path} path{passes}" + (f" ({pick.reason})" if pick else ''), flush=True)
+            if mode == 'long':
+                def call(): fwd(**inp, backend='cuda')
+            else:
+                def call():
+                    with forced(path, 1): fwd(**inp, backend='cuda')
     for _ in range(warmup): call()
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -221,7 +239,8 @@ def ncu_command(report, program: list[str], section_set: str = 'full', kernel_re
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #d79ab5e2
 REPORT_NAMES = {'fixed': 'kda_fixed', 'varlen': 'kda_varlen', 'locate': 'kda_locate', 'decode': 'kda_decode',
-                'drafts': 'kda_drafts', 'fused': 'kda_fused', 'train': 'kda_train'}
+                'drafts': 'kda_drafts', 'fused': 'kda_fused', 'train': 'kda_train', 'long': 'kda_long',
+                'long_whole': 'kda_long_whole'}
 LOCATE_ITERS = 3
 
 def report_dir() -> Path:
@@ -263,9 +282,12 @@ def capture_plan(modes=MODES, section_set: str = 'full', locate: bool = True, ou
     if locate: steps.append(basic(_locate_mode(modes), report_name('locate', impl), LOCATE_ITERS))
     for m in modes:
         rep, n_kernels = out / f'{report_name(m, impl)}.ncu-rep', len(impl_kernels(m, impl, T, H))
+        # one launch of each kernel a call, except in passes over segments (K2 three times, a pass each): every
+        # launch of the profiled range there
+        count = None if m in LONG_MODES else n_kernels * iters
         steps.append(dict(name=report_name(m, impl), mode=m, impl=impl, set='full', report=str(rep), iters=iters, T=T, H=H,
                           argv=ncu_command(rep, workload_command(m, warmup, iters, T, H, py, impl), 'full',
-                                           mode_regex(m, impl, T, H), n_kernels * iters, source_folder, ncu)))
+                                           mode_regex(m, impl, T, H), count, source_folder, ncu)))
     return steps
 
 # %% ../../nbs/08a_ncu_capturing.ipynb #6569a08f
