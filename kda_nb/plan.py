@@ -433,8 +433,12 @@ def _plan(device, dtype, B, T, H, K, V, N, varlen, max_len, state_dtypes, backen
         p = kernel_path(B, T, H, N, varlen, max_len, lambda: sm_count(device), passes=force != WHOLE, k3_eager=eager,
                         k3_four=rows, k3_wide=wide)
     if p.path == 'fused' and (K, V) != (KERNEL_DIM, KERNEL_DIM):     # native K, V: the fused kernel takes 128 only
+        if force is None or force == WHOLE:      # the rule's pick: K1 + K2 instead, on K and V as they are
+            return path_plan('chunked', f"{p.reason}, but K1 + K2 at K = {K}, V = {V} (the fused kernel takes K = V = 128 "
+                             "only, and zero-padded to it took 1.7x to 1.9x their time: benchmarks/dims_varlen_h100.md)",
+                             B, T, H, N, varlen, sm_count(device))
         p = _plan(device, dtype, B, T, H, KERNEL_DIM, KERNEL_DIM, N, varlen, max_len, state_dtypes, backend, step, force,
-                  None, form, fp16, native, eager, four, wide, split)
+                  None, form, fp16, native, eager, four, wide, split)   # forced: the fused kernel, padded
         return dataclasses.replace(p, routes=(pad_route(K, V, "the fused kernel takes K = V = 128 only"),))
     return p
 

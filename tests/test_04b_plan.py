@@ -571,8 +571,8 @@ def test_routes_plan_on_a_stand_in_gpu(monkeypatch):
 def test_native_dims_follow_their_switch(monkeypatch):
     """NATIVE_DIMS off: K, V below 128 take the 'pad' route, exactly as without the switch. On (a stand-in GPU: kernels
     built, 132 SMs): the forward's plan takes K, V that are multiples of 8 as they are on K1 + K2 and K3 (no 'pad', the
-    path of their own shapes, a prepared decode step allowed), pads them where the path is the fused kernel (built for
-    128 only), keeps 'pad' for the others with the reason, and the backward's plan keeps 'pad' whatever the switch. The switch is part of the plan cache's key: flipping it back pads again."""
+    path of their own shapes, a prepared decode step allowed), takes K1 + K2 where the rule picks the fused kernel (built
+    for 128 only) and pads them where `forced` asks for it, keeps 'pad' for the others with the reason, and the backward's plan keeps 'pad' whatever the switch. The switch is part of the plan cache's key: flipping it back pads again."""
     import dataclasses
     import kda_nb.plan as P
     assert P.NATIVE_DIMS is True                                       # on since the GPU checked and timed it
@@ -593,9 +593,11 @@ def test_native_dims_follow_their_switch(monkeypatch):
             p = P.plan(cuda, bf, 1, 4096, 2, *kv, 1, varlen=False)                # K1 + K2
             assert routes(p) == [] and p.path == 'chunked', (kv, p)
             assert dataclasses.replace(p, routes=off[kv].routes) == off[kv]      # the same path and choices, unpadded
-            p = P.plan(cuda, bf, 8, 1024, 64, *kv, 8, varlen=False)               # the fused kernel: 128 only, padded
-            assert p.path == 'fused' and routes(p) == ['pad'] and 'fused kernel takes K = V = 128' in p.routes[0][1]
-            with P.forced('fused'):
+            assert P.plan(cuda, bf, 8, 1024, 64, 128, 128, 8, varlen=False).path == 'fused'   # at 128: the fused kernel
+            p = P.plan(cuda, bf, 8, 1024, 64, *kv, 8, varlen=False)               # below: K1 + K2, unpadded
+            assert p.path == 'chunked' and routes(p) == [] and 'fused kernel takes K = V = 128' in p.reason, (kv, p)
+            assert p.steps == 1 and off[kv].path == 'chunked'
+            with P.forced('fused'):                                               # forced: the fused kernel, padded
                 assert routes(P.plan(cuda, bf, 1, 4096, 2, *kv, 1, varlen=False)) == ['pad']
             assert routes(P.backward_plan(cuda, bf, *kv, H=2)) == ['pad']        # the backward pads always
         for kv in ((60, 64), (64, 100), (60, 100), (4, 128)):                   # not multiples of 8: 'pad', saying why
@@ -603,7 +605,8 @@ def test_native_dims_follow_their_switch(monkeypatch):
             assert routes(p) == ['pad'] and 'multiples of 8' in p.routes[0][1], (kv, p)
         p = P.plan(cuda, bf, 1, 4096, 2, 64, 64, 1, varlen=False, HV=4)
         assert routes(p) == ['expand'] and p.path == 'chunked'                  # grouped heads: expanded, unpadded
-        assert routes(P.plan(cuda, bf, 8, 1024, 32, 64, 64, 8, varlen=False, HV=64)) == ['pad', 'expand']   # fused
+        p = P.plan(cuda, bf, 8, 1024, 32, 64, 64, 8, varlen=False, HV=64)      # the rule's fused kernel: K1 + K2
+        assert routes(p) == ['expand'] and p.path == 'chunked', p
         assert P.plan(cuda, bf, 4, 1, 2, 64, 64, 4, varlen=False, step=True).path == 'decode'
         assert P.plan(cuda, bf, 4, 1, 2, 64, 64, 4, varlen=False).path == 'decode'
         assert P.native_dims(64, 128) and not P.native_dims(60, 64) and not P.native_dims(256, 128)
