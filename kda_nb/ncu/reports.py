@@ -204,7 +204,8 @@ def kernel_label(name: str) -> str:
     "kda_nb's (or FlashKDA's) kernel name inside `name` (function or demangled), else the bare function name."
     for k in (*FLASH_KDA_KERNELS, *ALL_KERNELS):     # FlashKDA's first: '_flash_kda_fwd_prepare' holds 'kda_fwd_prepare'
         if k in name: return k
-    return name.split('(')[0].split('<')[0].split('::')[-1].split()[-1] if name.strip() else name
+    words = name.split('(')[0].split('<')[0].split('::')[-1].split()
+    return words[-1] if words else name     # (a name whose last scope is empty, '...::(anonymous namespace)::f': itself)
 
 @dataclass
 class Profile:
