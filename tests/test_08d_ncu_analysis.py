@@ -23,6 +23,21 @@ def test_kernel_table_shares_and_order():
 test_kernel_table_shares_and_order()
 
 
+from kda_nb.kernels import csrc_dir
+
+def test_kernel_table_counts_the_launches_of_a_call():
+    "A call in passes over segments launches K2 three times: its share and the time per forward count all three."
+    from kda_nb.ncu.reports import read_numbers
+    p = read_numbers(csrc_dir().parent / 'reports' / 'ncu' / 'long_long_whole' / 'kda_long.json', 'long')
+    t = kernel_table(p)
+    assert t.per_call.to_dict() == {'kda_fwd_prepare': 1, 'kda_fwd_recurrence': 3, 'kda_entry_scan': 1}
+    per_call = p.launches.duration_us.sum() / t.launches.min()          # every launch of the report, over its calls
+    assert abs((t.duration_us * t.per_call).sum() - per_call) < 1e-9 * per_call and abs(t.share.sum() - 1) < 1e-12
+    s = summarize(p)
+    assert f"{per_call / 1000:.3f} ms per forward" in s[0] and any('3 launches a call' in x for x in s)
+test_kernel_table_counts_the_launches_of_a_call()
+
+
 def test_lines_tables_and_advice():
     from kda_nb.ncu.reports import parse_actions
     p = parse_actions(synthetic_actions())

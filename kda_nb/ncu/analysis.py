@@ -34,7 +34,10 @@ def kernel_table(p: Profile) -> pd.DataFrame:
     num = L.select_dtypes('number').drop(columns=['launch', 'instance'], errors='ignore').columns
     t = L.groupby('kernel', sort=False)[list(num)].mean()
     t.insert(0, 'launches', L.groupby('kernel', sort=False).size())
-    t.insert(2, 'share', t.duration_us / t.duration_us.sum())
+    # launches of each kernel a call: the report's calls are the launches of its least launched kernel (one a call in
+    # every capture; K2 runs three times a call in passes over segments, the long mode)
+    t.insert(1, 'per_call', t.launches / t.launches.min())
+    t.insert(3, 'share', t.duration_us * t.per_call / (t.duration_us * t.per_call).sum())
     if 'limited_by' in L: t['limited_by'] = L.groupby('kernel', sort=False).limited_by.first()
     t['smem_kb'] = (t.get('smem_static', 0).fillna(0) + t.get('smem_dynamic', 0).fillna(0)) / 1024
     if {'sm_active_avg', 'sm_active_max'} <= set(t): t['sm_balance'] = t.sm_active_avg / t.sm_active_max
@@ -226,7 +229,8 @@ def _fmt_kernel(k, r) -> str:
     limit = f", {r.block_limit:.0f} blocks/SM (limited by {r.limited_by})" if pd.notna(r.get('block_limit')) else ''
     occ = (f"; achieved occupancy {r.occ_achieved:.0f}% of {r.occ_theoretical:.0f}% theoretical"
            if pd.notna(r.get('occ_achieved')) and pd.notna(r.get('occ_theoretical')) else '')
-    return (f"{ROLES.get(k, k)}: {r.duration_us:.0f} us ({r.share:.0%}), grid {r.grid:.0f} x {r.block:.0f} threads, "
+    calls = f" a launch, {r.per_call:.3g} launches a call" if r.get('per_call', 1) != 1 else ''
+    return (f"{ROLES.get(k, k)}: {r.duration_us:.0f} us{calls} ({r.share:.0%}), grid {r.grid:.0f} x {r.block:.0f} threads, "
             f"{r.registers:.0f} registers, {r.smem_kb:.1f} KB shared{limit}; SM throughput {r.sm_pct:.0f}% "
             f"and memory {r.mem_pct:.0f}% of peak{occ}.")
 
@@ -234,7 +238,7 @@ def summarize(p: Profile, n_lines: int = 1) -> list[str]:
     "The report's findings as sentences: time shares, each kernel's limits and stalls, its hottest line, the advice."
     pd, t = _pandas(), kernel_table(p)
     if t.empty: return [f"{p.label}: the report holds no kernel."]
-    out = [f"{p.label}: the profiled kernels take {t.duration_us.sum() / 1000:.3f} ms per forward; "
+    out = [f"{p.label}: the profiled kernels take {(t.duration_us * t.per_call).sum() / 1000:.3f} ms per forward; "
            + ', '.join(f"{ROLES.get(k, k)} {r.share:.0%}" for k, r in t.iterrows()) + '.']
     for k, r in t.iterrows():
         out.append(_fmt_kernel(k, r))
