@@ -94,7 +94,9 @@ struct FwdArgs : Args {
     // The states only (last, as above): K2's instances with STATES (kda_recurrence.cuh §states), which write no outputs
     // and leave out the products that make them; the launcher picks them for K = V = 128 without checkpoints (the
     // binding refuses the rest). With zero_values they also read v as zeros (its memory untouched): the passes over
-    // segments that want only each segment's state from zero and its transition (kda_nb.segments).
+    // segments that want only each segment's state from zero and its transition (kda_nb.segments). 1: the states only;
+    // 2: the states only, each chunk's record copied without the parts only the outputs read (kda_recurrence.cuh
+    // §states: STATES_REC_BYTES of REC_BYTES).
     int states_only = 0;
     int zero_values = 0;
 };

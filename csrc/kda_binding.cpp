@@ -11,7 +11,8 @@
 //       with token_slots (K3 only, not kept), the states after chosen tokens stored into chosen pool slots (kda_checks.h);
 //       with ckpt_offsets and ckpt_slots ('chunked' only), K2 stores the states at chosen 16-aligned offsets of each
 //       sequence into chosen pool slots (kda_checks.h §checkpoints); with outputs=False ('chunked' only, K = V = 128, no
-//       checkpoints), K2 writes the states only, and with zero_values also reads v as zeros (§states); with k3_wide
+//       checkpoints), K2 writes the states only, with zero_values also reads v as zeros, and with lean_record copies
+//       only the parts of K1's records the states read (§states); with k3_wide
 //       ('decode' with eager_loads and two rows, no token_slots, K = V = 128, a state read in bf16 or none), K3 runs
 //       one block per (sequence, head) (kda_decode.cu §wide)
 //   kda_bwd_prepare(..., gate_form=, beta_form=, norm_form=)  the backward's chunk factors, the tiles for the passes (kda_bwd_chunk.cu)
@@ -193,7 +194,8 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // records of its slot and the rest from the batch from row table[1, n] on, and writes only those rows of out.
 // 'chunked' only, at K = V = 128 without checkpoints, with final_state: outputs=False writes the states only (K2's STATES
 // instances, kda_recurrence.cuh §states: out is left as it is, and the states have the bits of a full call's), and
-// zero_values then reads v as zeros (v's shape counts, its values are not read): a segment's transition.
+// zero_values then reads v as zeros (v's shape counts, its values are not read): a segment's transition; lean_record
+// then copies only the parts of each chunk's record that the states read (FwdArgs::states_only = 2; the same bits).
 // 'decode' with eager_loads and two rows, without token_slots, at K = V = 128, with initial_state in bf16 or none:
 // k3_wide runs K3's wide instances, one block per (sequence, head) (kda_decode.cu §wide; the same bits).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
@@ -201,7 +203,8 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                     int64_t norm_form, bool eager_loads, int64_t k3_rows, c10::optional<torch::Tensor> token_slots,
                     bool write_final, c10::optional<torch::Tensor> records, bool reuse_records,
                     c10::optional<torch::Tensor> ckpt_offsets, c10::optional<torch::Tensor> ckpt_slots,
-                    c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values, bool k3_wide) {
+                    c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values, bool k3_wide,
+                    bool lean_record) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
     TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", num(k3_rows).c_str(),
@@ -216,6 +219,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                 "for the softplus gate (kda_fwd_fused.cu: that instance would spill): take the 'chunked' path");
     // §states: the states only on the 'chunked' path at K = V = 128 without checkpoints, into a final_state
     TORCH_CHECK(!zero_values || !outputs, "zero_values=True (v read as zeros) needs outputs=False");
+    TORCH_CHECK(!lean_record || !outputs, "lean_record=True (the records' parts the states read) needs outputs=False");
     TORCH_CHECK(outputs || (path == "chunked" && !keep && !ckpt_offsets.has_value() && q.dim() == 4 && v.dim() == 4 &&
                             q.size(-1) == 128 && v.size(-1) == 128),
                 "outputs=False (K2's states only) is for the 'chunked' path at K = V = 128 without checkpoints, got path '",
@@ -255,7 +259,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
     } else {
         torch::Tensor tables;
         kda::FwdArgs a = forward_args(c, scale, lower_bound, tables, outputs);
-        a.states_only = !outputs;
+        a.states_only = outputs ? 0 : lean_record ? 2 : 1;
         a.zero_values = zero_values;
         if (ckpt_offsets.has_value()) {               // the checkpoints (kda_checks.h §checkpoints)
             checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
@@ -598,7 +602,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
           py::arg("replay") = py::none(), py::arg("outputs") = true, py::arg("zero_values") = false,
-          py::arg("k3_wide") = false);
+          py::arg("k3_wide") = false, py::arg("lean_record") = false);
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

@@ -44,6 +44,11 @@ constexpr int REC_BYTES = REC_NORM + 16;      // 13840 = 865 x 16 bytes
 __host__ __device__ constexpr int swz_row(int r, int p) { return r * ROW + 8 * (p ^ (r & 7)); }
 __host__ __device__ constexpr int swz_small(int r, int p) { return r * SROW + 8 * (p ^ ((r >> 2) & 1)); }
 static_assert(REC_BYTES % 16 == 0, "record must be a whole number of 16-byte pieces");
+// The parts of a record the states alone read (K2's states only, kda_recurrence.cuh §states): kd, then kr and invb,
+// then decay and norm; qd and mqk make only the outputs. 9232 of the 13840 bytes.
+constexpr int STATES_REC_BYTES = (REC_QD - REC_KD) + (REC_MQK - REC_KR) + (REC_BYTES - REC_DECAY);
+static_assert(REC_QD % 16 == 0 && REC_KR % 16 == 0 && REC_MQK % 16 == 0 && REC_DECAY % 16 == 0,
+              "the states' parts of a record start and end on 16-byte pieces (bulk copies)");
 
 // §conversions --------------------------------------------------------------------------------
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {

@@ -32,6 +32,9 @@
 // state slot writes nothing at all. With FwdArgs::zero_values the value tile is filled with zeros by the copy itself
 // (a cp.async of 0 source bytes), so v is not read: the transition of a segment (the state from the identity with no
 // values). For the passes over segments of one long sequence (kda_nb.segments), whose first two passes keep only states.
+// With FwdArgs::states_only = 2 a chunk's record comes without qd and mqk, which only the outputs read: three bulk
+// copies of kd, kr and invb, decay and norm, each into its place in the stage (STATES_REC_BYTES, two thirds of the
+// record; the passes are bound by these reads, 10a). The stage's qd and mqk are then never written nor read.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -400,9 +403,16 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
             uint8_t* st = smem + stage * Ly::STAGE;
             if (PREP == 0 && threadIdx.x == 0) {
                 if (c >= NSTAGE) mbar_wait(&empty[stage], ((c - NSTAGE) / NSTAGE) & 1);
-                mbar_arrive_expect_tx(&full[stage], REC_BYTES);
-                bulk_copy_g2s(st, static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES,
-                              REC_BYTES, &full[stage]);
+                const uint8_t* rec = static_cast<const uint8_t*>(p.workspace) + ((chunk0 + c) * H + h) * REC_BYTES;
+                if (STATES && p.states_only == 2) {      // (§states: the parts the states read, each where it lies)
+                    mbar_arrive_expect_tx(&full[stage], STATES_REC_BYTES);
+                    bulk_copy_g2s(st + Ly::KD, rec + REC_KD, REC_QD - REC_KD, &full[stage]);
+                    bulk_copy_g2s(st + Ly::KR, rec + REC_KR, REC_MQK - REC_KR, &full[stage]);
+                    bulk_copy_g2s(st + Ly::DECAY, rec + REC_DECAY, REC_BYTES - REC_DECAY, &full[stage]);
+                } else {
+                    mbar_arrive_expect_tx(&full[stage], REC_BYTES);
+                    bulk_copy_g2s(st, rec, REC_BYTES, &full[stage]);
+                }
             }
             const int r = lane >> 1, piece = 2 * warp + (lane & 1);    // token r, rows 8 piece .. + 7
             const bool inside = c * CHUNK + r < ntok;

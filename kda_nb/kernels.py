@@ -247,7 +247,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
            state_indices, *, keep: bool = False, form: Form | None = None, token_slots: torch.Tensor | None = None,
            write_final: bool = True, records: torch.Tensor | None = None, reuse_records: bool = False,
            ckpt_offsets: torch.Tensor | None = None, ckpt_slots: torch.Tensor | None = None, replay: list | None = None,
-           outputs: bool = True, zero_values: bool = False):
+           outputs: bool = True, zero_values: bool = False, lean_record: bool = False):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
@@ -261,7 +261,8 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     tokens of sequence n (a multiple of 16, or its length; 0: its initial state) into `final_state[ckpt_slots[n, c]]`;
     any other offset, or a slot outside the pool, stores nothing. `replay`: 04a's *Replay read in place*. 'chunked' at
     K = V = 128 without checkpoints: `outputs=False` writes the states only (*The states only*: `out` is left as it is),
-    and `zero_values` then reads `v` as zeros. A 'decode' plan with `k3_wide` (one block a head: eager loads, two rows, K = V
+    and `zero_values` then reads `v` as zeros, and `lean_record` copies only the parts of K1's records that the states read
+    (the same bits, a third fewer bytes; `kda_nb.plan.SPLIT_STATES_LEAN`). A 'decode' plan with `k3_wide` (one block a head: eager loads, two rows, K = V
     = 128, the state in bf16 or none) takes no `token_slots`."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _ext or load_kernels()
@@ -276,5 +277,5 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
         made = ext.kda_forward(*args)
     else:
         made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, replay,
-                               outputs, zero_values, plan.k3_wide)
+                               outputs, zero_values, plan.k3_wide, lean_record)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

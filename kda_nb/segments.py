@@ -229,7 +229,8 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     states from zero, leaving K1's records in a tensor of their own; the transitions' K2 and the outputs' K2 read them
     again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share. With
     `states_only` (at K = V = 128, where K2 has the instances) the first two K2s write no outputs (`launch`'s
-    `outputs=False`), and the transitions' reads v as zeros (`zero_values`) instead of a tensor of zeros."""
+    `outputs=False`), the transitions' reads v as zeros (`zero_values`) instead of a tensor of zeros, and with the
+    plan's `SPLIT_STATES_LEAN` both copy only the parts of the records that the states read (`lean_record`)."""
     L, H, K = fq.shape[1], fq.shape[2], fq.shape[3]
     HV, V, P = fv.shape[2], fv.shape[3], cu.numel() - 1
     states = (('initial_state', sdt), ('final_state', sdt))
@@ -243,8 +244,10 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     def run(s0, reuse, zero=False, outputs=True):
         values = torch.zeros_like(fv) if zero and not only else fv
         fs = fv.new_empty(P, HV, V, K, dtype=sdt)
+        states = not outputs and only                    # a K2 of the states only
         launch(how, fq, fk, values, fg, fb, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, None, form=form,
-               records=records, reuse_records=reuse, outputs=outputs or not only, zero_values=zero and only)
+               records=records, reuse_records=reuse, outputs=not states, zero_values=zero and only,
+               lean_record=states and _plans.SPLIT_STATES_LEAN)
         return fs
     X = run(None, False, outputs=False)                  # K1 and K2: the states from zero, and the records
     eye = torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous()

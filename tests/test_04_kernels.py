@@ -586,6 +586,10 @@ def test_kernels_states_only(dtype, steps, seqlens):
     _, s_zero = run(torch.zeros_like(v))
     o_z, s_z = run(v, outputs=False, zero_values=True)
     assert o_z.isnan().all() and torch.equal(s_z, s_zero), "zero_values: the states of a call on zero values"
+    for zero, want in ((False, s), (True, s_zero)):              # the records' parts the states read: the same bits
+        o_l, s_l = run(v, outputs=False, zero_values=zero, lean_record=True)
+        assert o_l.isnan().all() and torch.equal(s_l, want), f"lean_record (zero_values={zero}): the same states"
+    with pytest.raises(RuntimeError, match='lean_record=True .* needs outputs=False'): run(v, lean_record=True)
     assert not torch.equal(s_z, s)
     with pytest.raises(RuntimeError, match="outputs=False .* is for the 'chunked' path"):
         launch(path_plan('fused', 'x', B, T, H, N, cu is not None, sm_count(q.device)), q, x['k'], v, x['g'], x['beta'],

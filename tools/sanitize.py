@@ -281,19 +281,19 @@ for (HV, V, K), rows in (((2, 128, 128), 8), ((3, 100, 64), 16), ((2, 5, 37), 32
         E = ext.kda_entry_scan(initial, X, M, torch.tensor(grid, device='cuda'), rows, False)
         torch.cuda.synchronize()
     assert torch.isfinite(ext.kda_entry_scan(initial, X, M, torch.tensor([[0, 1, 2], [3, 4, 5]], device='cuda'), rows, True)).all()
-# K2's states only (outputs=False, and with zero_values) on the chunked path, varlen with adversarial offsets and a pool
-# with a padding slot: out is left untouched
+# K2's states only (outputs=False, with zero_values, and copying only the records' parts the states read: lean_record) on
+# the chunked path, varlen with adversarial offsets and a pool with a padding slot: out is left untouched
 from kda_nb.kernels import launch
 from kda_nb.plan import path_plan
 inp = random_inputs(1, 0, 2, 128, seqlens=[5, 0, 40, 17], state=None, device='cuda', seed=21)
 cu = inp['cu_seqlens'].clone()
 cu[1], cu[3] = -7, 2 ** 40
 pool = torch.randn(6, 2, 128, 128, device='cuda')
-for steps, zero in ((1, False), (3, False), (1, True)):
+for steps, zero, lean in ((1, False, False), (3, False, False), (1, True, False), (1, False, True), (3, True, True)):
     out = torch.full(inp['v'].shape, float('nan'), device='cuda', dtype=inp['v'].dtype)
     launch(path_plan('chunked', 'sanitizer', 1, inp['v'].shape[1], 2, 4, True, 132, steps), inp['q'], inp['k'], inp['v'],
            inp['g'], inp['beta'], inp['scale'], out, inp['A_log'], inp['dt_bias'], inp['lower_bound'], pool, pool, cu,
-           torch.tensor([2, -1, 9, 0], device='cuda'), outputs=False, zero_values=zero)
+           torch.tensor([2, -1, 9, 0], device='cuda'), outputs=False, zero_values=zero, lean_record=lean)
     torch.cuda.synchronize()
     assert out.isnan().all()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
