@@ -258,8 +258,10 @@ if [ "$BENCH" = --capture ]; then
     echo "kda_nb.ncu $1 with ncu_report failed: again with the ncu command's raw page (--reader cli)"
     bounded python3 -m kda_nb.ncu "$@" --reader cli
   }
-  ncu_read numbers /tmp/ncu/kda_*.ncu-rep --lines --out "$LOG/ncu" 2>&1 | tee -a "$LOG/capture.txt" || status=1
-  ncu_read summary $(ls /tmp/ncu/kda_{fixed,varlen,decode,drafts,train}.ncu-rep 2>/dev/null) > "$LOG/ncu/summary.txt" 2>&1 || status=1
+  # the modes' reports (not the locating run's, which profiles every kernel the program launches, torch's too)
+  REPS=$(ls /tmp/ncu/kda_{fixed,varlen,decode,drafts,fused,train,long,long_whole}.ncu-rep 2>/dev/null)
+  ncu_read numbers $REPS --lines --out "$LOG/ncu" 2>&1 | tee -a "$LOG/capture.txt" || status=1
+  ncu_read summary $REPS > "$LOG/ncu/summary.txt" 2>&1 || status=1
   if [ -n "$FK" ]; then
     ncu_read numbers reports/ncu/flash_kda/flashkda_fixed.ncu-rep reports/ncu/flash_kda/flashkda_varlen.ncu-rep \
       --out "$LOG/flash_kda" 2>&1 | tee -a "$LOG/capture.txt" || status=1
