@@ -99,6 +99,12 @@ struct FwdArgs : Args {
     // §states: STATES_REC_BYTES of REC_BYTES).
     int states_only = 0;
     int zero_values = 0;
+    // The transitions beside the states (last, as above; read only by K2's instances with STATES): non-null, K2 runs twice
+    // the row slices, the second half of each (sequence, head)'s the transition of the sequence (the state from the
+    // identity with v read as zeros), written here, [n_seq, H, 128, 128] fp32 at sequence n (not its pool slot); the
+    // first half the states as above. Both halves of a (sequence, head) are neighbours in the grid, so each chunk's
+    // record comes from memory about once for both (kda_recurrence.cuh §paired). One step of K2 only (no carry).
+    float* transitions_out = nullptr;
 };
 
 // K3 "decode": it reads the caller's cu_seqlens itself (made safe by kda_layout.cuh's rule inside the

@@ -196,6 +196,8 @@ int64_t keep_decode_step(KDA_CALL_PARAMS, int64_t gate_form, int64_t beta_form, 
 // instances, kda_recurrence.cuh §states: out is left as it is, and the states have the bits of a full call's), and
 // zero_values then reads v as zeros (v's shape counts, its values are not read): a segment's transition; lean_record
 // then copies only the parts of each chunk's record that the states read (FwdArgs::states_only = 2; the same bits).
+// With outputs=False and no zero_values, in one step: transitions [N, H, 128, 128] fp32 takes each sequence's transition
+// (the state from the identity with v read as zeros) from the same launch (kda_recurrence.cuh §paired; its own bits).
 // 'decode' with eager_loads and two rows, without token_slots, at K = V = 128, with initial_state in bf16 or none:
 // k3_wide runs K3's wide instances, one block per (sequence, head) (kda_decode.cu §wide; the same bits).
 int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double growth, int64_t k2_stages,
@@ -204,7 +206,7 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                     bool write_final, c10::optional<torch::Tensor> records, bool reuse_records,
                     c10::optional<torch::Tensor> ckpt_offsets, c10::optional<torch::Tensor> ckpt_slots,
                     c10::optional<std::vector<torch::Tensor>> replay, bool outputs, bool zero_values, bool k3_wide,
-                    bool lean_record) {
+                    bool lean_record, c10::optional<torch::Tensor> transitions) {
     const kda::FwdPlan p0 = checked_plan(path, steps, growth, k2_stages, k1_persistent, sms, keep);
     TORCH_CHECK(!eager_loads || path == "decode", "eager_loads is for the 'decode' path (K3) only");
     TORCH_CHECK(k3_rows == 2 || (k3_rows == 4 && eager_loads), "k3_rows must be 2, or 4 with eager_loads (K3), got ", num(k3_rows).c_str(),
@@ -226,6 +228,10 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
                 path, "' with q ", shape_of(q).c_str(), " and v ", shape_of(v).c_str(),
                 ckpt_offsets.has_value() ? " and checkpoints" : "");
     TORCH_CHECK(outputs || final_state.has_value(), "outputs=False (the states only) needs final_state: it is all the call writes");
+    TORCH_CHECK(!transitions.has_value() || (!outputs && !zero_values && steps == 1),
+                "transitions (each sequence's transition beside its state) needs outputs=False, no zero_values and one step, "
+                "got outputs=", outputs ? "True" : "False", ", zero_values=", zero_values ? "True" : "False", ", steps = ",
+                num(steps).c_str());
     // §wide: K3 one block a head, where its instances are: eager, two rows, no per-token stores, K = V = 128, a bf16 state in
     TORCH_CHECK(!k3_wide || (path == "decode" && eager_loads && k3_rows == 2 && !token_slots.has_value() && q.dim() == 4 &&
                              v.dim() == 4 && q.size(-1) == 128 && v.size(-1) == 128),
@@ -261,6 +267,14 @@ int64_t kda_forward(KDA_CALL_PARAMS, std::string path, int64_t steps, double gro
         kda::FwdArgs a = forward_args(c, scale, lower_bound, tables, outputs);
         a.states_only = outputs ? 0 : lean_record ? 2 : 1;
         a.zero_values = zero_values;
+        if (transitions.has_value()) {                // §paired: [N, H, 128, 128] fp32, contiguous, on q's device
+            const torch::Tensor& m = *transitions;
+            TORCH_CHECK(m.device() == q.device() && m.scalar_type() == at::kFloat && m.is_contiguous() && m.dim() == 4 &&
+                        m.size(0) == c.N && m.size(1) == c.H && m.size(2) == 128 && m.size(3) == 128,
+                        "transitions must be a contiguous float32 tensor [", num(c.N).c_str(), ", ", num(c.H).c_str(),
+                        ", 128, 128] on ", q.device(), ", got ", m.scalar_type(), " ", shape_of(m).c_str(), " on ", m.device());
+            a.transitions_out = m.data_ptr<float>();
+        }
         if (ckpt_offsets.has_value()) {               // the checkpoints (kda_checks.h §checkpoints)
             checkpoints_fit(*ckpt_offsets, *ckpt_slots, c.N, q);
             a.ckpt_offsets = ckpt_offsets->data_ptr<int64_t>();
@@ -602,7 +616,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("token_slots") = py::none(), py::arg("write_final") = true, py::arg("records") = py::none(),
           py::arg("reuse_records") = false, py::arg("ckpt_offsets") = py::none(), py::arg("ckpt_slots") = py::none(),
           py::arg("replay") = py::none(), py::arg("outputs") = true, py::arg("zero_values") = false,
-          py::arg("k3_wide") = false, py::arg("lean_record") = false);
+          py::arg("k3_wide") = false, py::arg("lean_record") = false, py::arg("transitions") = py::none());
     m.def("kda_decode_run", torch::wrap_pybind_function(kda_decode_run), "launch a prepared decode step on the current stream",
           py::arg("id"));
     m.def("kda_decode_free", torch::wrap_pybind_function(kda_decode_free), "release a prepared decode step (False: none with this id)",

@@ -54,7 +54,8 @@ cudaError_t launch_recurrence_with(const FwdArgs& a, int device, cudaStream_t st
     }
     const int ys = a.n_seq < K2_MAX_GRID_Y ? a.n_seq : K2_MAX_GRID_Y;
     // the row slices that hold rows < V (all D / VB of them without DIMS): V = 64 launches half the blocks of V = 128
-    const int slices = DIMS ? (a.dim_v + Ly::VB - 1) / Ly::VB : D / Ly::VB;
+    // (§paired: twice them, the second half the transitions)
+    const int slices = (DIMS ? (a.dim_v + Ly::VB - 1) / Ly::VB : D / Ly::VB) * (STATES && a.transitions_out ? 2 : 1);
     const dim3 grid(a.H * slices, ys, (a.n_seq + K2_MAX_GRID_Y - 1) / K2_MAX_GRID_Y);
     kernel<<<grid, Ly::THREADS, smem, stream>>>(a);
     return cudaGetLastError();
@@ -67,7 +68,8 @@ cudaError_t launch_recurrence(const FwdArgs& a, int stages, cudaStream_t stream)
     if (a.n_seq == 0) return cudaSuccess;
     if (!dims_valid(a.dim_k, a.dim_v)) return cudaErrorInvalidValue;
     const bool has_ckpt = a.ckpt_offsets != nullptr && a.ckpt_slots != nullptr && a.ckpt_count > 0;
-    if ((a.states_only && (has_ckpt || native_dims(a.dim_k, a.dim_v))) || (a.zero_values && !a.states_only))
+    if ((a.states_only && (has_ckpt || native_dims(a.dim_k, a.dim_v))) || (a.zero_values && !a.states_only) ||
+        (a.transitions_out && (!a.states_only || a.zero_values || a.chunk_lo != 0 || a.chunk_hi != INT64_MAX)))
         return cudaErrorInvalidValue;
     int device = 0;
     const cudaError_t err = current_device(device);

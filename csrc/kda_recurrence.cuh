@@ -35,6 +35,14 @@
 // With FwdArgs::states_only = 2 a chunk's record comes without qd and mqk, which only the outputs read: three bulk
 // copies of kd, kr and invb, decay and norm, each into its place in the stage (STATES_REC_BYTES, two thirds of the
 // record; the passes are bound by these reads, 10a). The stage's qd and mqk are then never written nor read.
+//
+// §paired: the states and the transitions in one launch (FwdArgs::transitions_out; STATES only). The grid has twice the
+// row slices: a (sequence, head)'s first VSPLIT blocks are the states as above, its next VSPLIT the transition, whose
+// warps start from their 16 rows of the identity (not read from memory), read v as zeros (as zero_values does) and
+// store the state at the end into transitions_out at sequence n. The two halves are the same instructions on the same
+// records as two launches (the identity's rows, the zero values, the same stores), so each has the bits of its own
+// launch; blocks are handed out x first, so a chunk's record is read from memory about once for the four blocks
+// (the second read hits L2), where two launches read it twice.
 #pragma once
 #include "kda_common.cuh"
 #include "kda_launch.h"
@@ -313,9 +321,14 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
     // the head dims K and V (§dims; 128 without DIMS); the grid's row slices are those that hold rows < V
     const int KD = DIMS ? p.dim_k : D, VD = DIMS ? p.dim_v : D;
     const int vsplit = DIMS ? (VD + Ly::VB - 1) / Ly::VB : VSPLIT;
+    // §paired: twice the slices, the second half the transitions (STATES only; a constant false elsewhere)
+    const bool paired = STATES && p.transitions_out != nullptr;
+    const int slices = paired ? 2 * vsplit : vsplit;
     // grid (heads x row slices, sequences): blocks are handed out x first, so every head of the longest
     // sequence (seq_order) starts before any block of the next one, across all heads
-    const int H = p.H, vblk = blockIdx.x % vsplit, h = blockIdx.x / vsplit;
+    const int H = p.H, h = blockIdx.x / slices;
+    const bool transition = paired && blockIdx.x % slices >= vsplit;
+    const int vblk = blockIdx.x % slices - (transition ? vsplit : 0);
     const int rank = blockIdx.z * K2_MAX_GRID_Y + blockIdx.y;
     if (rank >= p.n_seq) return;
     const int n = p.seq_order ? p.seq_order[rank] : rank;
@@ -367,6 +380,12 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
 
     float S[16][4];
     load_state<DIMS>(p, from_caller, state_off, h, vrow, lane, S, KD, VD);
+    if (transition) {                                   // §paired: the warp's 16 rows of the identity
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) S[j][e] = vrow + g + 8 * (e >> 1) == 8 * j + 2 * t + (e & 1) ? 1.f : 0.f;
+    }
     const int64_t carry_off = static_cast<int64_t>(h) * D * D;
 
     // §checkpoints: `next`, the fewest chunks of the sequence done after which a checkpoint is due, from the chunks
@@ -420,7 +439,7 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
                 const T* src = v + (tok0 + (inside ? c * CHUNK + r : 0)) * tstride + (lane_in ? tcol : 0);
                 cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, inside && lane_in ? 16 : 0);
             } else {                                                 // (§states: zero_values reads none)
-                const bool read = inside && !(STATES && p.zero_values);
+                const bool read = inside && !(STATES && (p.zero_values || transition));
                 const T* src = v + ((tok0 + (read ? c * CHUNK + r : 0)) * H + h) * D + vbase + piece * 8;
                 cp_async16(st + Ly::VAL + r * Ly::VROW * 2 + piece * 16, src, read ? 16 : 0);
             }
@@ -508,6 +527,14 @@ __device__ __forceinline__ void recurrence_block(const FwdArgs& p, uint8_t* smem
 #pragma unroll
             for (int half = 0; half < 2; ++half)
                 *reinterpret_cast<float2*>(p.carry_out + carry_off + (vrow + g + 8 * half) * D + 8 * j + 2 * t) =
+                    make_float2(S[j][2 * half], S[j][2 * half + 1]);
+    } else if (transition) {                            // §paired: the transition, fp32 at sequence n
+        float* dst = p.transitions_out + (static_cast<int64_t>(n) * H + h) * D * D;
+#pragma unroll
+        for (int j = 0; j < 16; ++j)
+#pragma unroll
+            for (int half = 0; half < 2; ++half)
+                *reinterpret_cast<float2*>(dst + (vrow + g + 8 * half) * D + 8 * j + 2 * t) =
                     make_float2(S[j][2 * half], S[j][2 * half + 1]);
     } else if (p.state_out_kind != STATE_NONE) {
         state_off = state_offset();

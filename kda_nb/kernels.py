@@ -247,7 +247,8 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
            state_indices, *, keep: bool = False, form: Form | None = None, token_slots: torch.Tensor | None = None,
            write_final: bool = True, records: torch.Tensor | None = None, reuse_records: bool = False,
            ckpt_offsets: torch.Tensor | None = None, ckpt_slots: torch.Tensor | None = None, replay: list | None = None,
-           outputs: bool = True, zero_values: bool = False, lean_record: bool = False):
+           outputs: bool = True, zero_values: bool = False, lean_record: bool = False,
+           transitions: torch.Tensor | None = None):
     """Run the kernels as `plan` (a `kda_nb.plan.Plan`: the path and every launch choice) says, on checked inputs, writing
     `out` and `final_state` in place: the one entrance to the forward's kernels. With `keep` (a 'decode' plan) nothing
     runs yet: the call is checked and packed once and `(run, free)` comes back, `run()` launching K3 on the tensors
@@ -262,7 +263,9 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     any other offset, or a slot outside the pool, stores nothing. `replay`: 04a's *Replay read in place*. 'chunked' at
     K = V = 128 without checkpoints: `outputs=False` writes the states only (*The states only*: `out` is left as it is),
     and `zero_values` then reads `v` as zeros, and `lean_record` copies only the parts of K1's records that the states read
-    (the same bits, a third fewer bytes; `kda_nb.plan.SPLIT_STATES_LEAN`). A 'decode' plan with `k3_wide` (one block a head: eager loads, two rows, K = V
+    (the same bits, a third fewer bytes; `kda_nb.plan.SPLIT_STATES_LEAN`); with `outputs=False`, no `zero_values` and one
+    step, `transitions` [N, H, 128, 128] fp32 takes each sequence's transition (the state from the identity, v read as
+    zeros) from the same launch (*The states only*; `kda_nb.plan.SPLIT_PAIRED_STATES`). A 'decode' plan with `k3_wide` (one block a head: eager loads, two rows, K = V
     = 128, the state in bf16 or none) takes no `token_slots`."""
     if plan.path not in KERNEL_PATHS: raise ValueError(f"the plan's path must be one of {KERNEL_PATHS}, got {plan.path!r}")
     ext = _ext or load_kernels()
@@ -273,9 +276,10 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     # positionally, and the optional tensors only where a call has them: every argument pybind converts is host time,
     # which a small decode step feels (about 0.3 us each for the trailing ten)
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
-            and ckpt_slots is None and replay is None and outputs and not zero_values and not plan.k3_wide:
+            and ckpt_slots is None and replay is None and outputs and not zero_values and not plan.k3_wide \
+            and transitions is None:
         made = ext.kda_forward(*args)
     else:
         made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, replay,
-                               outputs, zero_values, plan.k3_wide, lean_record)
+                               outputs, zero_values, plan.k3_wide, lean_record, transitions)
     if keep: return functools.partial(ext.kda_decode_run, made), functools.partial(ext.kda_decode_free, made)

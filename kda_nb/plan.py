@@ -23,8 +23,8 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM',
            'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'K3_WIDE',
            'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
-           'SPLIT_STATES_LEAN', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS', 'SPLIT_GAIN',
-           'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
+           'SPLIT_STATES_LEAN', 'SPLIT_PAIRED_STATES', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS',
+           'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
            'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT',
            'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims',
            'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
@@ -315,6 +315,9 @@ SPLIT_STATES_ONLY = True     # the shared K1's first two passes with K2's states
 SPLIT_STATES_LEAN = False    # ... and those two K2s copying only the parts of K1's records that the states read (a third
                              # fewer bytes, the same bits; launch's lean_record): off until a GPU times it (the passes
                              # read K1's records at 74% to 86% of memory's peak: 10a, Where the time goes)
+SPLIT_PAIRED_STATES = False  # ... and those two K2s as one launch (launch's transitions: the states and the transitions
+                             # side by side in one grid, so each record is read from memory about once for both; the
+                             # same bits): off until a GPU times it
 SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
                              # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
                              # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,

@@ -230,7 +230,8 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share. With
     `states_only` (at K = V = 128, where K2 has the instances) the first two K2s write no outputs (`launch`'s
     `outputs=False`), the transitions' reads v as zeros (`zero_values`) instead of a tensor of zeros, and with the
-    plan's `SPLIT_STATES_LEAN` both copy only the parts of the records that the states read (`lean_record`)."""
+    plan's `SPLIT_STATES_LEAN` both copy only the parts of the records that the states read (`lean_record`), and with
+    its `SPLIT_PAIRED_STATES` the two run as one launch (`launch`'s `transitions`: each record read about once for both)."""
     L, H, K = fq.shape[1], fq.shape[2], fq.shape[3]
     HV, V, P = fv.shape[2], fv.shape[3], cu.numel() - 1
     states = (('initial_state', sdt), ('final_state', sdt))
@@ -241,17 +242,21 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
     records = torch.empty(workspace_bytes(max_chunks(1, L, P, True), HV), dtype=torch.uint8, device=fq.device)
     only = states_only and K == V == 128                 # (K2's STATES instances: K = V = 128)
     out = fv.new_empty(fv.shape)                         # the last pass's outputs (the first two's, where they write any)
-    def run(s0, reuse, zero=False, outputs=True):
+    def run(s0, reuse, zero=False, outputs=True, transitions=None):
         values = torch.zeros_like(fv) if zero and not only else fv
         fs = fv.new_empty(P, HV, V, K, dtype=sdt)
         states = not outputs and only                    # a K2 of the states only
         launch(how, fq, fk, values, fg, fb, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, None, form=form,
                records=records, reuse_records=reuse, outputs=not states, zero_values=zero and only,
-               lean_record=states and _plans.SPLIT_STATES_LEAN)
+               lean_record=states and _plans.SPLIT_STATES_LEAN, transitions=transitions)
         return fs
-    X = run(None, False, outputs=False)                  # K1 and K2: the states from zero, and the records
-    eye = torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous()
-    M = run(eye, True, zero=True, outputs=False)         # K2: the transitions (no values)
+    if only and _plans.SPLIT_PAIRED_STATES:              # K1, then one K2 for both
+        M = fv.new_empty(P, HV, K, K, dtype=sdt)
+        X = run(None, False, outputs=False, transitions=M)
+    else:
+        X = run(None, False, outputs=False)              # K1 and K2: the states from zero, and the records
+        eye = torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous()
+        M = run(eye, True, zero=True, outputs=False)     # K2: the transitions (no values)
     E = entry_states(initial, X, M, grid, check=False)  # (the grid is segment_grid's)
     return out, run(E, True)
 

@@ -596,6 +596,48 @@ def test_kernels_states_only(dtype, steps, seqlens):
                x['scale'], o.clone(), x['A_log'], x['dt_bias'], x['lower_bound'], None, pool.clone(), cu, None, outputs=False)
 
 
+@needs_kernels
+@pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize('lean', [False, True])
+@pytest.mark.parametrize('seqlens', [None, AWKWARD])
+def test_kernels_states_paired(dtype, lean, seqlens):
+    inp = random_inputs(2 if seqlens is None else 1, 333 if seqlens is None else 0, 4, 128, seqlens=seqlens,
+                        device='cuda', seed=12, dtype=dtype)
+    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
+    B, T, H = v.shape[:3]
+    N = B if cu is None else cu.numel() - 1
+    pool = torch.randn(N + 2, H, 128, 128, device='cuda')
+    idx = torch.arange(N, device='cuda') + 1
+    pad = N // 2
+    idx[pad] = -1                                                # a padding sequence: nothing read or written
+    p = path_plan('chunked', 'paired', B, T, H, N, cu is not None, sm_count(q.device), 1)
+    def run(initial, **kw):
+        out, fs = torch.full(v.shape, float('nan'), device='cuda', dtype=dtype), initial.clone()
+        launch(p, q, x['k'], v, x['g'], x['beta'], x['scale'], out, x['A_log'], x['dt_bias'], x['lower_bound'],
+               fs, fs, cu, idx, outputs=False, **kw)
+        assert out.isnan().all(), "out untouched"
+        return fs
+    states = run(pool)
+    eyes = torch.eye(128, device='cuda').expand(N + 2, H, 128, 128).contiguous()
+    moves = run(eyes, zero_values=True)                          # each sequence's transition, in its slot
+    m = torch.full((N, H, 128, 128), float('nan'), device='cuda')
+    both = run(pool, lean_record=lean, transitions=m)
+    assert torch.equal(both, states), "the states' half: the bits of outputs=False"
+    live = [n for n in range(N) if n != pad]
+    assert torch.equal(m[live], moves[idx[live]]), "the transitions' half: the bits of zero_values from the identity"
+    assert m[pad].isnan().all(), "a padding sequence writes no transition"
+    assert not torch.equal(m[live], eyes[:len(live)])
+    refused = 'transitions .* needs outputs=False, no zero_values and one step'
+    with pytest.raises(RuntimeError, match=refused): run(pool, zero_values=True, transitions=m)
+    with pytest.raises(RuntimeError, match='transitions must be a contiguous float32'):
+        run(pool, transitions=m[:, :2].contiguous())
+    with pytest.raises(RuntimeError, match=refused):
+        launch(path_plan('chunked', 'x', B, T, H, N, cu is not None, sm_count(q.device), 3), q, x['k'], v, x['g'],
+               x['beta'], x['scale'], torch.empty_like(v), x['A_log'], x['dt_bias'], x['lower_bound'], pool.clone(),
+               pool.clone(), cu, idx, outputs=False, transitions=m)
+
+
 from kda_nb.layout import same_values
 
 def check_fp16(inp, path='chunked', steps=1, state_out='fp32', tol=6e-3):

@@ -267,8 +267,8 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
     assert names[14:] == ['path', 'steps', 'growth', 'k2_stages', 'k1_persistent', 'sms', 'keep',
                           'gate_form', 'beta_form', 'norm_form', 'eager_loads', 'k3_rows', 'token_slots', 'write_final',
                           'records', 'reuse_records', 'ckpt_offsets', 'ckpt_slots', 'replay', 'outputs', 'zero_values', 'k3_wide',
-                          'lean_record']
-    assert list(Plan('decode', '').launch_args()) == names[14:20] + names[24:26] + names[-2:-1]
+                          'lean_record', 'transitions']
+    assert list(Plan('decode', '').launch_args()) == names[14:20] + names[24:26] + names[-3:-2]
     q = torch.zeros(1, 64, 2, 128, dtype=torch.bfloat16)
     args = (q, q, q, q, torch.zeros(1, 64, 2, dtype=torch.bfloat16), 0.1, q.clone(), torch.zeros(2), torch.zeros(2, 128), -5.0,
             None, None, None, None)

@@ -314,20 +314,27 @@ def test_gradient_through_the_passes(monkeypatch, form):
 def kernels_on_the_host(monkeypatch, seg, path_name: str) -> list:
     """`seg` (kda_nb.segments) with its K1 + K2 launches stood in for by the fp64 chunked form, its plan patched to say
     'chunked' on CPU and `kda` refused (`path_name`, the path under test, must not call it); `outputs=False` writes no
-    outputs and `zero_values` reads v as zeros, as K2's states only do. Returns the list each launch appends
-    `(records, reuse_records, out.dtype, q, k, g, beta, outputs, zero_values, v, lean_record)` to."""
+    outputs and `zero_values` reads v as zeros, as K2's states only do, and `transitions` takes the transitions (from the
+    identity, v read as zeros) beside the states. Returns the list each launch appends
+    `(records, reuse_records, out.dtype, q, k, g, beta, outputs, zero_values, v, lean_record, paired)` to."""
     import dataclasses
     from kda_nb.chunked import kda_chunked
     from kda_nb.layout import form_options
     launches = []
     def k1_k2_on_the_host(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, s0, fs, cu, slots, *, form,
-                          records, reuse_records, outputs=True, zero_values=False, lean_record=False):
+                          records, reuse_records, outputs=True, zero_values=False, lean_record=False, transitions=None):
         assert not (outputs and lean_record), "lean_record is for the states only (the binding refuses it with outputs)"
-        launches.append((records, reuse_records, out.dtype, q, k, g, beta, outputs, zero_values, v, lean_record))
-        o, S = kda_chunked(q, k, torch.zeros_like(v) if zero_values else v, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound, initial_state=s0,
-                           cu_seqlens=cu, dtype=torch.float64, **form_options(form))
+        assert transitions is None or not (outputs or zero_values), "transitions: states only, v read (the binding's rule)"
+        launches.append((records, reuse_records, out.dtype, q, k, g, beta, outputs, zero_values, v, lean_record,
+                         transitions is not None))
+        chunked = lambda values, s: kda_chunked(q, k, values, g, beta, A_log, dt_bias, scale=scale, lower_bound=lower_bound,
+                                                initial_state=s, cu_seqlens=cu, dtype=torch.float64, **form_options(form))
+        o, S = chunked(torch.zeros_like(v) if zero_values else v, s0)
         if outputs: out.copy_(o)
         fs.copy_(S)
+        if transitions is not None:
+            eye = torch.eye(transitions.shape[-1], dtype=transitions.dtype).expand_as(transitions)
+            transitions.copy_(chunked(torch.zeros_like(v), eye)[1])
     real_plan = seg.plan
     monkeypatch.setattr(seg, 'plan', lambda *a, **kw: dataclasses.replace(real_plan(*a, **kw), path='chunked'))
     monkeypatch.setattr(seg, 'launch', k1_k2_on_the_host)
@@ -335,16 +342,19 @@ def kernels_on_the_host(monkeypatch, seg, path_name: str) -> list:
     return launches
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
-@pytest.mark.parametrize('states_only,lean', [(False, False), (True, False), (True, True)])
-def test_passes_sharing_k1_glue(monkeypatch, form, states_only, lean):
+@pytest.mark.parametrize('states_only,lean,paired', [(False, False, False), (True, False, False), (True, True, False),
+                                                     (True, False, True), (True, True, True)])
+def test_passes_sharing_k1_glue(monkeypatch, form, states_only, lean, paired):
     """`share_k1`: the first call makes K1's records, the other two reuse the same tensor on the same q, k, g and beta
     (the kernels stood in for by the fp64 chunked form, the plan patched to say 'chunked' on CPU): the recurrence's
     results, three launches, no `kda` call. With `states_only` (K = V = 128) the first two write no outputs, the
     transitions' reading the caller's v as zeros, and with the plan's `SPLIT_STATES_LEAN` (`lean`) both copy the records'
-    parts the states read; at other head dims none of this is asked for."""
+    parts the states read, and with its `SPLIT_PAIRED_STATES` (`paired`) the two are one launch that takes the transitions
+    beside the states (two launches in all); at other head dims none of this is asked for."""
     import kda_nb.segments as seg
     launches = kernels_on_the_host(monkeypatch, seg, 'the shared path')
     monkeypatch.setattr(seg._plans, 'SPLIT_STATES_LEAN', lean)
+    monkeypatch.setattr(seg._plans, 'SPLIT_PAIRED_STATES', paired)
     D = 128 if states_only else 8
     xs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=D, V=D, dtype=torch.float64, state='fp64', seed=13,
                        gate='g~U(-8,8)', **form)
@@ -353,14 +363,19 @@ def test_passes_sharing_k1_glue(monkeypatch, form, states_only, lean):
     o, S = seg.kda_in_passes(*args, segments=32, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
                              share_k1=True, states_only=True, **form)
     assert rel_rms(o, ref_o) < 1e-11 and rel_rms(S, ref_S) < 1e-11
+    first = launches[0]
+    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[3:7], first[3:7])) for l in launches)
+    assert first[0].dtype == torch.uint8 and first[0].numel() > 0
+    if states_only and paired:
+        assert [(l[1], l[7], l[8], l[10], l[11]) for l in launches] == [(False, False, False, lean, True),
+                                                                        (True, True, False, False, False)]
+        return
+    assert [l[11] for l in launches] == [False] * 3
     assert [r for _, r, *_ in launches] == [False, True, True]
     flags = [(l[7], l[8]) for l in launches]
     assert flags == ([(False, False), (False, True), (True, False)] if states_only else [(True, False)] * 3)
     if states_only: assert launches[1][9] is launches[0][9], "the transitions read the caller's v, as zeros"
     assert [l[10] for l in launches] == [lean, lean, False], "lean records for the states-only K2s, where switched on"
-    first = launches[0]
-    assert all(l[0] is first[0] and all(a is b for a, b in zip(l[3:7], first[3:7])) for l in launches)
-    assert first[0].dtype == torch.uint8 and first[0].numel() > 0
 
 def test_shared_k1_by_segment_length(monkeypatch):
     """`share_k1=None` takes the plan's rule: one K1 shared for segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens

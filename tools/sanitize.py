@@ -296,6 +296,14 @@ for steps, zero, lean in ((1, False, False), (3, False, False), (1, True, False)
            torch.tensor([2, -1, 9, 0], device='cuda'), outputs=False, zero_values=zero, lean_record=lean)
     torch.cuda.synchronize()
     assert out.isnan().all()
+# ... and the states with the transitions in one launch (kda_recurrence.cuh §paired), lean records or not
+for lean in (False, True):
+    out, moves = torch.full(inp['v'].shape, float('nan'), device='cuda', dtype=inp['v'].dtype), torch.empty(4, 2, 128, 128, device='cuda')
+    launch(path_plan('chunked', 'sanitizer', 1, inp['v'].shape[1], 2, 4, True, 132, 1), inp['q'], inp['k'], inp['v'],
+           inp['g'], inp['beta'], inp['scale'], out, inp['A_log'], inp['dt_bias'], inp['lower_bound'], pool, pool, cu,
+           torch.tensor([2, -1, 9, 0], device='cuda'), outputs=False, lean_record=lean, transitions=moves)
+    torch.cuda.synchronize()
+    assert out.isnan().all()
 # the backward's two passes (kda_bwd_states.cu): fixed and varlen, empty and one-token sequences, offsets no check saw
 '''
 

@@ -90,27 +90,31 @@ def main(argv=None) -> int:
 def kernel_chain_manners(args, seg, s0, o_w, s_w) -> dict:
     """The passes with the chain as one kernel, timed: in turn ('scan_kernel'), with one K1 among them
     ('shared_k1_kernel'), so with K2's states only in the first two ('shared_k1_states'), and those copying only the
-    records' parts the states read ('shared_k1_lean', kda_nb.plan.SPLIT_STATES_LEAN); each checked against the whole
-    call, and the last three against each other (the same bits: neither the states only nor the lean records change
-    a state)."""
-    manners, switch, lean = {}, kda_nb.plan.SPLIT_SCAN_KERNEL, kda_nb.plan.SPLIT_STATES_LEAN
-    kda_nb.plan.SPLIT_SCAN_KERNEL = True
+    records' parts the states read ('shared_k1_lean', kda_nb.plan.SPLIT_STATES_LEAN), and the first two as one launch,
+    with and without the lean records ('shared_k1_paired', 'shared_k1_paired_lean', kda_nb.plan.SPLIT_PAIRED_STATES);
+    each checked against the whole call, and the shared manners against each other (the same bits: neither the states
+    only, the lean records nor the one launch change a state)."""
+    P = kda_nb.plan
+    manners, saved = {}, (P.SPLIT_SCAN_KERNEL, P.SPLIT_STATES_LEAN, P.SPLIT_PAIRED_STATES)
+    P.SPLIT_SCAN_KERNEL = True
     try:
         made = {}
         for name, kw in (('scan_kernel', dict(first='serial', share_k1=False)),
                          ('shared_k1_kernel', dict(share_k1=True, states_only=False)),
                          ('shared_k1_states', dict(share_k1=True, states_only=True)),
-                         ('shared_k1_lean', dict(share_k1=True, states_only=True))):
-            kda_nb.plan.SPLIT_STATES_LEAN = name == 'shared_k1_lean'
+                         ('shared_k1_lean', dict(share_k1=True, states_only=True)),
+                         ('shared_k1_paired', dict(share_k1=True, states_only=True)),
+                         ('shared_k1_paired_lean', dict(share_k1=True, states_only=True))):
+            P.SPLIT_STATES_LEAN, P.SPLIT_PAIRED_STATES = name.endswith('lean'), 'paired' in name
             with torch.no_grad():
                 manners[f'ms_{name}'] = timed(lambda: kda_in_passes(*args, segments=seg, initial_state=s0, **kw))
                 made[name] = o_f, s_f = kda_in_passes(*args, segments=seg, initial_state=s0, **kw)
             assert rel_rms(o_f.float(), o_w.float()) < 1e-2 and rel_rms(s_f, s_w) < 1e-2, name
         a = made['shared_k1_kernel']
-        for name in ('shared_k1_states', 'shared_k1_lean'):
+        for name in ('shared_k1_states', 'shared_k1_lean', 'shared_k1_paired', 'shared_k1_paired_lean'):
             assert torch.equal(a[0], made[name][0]) and torch.equal(a[1], made[name][1]), f"{name}: the same bits"
     finally:
-        kda_nb.plan.SPLIT_SCAN_KERNEL, kda_nb.plan.SPLIT_STATES_LEAN = switch, lean
+        P.SPLIT_SCAN_KERNEL, P.SPLIT_STATES_LEAN, P.SPLIT_PAIRED_STATES = saved
     return manners
 
 
