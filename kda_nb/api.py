@@ -20,7 +20,7 @@ from .kernels import launch, load_kernels
 from .layout import (ALL_FORMS, FORM_OPTIONS, form_options, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, put_rows, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
-from .plan import KERNEL_DIM, Plan, backward_backend, backward_passes, backward_plan, may_pass_backward, kernel_refusal, plan, plan_for, sm_count, state_dtypes_of, whole_gradients
+from .plan import KERNEL_DIM, Plan, backward_backend, backward_passes, backward_plan, may_pass_backward, kernel_refusal, plan, plan_for, sm_count, state_dtypes_of
 
 # %% auto #0
 __all__ = ['FLASH_FORM', 'NO_DOUBLE_BACKWARD', 'kernel_support', 'fwd_op', 'fwd', 'kda_op', 'kda', 'kda_backward_op',
@@ -101,6 +101,7 @@ def _launch_routed(how, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_boun
     if fs is not None and fs is not final_state: final_state.copy_(fs[..., :V, :K])
 
 _split_passes = []           # kda_nb.segments puts its kda_in_passes here when imported (it imports this module)
+_split_gradient = []         # ... and its gradient_in_segments
 
 def _in_passes(segments, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, initial_state, final_state,
                cu_seqlens, state_indices, form, share_k1: bool | None = None):
@@ -504,23 +505,20 @@ def _gradient_passes(ctx, q, cu) -> int:
     return backward_passes(B, T, H, N, cu is not None, None if cu is None else max(lens, default=0), ctx.used,
                            lambda: sm_count(q.device))[0]
 
-def _gradient_in_passes(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu) -> list:
-    """The gradients of `kda_nb::kda` through its three passes over segments (`kda_nb.segments.kda_in_passes`): the
-    forward recomputed in passes with autograd (each pass a `kda` call over the segments, whose own gradient runs
-    over them), then differentiated; zeros where an input gets no gradient."""
-    if not _split_passes: raise RuntimeError("kda_nb: the gradient runs through passes over segments, which need "
-                                             "kda_nb.segments: import kda_nb (or kda_nb.segments) first")
+def _gradient_in_segments(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu) -> list:
+    """The gradients of `kda_nb::kda` with every sequence cut into segments (`kda_nb.segments.gradient_in_segments`), each
+    of its two whole gradients over the segments this op's own backward (`kda_nb::kda_backward`, on the forward's
+    backend); zeros where an input gets no gradient."""
+    if not _split_gradient: raise RuntimeError("kda_nb: the gradient runs in segments, which needs kda_nb.segments: "
+                                               "import kda_nb (or kda_nb.segments) first")
     ins = [q, k, v, g, beta, A_log, dt_bias, h0]
-    with torch.enable_grad():
-        leaves = [None if x is None else x.detach().requires_grad_() for x in ins]
-        o, s = _split_passes[0](*leaves[:7], segments=segments, scale=ctx.scale, lower_bound=ctx.lower_bound,
-                                initial_state=leaves[7], cu_seqlens=cu, **form_options(_form(*ctx.form)))
-        outs, ups = [o], [grad_out if grad_out is not None else torch.zeros_like(o)]
-        if grad_state is not None and grad_state.numel(): outs.append(s); ups.append(grad_state.to(s.dtype))
-        used = [x for x in leaves if x is not None]
-        with whole_gradients():                          # the passes' own gradients run whole
-            got = iter(torch.autograd.grad(outs, used, ups, allow_unused=True))
-    grads = [None if x is None else next(got) for x in leaves]
+    def whole(q_, k_, v_, g_, b_, A_, dt_, *, initial_state, cu_seqlens, grad_out, grad_state):
+        return torch.ops.kda_nb.kda_backward(grad_out, grad_state, q_, k_, v_, g_, b_, A_, dt_, initial_state, cu_seqlens,
+                                             ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)
+    grads = _split_gradient[0](whole, *ins[:7], segments=segments, initial_state=h0, cu_seqlens=cu, grad_out=grad_out,
+                               grad_state=None if grad_state is None or not grad_state.numel() else grad_state,
+                               scale=ctx.scale, lower_bound=ctx.lower_bound, backend=ctx.used,
+                               **form_options(_form(*ctx.form)))
     return [x.new_zeros(0) if x is None else (torch.zeros_like(x) if gx is None else gx.to(x.dtype))
             for x, gx in zip(ins, grads)]
 
@@ -528,7 +526,7 @@ def _kda_backward(ctx, grad_out, grad_state):
     q, k, v, g, beta, A_log, dt_bias, h0, cu = ctx.saved_tensors
     segments = _gradient_passes(ctx, q, cu)
     if segments:
-        grads = _gradient_in_passes(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu)
+        grads = _gradient_in_segments(segments, ctx, grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu)
     else:
         grads = torch.ops.kda_nb.kda_backward(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, h0, cu,
                                               ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)

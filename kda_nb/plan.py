@@ -302,7 +302,7 @@ SPLIT_FIRST_PASSES = 'serial'  # how the passes' first two calls (transitions, s
                              # call over the segments given twice. The last two are not yet timed on the GPU
                              # (tools/segments_probe.py --passes times all three)
 SPLIT_SHARE_K1 = True        # the passes on the kernels with one K1 among the three (K2 alone in the second and
-                             # third: kda_nb.segments.passes_sharing_k1), for segments of at most
+                             # third: kda_nb.segments.maps_sharing_k1), for segments of at most
 SPLIT_SHARE_K1_MAX_SEGMENT = 16384  # ... this many tokens (every length the rule weighs): with K2's states only
                              # an H100 timed them faster than three passes at every segment length of 1,024 to 32,768
                              # on 5 shapes but two, both at 4,096 and within 1.4% (H = 8, T = 131,072: 3.19 against 3.15

@@ -21,7 +21,8 @@ import kda_nb.plan as _plans       # (its switches read at each call, so that se
 # %% auto #0
 __all__ = ['SCAN_ROWS', 'FIRST_PASSES', 'segment_table', 'SegmentPieces', 'stacked_call', 'entry_chain', 'kda_segmented', 'fixup',
            'segment_grid', 'scan_rows', 'scan_kernel_reason', 'entry_states_cuda', 'entry_states', 'first_passes',
-           'passes_sharing_k1', 'kda_in_passes', 'SegmentCost', 'segment_cost', 'segment_plan']
+           'maps_sharing_k1', 'segment_maps', 'kda_in_passes', 'reversed_grid', 'gradient_in_segments', 'SegmentCost',
+           'segment_cost', 'segment_plan']
 
 # %% ../nbs/10a_segments.ipynb #94d1bc57
 def segment_table(bounds: list[tuple[int, int]], seg_tokens: int) -> list[tuple[int, int, int]]:
@@ -222,10 +223,11 @@ def first_passes(run, fq, fk, fv, fg, fb, cu, eye, how: str):
         return M, X
     return run(fq, fk, zero_values, fg, fb, eye, cu), run(fq, fk, fv, fg, fb, None, cu)
 
-def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, scale, lower_bound, sdt, form: Form,
-                      states_only: bool = False):
-    """The passes on the kernels with one K1 among them, `(out, S)` (`S`: each segment's final state), or None where
-    the kernels would not run the segments' calls on the chunked path without a route. K1 and K2 run once for the
+def maps_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, scale, lower_bound, sdt, form: Form, states_only: bool = False):
+    """The first two passes on the kernels with one K1 for all three, `(X, M, outputs)` (each segment's state from zero
+    and its transition, and `outputs(E)`: the third pass's K2 from the entry states `E` on the same records, `(out, S)`,
+    `S` each segment's final state), or None where the kernels would not run the segments' calls on the chunked path
+    without a route. K1 and K2 run once for the
     states from zero, leaving K1's records in a tensor of their own; the transitions' K2 and the outputs' K2 read them
     again (`launch`'s `records`, `reuse_records`): K1 reads only q, k, g and beta, which the three calls share. With
     `states_only` (at K = V = 128, where K2 has the instances) the first two K2s write no outputs (`launch`'s
@@ -257,8 +259,31 @@ def passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial, sca
         X = run(None, False, outputs=False)              # K1 and K2: the states from zero, and the records
         eye = torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous()
         M = run(eye, True, zero=True, outputs=False)     # K2: the transitions (no values)
-    E = entry_states(initial, X, M, grid, check=False)  # (the grid is segment_grid's)
-    return out, run(E, True)
+    return X, M, lambda E: (out, run(E, True))
+
+def segment_maps(fq, fk, fv, fg, fb, A_log, dt_bias, cu, sdt, *, share: bool, states_only: bool | None = None,
+                 first: str | None = None, **kw):
+    """`(X, M, outputs)` of the segments `cu` (the sequences of one varlen call over the flattened tokens `fq` ...): each
+    one's state from zero and its transition, and `outputs(E)`, the third pass from the entry states `E`, `(out, S)`.
+    With `share` (the caller's word that no gradient is recorded through them), on the kernels' chunked path, one K1 for
+    the three (`maps_sharing_k1`, the first two with K2's states only where `states_only`, None: the plan's
+    `SPLIT_STATES_ONLY`); else `kda` calls: two in the manner `first` (`first_passes`; None: the plan's
+    `SPLIT_FIRST_PASSES`) and one for the outputs. `kw`: `kda`'s other keywords (scale, the form, backend). The caller
+    runs it inside `whole_calls`, so that the segments' own calls run whole."""
+    K, HV, V, P = fq.shape[-1], fv.shape[2], fv.shape[3], cu.numel() - 1
+    if share and kw.get('backend', 'auto') != 'reference':   # (the plan says whether the kernels run)
+        form = Form(**{n: kw[n] for n in FORM_OPTIONS if n in kw})
+        scale = kw.get('scale') or K ** -0.5
+        bound = check_form(form, A_log, dt_bias, kw.get('lower_bound'))
+        only = _plans.SPLIT_STATES_ONLY if states_only is None else states_only
+        made = maps_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, float(scale), bound, sdt, form, only)
+        if made is not None: return made
+    call = lambda q_, k_, v_, g_, b_, s0, offsets: kda(q_, k_, v_, g_, b_, A_log, dt_bias, initial_state=s0,
+                                                       cu_seqlens=offsets, state_dtype=sdt, check_seqlens=False, **kw)
+    eye = torch.eye(K, dtype=sdt, device=fq.device).expand(P, HV, K, K).contiguous()
+    M, X = first_passes(lambda *a: call(*a)[1], fq, fk, fv, fg, fb, cu, eye,
+                        _plans.SPLIT_FIRST_PASSES if first is None else first)
+    return X, M, lambda E: call(fq, fk, fv, fg, fb, E, cu)
 
 def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *, segments: int,
                   initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
@@ -268,7 +293,7 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     the segments: the transitions and the states from zero (`first_passes`, in the manner `first`: None, the plan's
     `SPLIT_FIRST_PASSES`), then (after the chain of entry states) the outputs. With `share_k1` (None: the plan's rule,
     `kda_nb.plan.shares_k1`: segments of at most `SPLIT_SHARE_K1_MAX_SEGMENT` tokens), a call that records no gradient on
-    a GPU runs the three passes with one K1 among them (`passes_sharing_k1`) where the kernels take it, its first two
+    a GPU runs the three passes with one K1 among them (`maps_sharing_k1`) where the kernels take it, its first two
     passes with K2's states only where `states_only` (None: the plan's `SPLIT_STATES_ONLY`) says so. Returns
     `(out, final_state)` as `kda` does; `kw`: `kda`'s other keywords (scale, the form, backend)."""
     B, T, H, K = q.shape
@@ -283,28 +308,52 @@ def kda_in_passes(q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor
     share = _plans.shares_k1(segments) if share_k1 is None else share_k1
     tracked = torch.is_grad_enabled() and any(torch.is_tensor(x) and x.requires_grad
                                               for x in (q, k, v, g, beta, A_log, dt_bias, initial_state))
-    if share and not tracked and kw.get('backend', 'auto') != 'reference':   # (the plan says whether the kernels run)
-        form = Form(**{n: kw[n] for n in FORM_OPTIONS if n in kw})
-        scale = kw.get('scale') or K ** -0.5
-        bound = check_form(form, A_log, dt_bias, kw.get('lower_bound'))
-        only = _plans.SPLIT_STATES_ONLY if states_only is None else states_only
-        made = passes_sharing_k1(fq, fk, fv, fg, fb, A_log, dt_bias, cu, grid, initial(), float(scale), bound, sdt, form,
-                                 only)
-        if made is not None:
-            out, S = made
-            return out.view(B, T, HV, V), S[last].to(final_dtype)
-    run = lambda q_, k_, v_, g_, b_, s0, offsets: kda(q_, k_, v_, g_, b_, A_log, dt_bias, initial_state=s0,
-                                                      cu_seqlens=offsets, state_dtype=sdt, check_seqlens=False, **kw)[1]
     with whole_calls():                                  # the passes' own calls run whole
-        eye = torch.eye(K, dtype=sdt, device=q.device).expand(P, HV, K, K).contiguous()
-        M, X = first_passes(run, fq, fk, fv, fg, fb, cu, eye, _plans.SPLIT_FIRST_PASSES if first is None else first)
-        E = entry_states(initial(), X, M, grid, check=False)          # (the grid is segment_grid's)
-        out, S = kda(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=E,
-                     cu_seqlens=cu, state_dtype=sdt, check_seqlens=False, **kw)
+        X, M, outputs = segment_maps(fq, fk, fv, fg, fb, A_log, dt_bias, cu, sdt, share=share and not tracked,
+                                     states_only=states_only, first=first, **kw)
+        out, S = outputs(entry_states(initial(), X, M, grid, check=False))   # (the grid is segment_grid's)
     return out.view(B, T, HV, V), S[last].to(final_dtype)
+
+def reversed_grid(grid: Tensor, P: int) -> Tensor:
+    """`grid` (`segment_grid`'s, `P` its padding row) with each sequence's segments in reverse order and its padding still
+    past them: the order in which the gradient's chain walks them. Device arithmetic only."""
+    count = (grid < P).sum(0)                                              # each sequence's segments
+    at = count[None] - 1 - torch.arange(grid.shape[0], device=grid.device)[:, None]
+    return torch.where(at >= 0, grid.gather(0, at.clamp(min=0)), torch.full_like(grid, P))
+
+def gradient_in_segments(backward, q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *,
+                         segments: int, initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
+                         grad_out: Tensor | None = None, grad_state: Tensor | None = None, **kw) -> tuple:
+    """`kda`'s gradients `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` with every sequence cut into segments
+    of `segments` tokens (*The gradient in segments*): the maps and the entry states `E` as the forward's passes make
+    them, the gradient of each segment's entry from its own outputs alone (`backward` over the segments from a zero
+    gradient at their ends), the chain of the end gradients back through the transposed transitions, then `backward`
+    over the segments from `E` with those end gradients: the whole gradient, every chain of chunks a segment long.
+    `backward(q, k, v, g, beta, A_log, dt_bias, *, initial_state, cu_seqlens, grad_out, grad_state)`: a whole gradient
+    (the kernels' or the reference) returning that 8-tuple; `kw`: `kda`'s other keywords (scale, the form, backend)."""
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    cu, grid, _ = segment_grid(B, T, segments, cu_seqlens, q.device)
+    P, N = cu.numel() - 1, grid.shape[1]
+    sdt = torch.float64 if q.dtype == torch.float64 else torch.float32
+    flat = lambda x: None if x is None else x.reshape(1, B * T, *x.shape[2:])
+    fq, fk, fv, fg, fb, fdo = (flat(x) for x in (q, k, v, g, beta, grad_out))
+    given = lambda x, n: fv.new_zeros(n, HV, V, K, dtype=sdt) if x is None else x.to(sdt)
+    whole = lambda s0, ds: backward(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=s0, cu_seqlens=cu, grad_out=fdo,
+                                    grad_state=ds)
+    with torch.no_grad(), whole_calls():
+        X, M, _ = segment_maps(fq, fk, fv, fg, fb, A_log, dt_bias, cu, sdt, share=_plans.shares_k1(segments), **kw)
+        E = entry_states(given(initial_state, N), X, M, grid, check=False)
+        own = whole(given(None, P), None)[7]                # each entry's gradient from its segment's outputs alone
+        ends = entry_states(given(grad_state, N), own.to(sdt), M.transpose(-1, -2).contiguous(), reversed_grid(grid, P),
+                            check=False)                    # the gradient at each segment's end
+        dq, dk, dv, dg, db, dA, ddt, dE = whole(E, ends)
+    return (dq.view(q.shape), dk.view(k.shape), dv.view(v.shape), dg.view(g.shape), db.view(beta.shape), dA, ddt,
+            dE[grid[0]])
 
 import kda_nb.api as _api
 _api._split_passes[:] = [kda_in_passes]       # what the API calls when the plan says passes (api cannot import this module)
+_api._split_gradient[:] = [gradient_in_segments]   # ... and when its backward's plan says segments
 
 # %% ../nbs/10a_segments.ipynb #c854b25f
 @dataclass(frozen=True)

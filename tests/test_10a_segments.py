@@ -91,6 +91,43 @@ def test_passes_gradients_are_the_recurrences():
     for n in names:          # A_log, dt_bias: sums over all three passes, whose parts largely cancel
         assert rel_rms(mine[n], ref[n]) < (1e-6 if n in ('A_log', 'dt_bias') else 1e-10) and ref[n].abs().max() > 0, n
 
+@settings(max_examples=25, deadline=None)
+@given(lens=st.lists(st.integers(0, 70), min_size=1, max_size=5), seg=st.sampled_from([16, 32, 48]),
+       shape=st.sampled_from([(4, 4, 2), (3, 5, 2), (4, 4, 4)]), state=st.booleans(), varlen=st.booleans(),
+       ups=st.sampled_from(['both', 'out', 'state']),
+       form=st.sampled_from([{}, dict(safe_gate=False), dict(use_gate_in_kernel=False),
+                             dict(use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False)]),
+       seed=st.integers(0, 10**6))
+def test_gradient_in_segments_is_the_recurrences(lens, seg, shape, state, varlen, ups, form, seed):
+    """`gradient_in_segments` (the reference's whole gradient inside) against autograd through the fp64 recurrence:
+    varlen (empty, 1-token, unaligned sequences) or fixed rows, V != K, GVA, forms, with and without an initial state,
+    upstream gradients on the outputs, the final state or both."""
+    from kda_nb.backward import kda_chunked_backward
+    V, K, HV = shape
+    kw = dict(seqlens=lens) if varlen else dict(B=len(lens), T=max(max(lens), 1))
+    xs = random_inputs(**kw, H=2, K=K, V=V, HV=HV, dtype=torch.float64, state='fp64' if state else None, seed=seed,
+                       gate='g~U(-8,8)', **form)
+    if xs['q'].shape[1] == 0: return                                   # kda refuses T = 0, whole or in segments
+    names = [n for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state') if xs[n] is not None]
+    ins = {n: xs[n].clone().requires_grad_() for n in names}
+    o, S = kda_recurrent(*(ins.get(n) for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')),
+                         initial_state=ins.get('initial_state'), cu_seqlens=xs['cu_seqlens'], **form)
+    gen = torch.Generator().manual_seed(seed)
+    d_o = torch.randn(o.shape, generator=gen, dtype=o.dtype) if ups != 'state' else None
+    d_S = torch.randn(S.shape, generator=gen, dtype=S.dtype) if ups != 'out' else None
+    torch.autograd.backward([x for x, d in ((o, d_o), (S, d_S)) if d is not None], [d for d in (d_o, d_S) if d is not None])
+    opts = dict(scale=xs['scale'], lower_bound=xs['lower_bound'], **form)
+    reference = lambda *a, **kw: kda_chunked_backward(*a, **kw, **opts, dtype=torch.float64)
+    mine = gradient_in_segments(reference, *(xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')),
+                                segments=seg, initial_state=xs['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                                grad_out=d_o, grad_state=d_S, **opts)
+    got = dict(zip(('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state'), mine))
+    for n in names:
+        want = ins[n].grad if ins[n].grad is not None else torch.zeros_like(ins[n])
+        assert got[n].shape == want.shape, n
+        tol = 1e-10 if want.dtype == torch.float64 else 1e-6             # (A_log, dt_bias: fp32 leaves, fp32 gradients)
+        assert (got[n].double() - want.double()).abs().max() <= tol * max(1.0, want.abs().max()), n
+
 def test_segment_grid_fixed_needs_no_host_values():
     "A fixed-length batch's grid is device arithmetic: on the meta device it builds (no value is read)."
     cu, grid, last = segment_grid(3, 100, 32, None, 'meta')
@@ -186,8 +223,8 @@ def test_passes_on_a_pool_on_the_gpu(monkeypatch):
         assert o_s[0, 5000:8000].abs().max() == 0 and torch.equal(p_s[1], pool[1].float()), dt
 
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
-def test_gradient_through_the_passes_on_the_gpu():
-    "One sequence of 65,536 tokens at H = 4: the gradients through the passes (forced) against the kernels' whole backward."
+def test_gradient_in_segments_on_the_gpu():
+    "One sequence of 65,536 tokens at H = 4: the gradients in segments (forced) against the kernels' whole backward."
     from kda_nb.api import kda
     from kda_nb.plan import forced_backward
     xs = random_inputs(1, 65536, 4, 128, device='cuda', seed=4, state='fp32', gate='g=-8')
@@ -285,14 +322,14 @@ def test_forward_on_a_pool_runs_the_passes(monkeypatch):
     assert not torch.equal(got_pool[3], pool[3])
 
 @pytest.mark.parametrize('form', [{}, dict(safe_gate=False)])
-def test_gradient_through_the_passes(monkeypatch, form):
-    """`forced_backward(passes=...)`: kda's gradient recomputes the forward in passes and differentiates them (each pass's
-    own gradient whole): the recurrence's gradients, for every input, with the passes really taken."""
+def test_gradient_in_segments_through_the_api(monkeypatch, form):
+    """`forced_backward(passes=...)`: kda's gradient runs in segments (`gradient_in_segments`, its two whole gradients the
+    backward op's own): the recurrence's gradients, for every input, with the segments really taken."""
     import kda_nb.api as api
     from kda_nb.plan import forced_backward
     calls = []
-    real = api._split_passes[0]
-    monkeypatch.setattr(api, '_split_passes', [lambda *a, **kw: calls.append(kw['segments']) or real(*a, **kw)])
+    real = api._split_gradient[0]
+    monkeypatch.setattr(api, '_split_gradient', [lambda *a, **kw: calls.append(kw['segments']) or real(*a, **kw)])
     zs = random_inputs(seqlens=[70, 0, 1, 45], H=2, K=8, V=6, dtype=torch.float64, state='fp64', seed=12,
                        gate='g~U(-8,8)', **form)
     names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
@@ -305,7 +342,7 @@ def test_gradient_through_the_passes(monkeypatch, form):
     ref = grads(kda_recurrent)
     with forced_backward(passes=32):
         mine = grads(api.kda, output_final_state=True)
-    assert calls == [32]                                   # one recomputation in passes; the passes' own gradients whole
+    assert calls == [32]                                   # one gradient in segments, its own two whole
     for n in names:
         assert rel_rms(mine[n], ref[n]) < (1e-6 if n in ('A_log', 'dt_bias') else 1e-10) and ref[n].abs().max() > 0, n
     with pytest.raises(ValueError, match='passes must be 0 or a positive multiple'):
@@ -384,7 +421,7 @@ def test_shared_k1_by_segment_length(monkeypatch):
     import kda_nb.segments as seg
     import kda_nb.plan as plan_module
     tried = []
-    monkeypatch.setattr(seg, 'passes_sharing_k1', lambda *a, **kw: tried.append(1))   # (None: the three calls run)
+    monkeypatch.setattr(seg, 'maps_sharing_k1', lambda *a, **kw: tried.append(1))     # (None: the three calls run)
     xs = random_inputs(seqlens=[40, 7], H=2, K=8, V=8, dtype=torch.float64, seed=3, gate='g~U(-8,8)')
     args = [xs[n] for n in ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')]
     def shares(segments, on=True, grad=False):

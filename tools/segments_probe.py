@@ -8,13 +8,13 @@ with the kernel's chain). The time of each and the segmented output's distance f
     python tools/segments_probe.py --passes [--out FILE]      # the cases and segments of passes_probe_h200.json
     python tools/segments_probe.py --passes --quick           # only the whole call and the passes with the chain as one
                                                               # kernel: in turn, and with one K1 shared
-    python tools/segments_probe.py --train [--out FILE]       # training steps: whole against through the passes
+    python tools/segments_probe.py --train [--out FILE]       # training steps: the gradient whole and in segments
 
 Prints one line per (case, segment length) and writes the rows as JSON (default benchmarks/segments_probe.json, or
 benchmarks/passes_probe.json with --passes, benchmarks/passes_train_probe.json with --train). --train times one
-training step (forward with autograd, backward from fixed upstream gradients) of one long sequence: kda whole (its
-own backward, the kernels' chain over the whole sequence) against autograd through kda_in_passes (each pass's
-backward runs over the segments, the entry states' scan through torch's autograd), and the gradients' distance."""
+training step (forward with autograd, backward from fixed upstream gradients) of one long sequence: kda's gradient
+whole (the kernels' chain over the whole sequence) against its gradient in segments (kda_nb.segments.
+gradient_in_segments, forced with forced_backward(passes=...)), and the gradients' distance."""
 import argparse
 import json
 import sys
@@ -172,12 +172,14 @@ def passes_probe(out: str, quick: bool = False) -> int:
     return 0
 
 
-TRAIN_CASES = ((32768, 32, (4096, 8192)), (65536, 16, (4096, 8192, 16384)), (65536, 4, (2048, 4096)))
+TRAIN_CASES = ((32768, 32, (4096, 8192)), (65536, 16, (4096, 8192, 16384)), (65536, 4, (2048, 4096)),
+               (131072, 8, (4096, 8192)))
 NAMES = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')
 
 
 def train_probe(out: str) -> int:
-    "One training step of one long sequence: whole, and through the three passes at each segment length."
+    """One training step of one long sequence (kda's forward whole, its backward from fixed upstream gradients): the
+    gradient whole, and in segments (kda_nb.segments.gradient_in_segments, forced) at each segment length."""
     rows = []
     for T, H, segs in TRAIN_CASES:
         inp = random_inputs(1, T, H, 128, device='cuda', seed=0, state='fp32', gate='g=-8')
@@ -185,28 +187,24 @@ def train_probe(out: str) -> int:
         gen = torch.Generator(device='cuda').manual_seed(1)
         d_out = torch.randn(inp['v'].shape, generator=gen, device='cuda').to(inp['v'].dtype)
         d_state = torch.randn(inp['initial_state'].shape, generator=gen, device='cuda')
-        def step(fn, **kw):
+        def step(passes):
             for x in leaves.values(): x.grad = None
-            o, s = fn(*(leaves[n] for n in NAMES), initial_state=leaves['initial_state'], **kw)
-            torch.autograd.backward([o, s], [d_out.to(o.dtype), d_state.to(s.dtype)])
+            with forced_backward(passes=passes):
+                o, s = kda(*(leaves[n] for n in NAMES), initial_state=leaves['initial_state'], output_final_state=True)
+                torch.autograd.backward([o, s], [d_out.to(o.dtype), d_state.to(s.dtype)])
             return {n: x.grad.clone() for n, x in leaves.items()}
-        whole = lambda: step(lambda *a, **kw: kda(*a, **kw, output_final_state=True))
-        g_w = whole()
-        ms_w = timed(whole, reps=5)
+        g_w = step(0)
+        ms_w = timed(lambda: step(0), reps=5)
         print(f"T = {T}, H = {H}: whole step {ms_w:.3f} ms", flush=True)
         rows.append(dict(T=T, H=H, seg=0, ms=ms_w))
         for seg in segs:
-            run = lambda: step(kda_in_passes, segments=seg)
-            g_p = run()
-            ms = timed(run, reps=5)
-            def api_step():            # kda's own forward (whole), its gradient through the passes (recomputed)
-                with forced_backward(passes=seg): return whole()
-            ms_api = timed(api_step, reps=5)
-            errs = {n: rel_rms(g_p[n].float(), g_w[n].float()) for n in g_w}
+            g_s = step(seg)
+            ms = timed(lambda: step(seg), reps=5)
+            errs = {n: rel_rms(g_s[n].float(), g_w[n].float()) for n in g_w}
             worst = max(errs, key=errs.get)
-            print(f"  segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x); kda whole, gradient through the passes "
-                  f"{ms_api:.3f} ms | gradients vs whole: worst {worst} {errs[worst]:.1e}", flush=True)
-            rows.append(dict(T=T, H=H, seg=seg, ms=ms, ms_api=ms_api, grad_err=errs))
+            print(f"  gradient in segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | gradients vs whole: worst {worst} "
+                  f"{errs[worst]:.1e}", flush=True)
+            rows.append(dict(T=T, H=H, seg=seg, ms=ms, grad_err=errs))
     Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
     print(f"wrote {out}")
     return 0
