@@ -32,7 +32,7 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan',
            'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
            'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward', 'may_pass_backward',
-           'whole_gradients', 'backward_passes']
+           'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -322,8 +322,9 @@ SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as o
                              # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
                              # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,
                              # T = 65,536; benchmarks/passes_probe_h100.json)
-SPLIT_BACKWARD_ENABLED = False  # the gradient through the three passes (backward_passes): off until timed on the
-                             # H200 (tools/segments_probe.py --train times the training step whole and through them)
+SPLIT_BACKWARD_ENABLED = False  # kda's gradient in segments (backward_passes, kda_nb.segments.gradient_in_segments): off
+                             # until a GPU times it (tools/segments_probe.py --train: the training step, gradient whole
+                             # and in segments)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
 SPLIT_GAIN = 1.25             # the passes run where the model finds them this many times faster than the whole call
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)
@@ -692,8 +693,7 @@ def forced_backward(backend: str | None = None, *, segments: int | None = None, 
     ('cuda' never sends a call to kernels that cannot run it: it raises), the passes' `segments` (1 to 64) and `ksplit`
     (1 or 2), `states_dtype` (torch.float32 or torch.bfloat16) and `grads_dtype` (torch.float32, or a 16-bit dtype, which
     the kernels write only for inputs of that dtype); `passes`, the gradient of `kda`
-    through its three passes over segments of that many tokens (a multiple of 16; 0: whole), on any backend
-    (`backward_passes`)."""
+    in segments of that many tokens (a multiple of 16; 0: whole), on any backend (`backward_passes`)."""
     if backend not in (None, 'cuda', 'reference'): raise ValueError(f"backend must be 'cuda' or 'reference', got {backend!r}")
     if segments is not None and not (isinstance(segments, int) and 1 <= segments <= 64):
         raise ValueError(f"segments must be 1 to 64, got {segments!r}")
@@ -714,25 +714,15 @@ def may_pass_backward(backend: str) -> bool:
     force = _forced_backward[-1].get('passes') if _forced_backward else None
     return force > 0 if force is not None else backend == 'cuda' and SPLIT_BACKWARD_ENABLED
 
-@contextlib.contextmanager
-def whole_gradients():
-    """Inside the block no gradient runs through passes over segments, the other choices of an outer `forced_backward`
-    kept: how the gradients of the three passes' own calls run."""
-    outer = dict(_forced_backward[-1]) if _forced_backward else dict(backend=None, segments=None, ksplit=None,
-                                                                      states_dtype=None, grads_dtype=None)
-    _forced_backward.append(dict(outer, passes=0))
-    try: yield
-    finally: _forced_backward.pop()
-
 def backward_passes(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, backend: str, sms) -> tuple[int, str]:
-    """Whether `kda`'s gradient is computed through the three passes over segments (the segment length; 0: whole),
-    and why: what `forced_backward(passes=...)` says (on any backend), else, for a gradient on the kernels (`backend`
-    'cuda'), the forward's model (`split_segments`, on `sms` SMs) behind its own switch, `SPLIT_BACKWARD_ENABLED`. Through
-    the passes the gradient recomputes the forward in passes and runs each pass's backward over the segments."""
+    """Whether `kda`'s gradient is computed in segments (the segment length; 0: whole), and why: what
+    `forced_backward(passes=...)` says (on any backend), else, for a gradient on the kernels (`backend` 'cuda'), the
+    forward's model (`split_segments`, on `sms` SMs) behind its own switch, `SPLIT_BACKWARD_ENABLED`. In segments, two
+    whole gradients run over the segments with a chain between them (`kda_nb.segments.gradient_in_segments`)."""
     force = _forced_backward[-1].get('passes') if _forced_backward else None
     if force is not None: return force, "forced by kda_nb.plan.forced_backward"
     if backend != 'cuda': return 0, "the gradient runs on the reference: whole"
     if not SPLIT_BACKWARD_ENABLED:
-        return 0, "the gradient through passes over segments is switched off (kda_nb.plan.SPLIT_BACKWARD_ENABLED)"
+        return 0, "the gradient in segments is switched off (kda_nb.plan.SPLIT_BACKWARD_ENABLED)"
     return _split_rule(B, T, H, N, varlen, max_len, sms)
 
