@@ -448,14 +448,10 @@ def kda_backward_op(grad_out: Optional[Tensor], grad_state: Optional[Tensor], q:
     kw = dict(scale=scale, lower_bound=lower_bound, initial_state=initial_state, cu_seqlens=cu_seqlens,
               grad_out=grad_out, grad_state=gs)
     more = {} if form == FLASH_FORM else dict(form=form)          # the kernels' backward: the form where not FlashKDA's
-    bp = None
-    if used == 'cuda':                              # the forward ran on the kernels: the backward's plan, the gradients
-        same = q.dtype if all(x.dtype == q.dtype for x in (k, v, g, beta)) else None    # cast to the inputs' dtype below
-        bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda', inputs_dtype=same, form=form,
-                           HV=v.shape[2], H=q.shape[2])
-    if bp is not None and bp.backend == 'cuda' and bp.routes:
+    bp = _gradient_plan(q, k, v, g, beta, used, form)
+    if bp is not None and bp.routes:
         grads = _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more)
-    elif bp is not None and bp.backend == 'cuda':
+    elif bp is not None:
         grads = kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, **kw, plan=bp, **more)
     else: grads = kda_chunked_backward(q, k, v, g, beta, A_log, dt_bias, **kw, dtype=dtype, **form_options(form))
     out = [q.new_empty(0) if x is None else gx.to(x.dtype) for gx, x in zip(grads[:7], (q, k, v, g, beta, A_log, dt_bias))]
@@ -467,6 +463,14 @@ def _(grad_out, grad_state, q, k, v, g, beta, A_log, dt_bias, initial_state, cu_
       use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False):
     return [q.new_empty(0) if x is None else torch.empty_like(x) for x in (q, k, v, g, beta, A_log, dt_bias)] + [
         torch.empty_like(initial_state) if initial_state is not None else q.new_empty(0)]
+
+def _gradient_plan(q, k, v, g, beta, used: str, form: Form):
+    "The kernels' backward plan for a gradient whose forward ran on `used`, or None: the reference computes it."
+    if used != 'cuda': return None
+    same = q.dtype if all(x.dtype == q.dtype for x in (k, v, g, beta)) else None    # (kda_backward_cuda casts to it)
+    bp = backward_plan(q.device, q.dtype, q.shape[-1], v.shape[-1], backend='cuda', inputs_dtype=same, form=form,
+                       HV=v.shape[2], H=q.shape[2])
+    return bp if bp.backend == 'cuda' else None
 
 def _routed_backward(q, k, v, g, beta, A_log, dt_bias, kw, bp, more):
     """The kernels' backward on the forward's padded and expanded copies; the gradients cut back to K and V, and q's
@@ -512,13 +516,19 @@ def _gradient_in_segments(segments, ctx, grad_out, grad_state, q, k, v, g, beta,
     if not _split_gradient: raise RuntimeError("kda_nb: the gradient runs in segments, which needs kda_nb.segments: "
                                                "import kda_nb (or kda_nb.segments) first")
     ins = [q, k, v, g, beta, A_log, dt_bias, h0]
+    form = _form(*ctx.form)
     def whole(q_, k_, v_, g_, b_, A_, dt_, *, initial_state, cu_seqlens, grad_out, grad_state):
         return torch.ops.kda_nb.kda_backward(grad_out, grad_state, q_, k_, v_, g_, b_, A_, dt_, initial_state, cu_seqlens,
                                              ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)
-    grads = _split_gradient[0](whole, *ins[:7], segments=segments, initial_state=h0, cu_seqlens=cu, grad_out=grad_out,
+    def entry(q_, k_, v_, g_, b_, A_, dt_, **kw):      # the kernels' pass of the state's gradient alone, where it runs
+        bp = _gradient_plan(q_, k_, v_, g_, b_, ctx.used, form)
+        if bp is None or bp.routes: return whole(q_, k_, v_, g_, b_, A_, dt_, **kw)[7]
+        return kda_backward_cuda(q_, k_, v_, g_, b_, A_, dt_, **kw, scale=ctx.scale, lower_bound=ctx.lower_bound, plan=bp,
+                                 entry_only=True, **({} if form == FLASH_FORM else dict(form=form)))
+    grads = _split_gradient[0](whole, *ins[:7], entry=entry, segments=segments, initial_state=h0, cu_seqlens=cu, grad_out=grad_out,
                                grad_state=None if grad_state is None or not grad_state.numel() else grad_state,
                                scale=ctx.scale, lower_bound=ctx.lower_bound, backend=ctx.used,
-                               **form_options(_form(*ctx.form)))
+                               **form_options(form))
     return [x.new_zeros(0) if x is None else (torch.zeros_like(x) if gx is None else gx.to(x.dtype))
             for x, gx in zip(ins, grads)]
 

@@ -84,7 +84,7 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
                       plan: BackwardPlan | None = None, states_dtype: torch.dtype | None = None,
                       grads_dtype: torch.dtype | None = None, ksplit: int = 0, segments: int = 0,
-                      form: Form | None = None) -> tuple:
+                      form: Form | None = None, entry_only: bool = False) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
     `kda_nb.backward.kda_chunked_backward` (bf16 inputs; fp16 where the plan sends them here, behind
@@ -99,7 +99,9 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     `form` (a `kda_nb.layout.Form`, default FlashKDA's) is the KDA computed: the gate's form picks the kernels, beta's and
     the norm's forms are their run-time flags. `lower_bound` is the safe gate's (None: -5) and must be None without it;
     `A_log` and `dt_bias` may be None where the form allows (the kernels then read zeros: A = 1, no bias), and their
-    gradients are then None."""
+    gradients are then None. With `entry_only` only the chunk factors and the pass of the state's gradient run, and the
+    call returns the gradient of each sequence's initial state alone ([N, H, V, K] fp32): what the gradient in
+    segments asks of its segments first (`kda_nb.segments.gradient_in_segments`; that pass reads no state)."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
@@ -176,7 +178,7 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
             ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors, *rows[j], **codes)
             made[j] = torch.cuda.Event()
             made[j].record(main)
-        for j, (lo, hi) in enumerate(cuts):
+        for j, (lo, hi) in enumerate(cuts if not entry_only else ()):
             forward.wait_event(made[j])
             with torch.cuda.stream(forward):
                 ext.kda_bwd_states(kd, kr, invb, decay, v16, row_tok, row_len, S0, step_off, chunks, Sc, R, U, ks, lo, hi)
@@ -186,6 +188,11 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
                 ext.kda_bwd_dstates(qd, kd, kr, invb, decay, do16, float(scale), row_tok, row_len, dS, step_off, chunks,
                                     du, dSo, dR, dS0, ks, lo, hi)
     del qd, kd, kr, dS, S0, invb, decay, v16, do16
+    if identity: dinit = dS0                                          # no gathers and no scatter in the sequences' own order
+    else:
+        dinit = torch.empty_like(dS0)
+        dinit[order] = dS0                                            # back to the original sequence order
+    if entry_only: return dinit
     covered = int(row_len.sum()) == B * T                             # else tokens of no sequence get zero gradients
     new = torch.empty if covered else torch.zeros
     dq, dk, dv, dg = (new(B, T, H, D, device=dev, dtype=grads_dtype) for _ in range(4))
@@ -193,10 +200,6 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     dA_part, ddt_part = torch.empty(M, H, **f32), torch.empty(M, H, D, **f32)
     ext.kda_bwd_adjoint(q, k, g, beta, do, *chunk_in, Sc, dSo, U, R, du, dR, factors, dq, dk, dv, dg, dbeta, dA_part, ddt_part, 0, M,
                         **codes)
-    if identity: dinit = dS0                                          # no gathers and no scatter in the sequences' own order
-    else:
-        dinit = torch.empty_like(dS0)
-        dinit[order] = dS0                                            # back to the original sequence order
     dA_log = dA_part.sum(0).reshape(A_log.shape) if has_A and form.gate != 'given' else None
     ddt_bias = ddt_part.sum(0).reshape(dt_bias.shape) if has_bias and form.gate != 'given' else None
     return dq, dk, dv, dg, dbeta, dA_log, ddt_bias, (dinit if initial_state is not None else None)

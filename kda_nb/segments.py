@@ -323,14 +323,16 @@ def reversed_grid(grid: Tensor, P: int) -> Tensor:
 
 def gradient_in_segments(backward, q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *,
                          segments: int, initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
-                         grad_out: Tensor | None = None, grad_state: Tensor | None = None, **kw) -> tuple:
+                         grad_out: Tensor | None = None, grad_state: Tensor | None = None, entry=None, **kw) -> tuple:
     """`kda`'s gradients `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` with every sequence cut into segments
     of `segments` tokens (*The gradient in segments*): the maps and the entry states `E` as the forward's passes make
     them, the gradient of each segment's entry from its own outputs alone (`backward` over the segments from a zero
     gradient at their ends), the chain of the end gradients back through the transposed transitions, then `backward`
     over the segments from `E` with those end gradients: the whole gradient, every chain of chunks a segment long.
     `backward(q, k, v, g, beta, A_log, dt_bias, *, initial_state, cu_seqlens, grad_out, grad_state)`: a whole gradient
-    (the kernels' or the reference) returning that 8-tuple; `kw`: `kda`'s other keywords (scale, the form, backend)."""
+    (the kernels' or the reference) returning that 8-tuple; `entry`, with the same arguments, the initial states'
+    gradient alone, where a cheaper way to it exists (None: `backward`'s); `kw`: `kda`'s other keywords (scale, the form,
+    backend)."""
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     cu, grid, _ = segment_grid(B, T, segments, cu_seqlens, q.device)
@@ -341,10 +343,12 @@ def gradient_in_segments(backward, q, k, v, g, beta, A_log: Tensor | None = None
     given = lambda x, n: fv.new_zeros(n, HV, V, K, dtype=sdt) if x is None else x.to(sdt)
     whole = lambda s0, ds: backward(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=s0, cu_seqlens=cu, grad_out=fdo,
                                     grad_state=ds)
+    entry = entry or (lambda *a, **kw: backward(*a, **kw)[7])
     with torch.no_grad(), whole_calls():
         X, M, _ = segment_maps(fq, fk, fv, fg, fb, A_log, dt_bias, cu, sdt, share=_plans.shares_k1(segments), **kw)
         E = entry_states(given(initial_state, N), X, M, grid, check=False)
-        own = whole(given(None, P), None)[7]                # each entry's gradient from its segment's outputs alone
+        own = entry(fq, fk, fv, fg, fb, A_log, dt_bias, initial_state=given(None, P), cu_seqlens=cu, grad_out=fdo,
+                    grad_state=None)                    # each entry's gradient from its segment's outputs alone
         ends = entry_states(given(grad_state, N), own.to(sdt), M.transpose(-1, -2).contiguous(), reversed_grid(grid, P),
                             check=False)                    # the gradient at each segment's end
         dq, dk, dv, dg, db, dA, ddt, dE = whole(E, ends)

@@ -119,6 +119,17 @@ def test_backward_cuda_segments_same_bits(segments):
     assert one[-1] is not None and torch.isfinite(one[-1]).all()
 
 @needs_kernels
+@pytest.mark.parametrize('seqlens', [None, [0, 1, 15, 16, 17, 300, 37, 130]])
+def test_backward_cuda_entry_only(seqlens):
+    # entry_only (the chunk factors and the pass of dS alone): the initial states' gradient of the whole call, bit for
+    # bit, in the sequences' own order (the passes sort them longest first), with and without a final state's gradient
+    inp, go, gs = backward_case(2 if seqlens is None else 1, 200 if seqlens is None else 0, 2, seqlens=seqlens)
+    for up in (gs, None):
+        whole = kda_backward_cuda(**inp, grad_out=go, grad_state=up)[-1]
+        alone = kda_backward_cuda(**inp, grad_out=go, grad_state=up, entry_only=True)
+        assert torch.equal(alone, whole) and alone.abs().max() > 0
+
+@needs_kernels
 def test_backward_cuda_refuses_what_it_cannot_do():
     inp, go, gs = backward_case(1, 20, 1)
     with pytest.raises(ValueError, match='CUDA tensors'):
