@@ -277,7 +277,7 @@ def launch(plan, q, k, v, g, beta, scale, out, A_log, dt_bias, lower_bound, init
     # which a small decode step feels (about 0.3 us each for the trailing ten)
     if token_slots is None and write_final and records is None and not reuse_records and ckpt_offsets is None \
             and ckpt_slots is None and replay is None and outputs and not zero_values and not plan.k3_wide \
-            and transitions is None:
+            and not lean_record and transitions is None:
         made = ext.kda_forward(*args)
     else:
         made = ext.kda_forward(*args, token_slots, write_final, records, reuse_records, ckpt_offsets, ckpt_slots, replay,

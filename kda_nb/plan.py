@@ -23,16 +23,16 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'PIPELINE_GROWTH', 'K2_STAGES', 'K2_STAGES_MANY_WAVES', 'K2_WAVES_FOR_3_STAGES', 'K2_BLOCKS_PER_SM',
            'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'K3_WIDE',
            'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
-           'SPLIT_STATES_LEAN', 'SPLIT_PAIRED_STATES', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED', 'SPLIT_SEGMENTS',
-           'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US',
-           'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US', 'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT',
-           'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims',
-           'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid',
-           'bf16_states', 'decode_plan', 'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'k2_alone_waves',
-           'split_us', 'split_segments', 'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan',
-           'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels', 'pass_segments', 'BackwardPlan',
-           'backward_backend', 'backward_plan', 'forced', 'whole_calls', 'forced_backward', 'may_pass_backward',
-           'backward_passes']
+           'SPLIT_STATES_LEAN', 'SPLIT_PAIRED_STATES', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED',
+           'SPLIT_BACKWARD_GAIN', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US',
+           'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US',
+           'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
+           'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
+           'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan', 'k2_stages', 'step_edges',
+           'shares_k1', 'whole_us', 'k2_alone_waves', 'split_us', 'split_segments', 'sm_count', 'path_plan',
+           'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
+           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
+           'forced_backward', 'may_pass_backward', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
 PATHS = ('reference', 'decode', 'fused', 'chunked')    # PyTorch; K3; the fused kernel; K1 + K2
@@ -312,19 +312,23 @@ SPLIT_STATES_ONLY = True     # the shared K1's first two passes with K2's states
                              # values read as zeros): the same bits, 10% to 16% faster than with outputs on every shape
                              # and segment an H100 timed (0.90 against 1.01 ms at H = 4, T = 65,536, 2,048 tokens a
                              # segment; benchmarks/passes_states_only_probe_h100.json)
-SPLIT_STATES_LEAN = False    # ... and those two K2s copying only the parts of K1's records that the states read (a third
-                             # fewer bytes, the same bits; launch's lean_record): off until a GPU times it (the passes
-                             # read K1's records at 74% to 86% of memory's peak: 10a, Where the time goes)
+SPLIT_STATES_LEAN = True     # ... and those two K2s copying only the parts of K1's records that the states read (a third
+                             # fewer bytes, the same bits; launch's lean_record): 1% to 5% faster on every shape an H100
+                             # timed at the segment length this rule picks (3.00 against 3.08 ms at H = 8, T = 131,072;
+                             # benchmarks/passes_paired_probe_h100.json)
 SPLIT_PAIRED_STATES = False  # ... and those two K2s as one launch (launch's transitions: the states and the transitions
-                             # side by side in one grid, so each record is read from memory about once for both; the
-                             # same bits): off until a GPU times it
+                             # side by side in one grid; the same bits): it wins where one grid of both takes fewer
+                             # waves than two (1.15 against 1.31 ms at H = 4, T = 65,536, segments of 4,096), ties or
+                             # loses (up to 7%) at the lengths this rule picks (benchmarks/passes_paired_probe_h100.json)
 SPLIT_SCAN_KERNEL = True     # the chain of entry states between the passes as one CUDA kernel (kda_entry_scan,
                              # kda_nb.segments.entry_states_cuda) instead of the scan of batched torch products: 4.8x
                              # faster than the torch scan where the passes pay (0.12 against 0.59 ms at H = 4,
                              # T = 65,536; benchmarks/passes_probe_h100.json)
-SPLIT_BACKWARD_ENABLED = False  # kda's gradient in segments (backward_passes, kda_nb.segments.gradient_in_segments): off
-                             # until a GPU times it (tools/segments_probe.py --train: the training step, gradient whole
-                             # and in segments)
+SPLIT_BACKWARD_ENABLED = True  # kda's gradient in segments (backward_passes, kda_nb.segments.gradient_in_segments) where
+SPLIT_BACKWARD_GAIN = 2.5    # ... the forward's model finds segments this many times faster than whole: an H100's training
+                             # step one sequence (tools/segments_probe.py --train) was 1.47x faster at H = 4, T = 65,536
+                             # (model 4.2x), 1.15x at H = 8, T = 131,072 (2.6x), 0.80x at H = 16, T = 65,536 (1.3x;
+                             # benchmarks/passes_train_probe_h100.json)
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
 SPLIT_GAIN = 1.25             # the passes run where the model finds them this many times faster than the whole call
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)
@@ -376,8 +380,9 @@ def split_segments(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | 
     if not SPLIT_ENABLED: return 0, "three passes over segments are switched off (kda_nb.plan.SPLIT_ENABLED)"
     return _split_rule(B, T, H, N, varlen, max_len, sms)
 
-def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms) -> tuple[int, str]:
-    "`split_segments`'s model, whatever the switch says."
+def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, sms,
+                gain: float | None = None) -> tuple[int, str]:
+    "`split_segments`'s model, whatever the switch says: segments where it finds them `gain` (None: `SPLIT_GAIN`) times faster."
     longest = T if not varlen else max_len
     if longest is None: return 0, "a varlen batch whose longest sequence the host does not know: run whole"
     total = B * T if not varlen else T
@@ -387,8 +392,9 @@ def _split_rule(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | Non
     sms = sms() if callable(sms) else sms
     costs = [(split_us(s, total, H, N, longest, sms), s) for s in lengths]
     best, seg = min(costs)
-    if best * SPLIT_GAIN > whole:
-        return 0, f"the model finds no segment length {SPLIT_GAIN}x faster than whole ({whole:.0f} us): run whole"
+    gain = SPLIT_GAIN if gain is None else gain
+    if best * gain > whole:
+        return 0, f"the model finds no segment length {gain}x faster than whole ({whole:.0f} us): run whole"
     return seg, (f"the model gives {best:.0f} us in segments of {seg} tokens against {whole:.0f} us whole "
                  f"({whole / best:.2f}x); a varlen batch captured in a CUDA graph runs whole")
 
@@ -717,12 +723,13 @@ def may_pass_backward(backend: str) -> bool:
 def backward_passes(B: int, T: int, H: int, N: int, varlen: bool, max_len: int | None, backend: str, sms) -> tuple[int, str]:
     """Whether `kda`'s gradient is computed in segments (the segment length; 0: whole), and why: what
     `forced_backward(passes=...)` says (on any backend), else, for a gradient on the kernels (`backend` 'cuda'), the
-    forward's model (`split_segments`, on `sms` SMs) behind its own switch, `SPLIT_BACKWARD_ENABLED`. In segments, two
+    forward's model (`split_segments`, on `sms` SMs) where it finds segments `SPLIT_BACKWARD_GAIN` times faster than the
+    whole forward, behind its own switch, `SPLIT_BACKWARD_ENABLED`. In segments, two
     whole gradients run over the segments with a chain between them (`kda_nb.segments.gradient_in_segments`)."""
     force = _forced_backward[-1].get('passes') if _forced_backward else None
     if force is not None: return force, "forced by kda_nb.plan.forced_backward"
     if backend != 'cuda': return 0, "the gradient runs on the reference: whole"
     if not SPLIT_BACKWARD_ENABLED:
         return 0, "the gradient in segments is switched off (kda_nb.plan.SPLIT_BACKWARD_ENABLED)"
-    return _split_rule(B, T, H, N, varlen, max_len, sms)
+    return _split_rule(B, T, H, N, varlen, max_len, sms, gain=SPLIT_BACKWARD_GAIN)
 

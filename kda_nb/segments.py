@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
@@ -323,7 +324,8 @@ def reversed_grid(grid: Tensor, P: int) -> Tensor:
 
 def gradient_in_segments(backward, q, k, v, g, beta, A_log: Tensor | None = None, dt_bias: Tensor | None = None, *,
                          segments: int, initial_state: Tensor | None = None, cu_seqlens: Tensor | None = None,
-                         grad_out: Tensor | None = None, grad_state: Tensor | None = None, entry=None, **kw) -> tuple:
+                         grad_out: Tensor | None = None, grad_state: Tensor | None = None, entry: Callable[..., Tensor] | None = None,
+                         **kw) -> tuple:
     """`kda`'s gradients `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)` with every sequence cut into segments
     of `segments` tokens (*The gradient in segments*): the maps and the entry states `E` as the forward's passes make
     them, the gradient of each segment's entry from its own outputs alone (`backward` over the segments from a zero
