@@ -313,7 +313,7 @@ SPLIT_STATES_ONLY = True     # the shared K1's first two passes with K2's states
                              # and segment an H100 timed (0.90 against 1.01 ms at H = 4, T = 65,536, 2,048 tokens a
                              # segment; benchmarks/passes_states_only_probe_h100.json)
 SPLIT_STATES_LEAN = True     # ... and those two K2s copying only the parts of K1's records that the states read (a third
-                             # fewer bytes, the same bits; launch's lean_record): 1% to 5% faster on every shape an H100
+                             # fewer bytes, the same bits; launch's lean_record): 1% to 3% faster on every shape an H100
                              # timed at the segment length this rule picks (3.00 against 3.08 ms at H = 8, T = 131,072;
                              # benchmarks/passes_paired_probe_h100.json)
 SPLIT_PAIRED_STATES = False  # ... and those two K2s as one launch (launch's transitions: the states and the transitions
