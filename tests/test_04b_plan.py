@@ -315,6 +315,17 @@ def test_binding_takes_the_plan(tmp_path, monkeypatch):
             ext.kda_forward(*with_pool, **(good | dict(path=path)), ckpt_offsets=offs, ckpt_slots=ckslots)
     with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # launch passes them on by name
         K.launch(kernel_path(1, 64, 2, 1, False, None, 132), *with_pool, ckpt_offsets=offs, ckpt_slots=ckslots)
+    moves = torch.zeros(1, 2, 128, 128)                     # K2's states only, lean and with the transitions: refused
+    for bad, words in [(dict(lean_record=True), 'lean_record=True .* needs outputs=False'),   # where no call could take them
+                       (dict(transitions=moves), 'transitions .* got outputs=True'),
+                       (dict(outputs=False, zero_values=True, transitions=moves), 'zero_values=True'),
+                       (dict(outputs=False, steps=2, transitions=moves), 'steps = 2')]:
+        print('binding case:', bad, flush=True)
+        with pytest.raises(RuntimeError, match=words): ext.kda_forward(*with_pool, **(good | bad))
+    with pytest.raises(RuntimeError, match='q must be a CUDA tensor'):   # a call that fits the rules: on to the tensors
+        ext.kda_forward(*with_pool, **good, outputs=False, lean_record=True, transitions=moves)
+    with pytest.raises(RuntimeError, match='lean_record=True .* needs outputs=False'):   # launch hands lean_record on
+        K.launch(kernel_path(1, 64, 2, 1, False, None, 132), *with_pool, lean_record=True)
     assert ext.kda_decode_free(-5) is False
 
 
