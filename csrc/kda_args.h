@@ -194,6 +194,9 @@ struct DStatesArgs : PassArgs {
     float* du;                // [M, H, 16, 128] in: the outputs' share of dU (Mqk^T dP); out: all of dU
     void* dso;                // [M, H, 128, 128]: dS leaving each chunk, fp32 or bf16 (sc_bf16)
     float *dr, *ds0;          // [M, H, 16, 128] dR = INVb^T dU; [N, H, 128, 128] the entering states' gradient
+    // The entering states' gradient alone (last: the fields above keep their offsets; read by the launcher only): the
+    // instances with ENTRY (kda_bwd_states.cu §entry) write ds0 and ds_final and nothing else; du is read, not written.
+    int entry_only = 0;
 };
 
 // The backward's token-parallel kernels (kda_bwd_chunk.cu), one block per (row, head). Row r of the tiles is the

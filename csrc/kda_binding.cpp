@@ -431,7 +431,7 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
                      torch::Tensor dout, double scale, torch::Tensor row_tok_host, torch::Tensor row_len_host,
                      torch::Tensor ds_final, torch::Tensor step_off_host, torch::Tensor chunks_host,
                      torch::Tensor du, torch::Tensor dso, torch::Tensor dr, torch::Tensor ds0, int64_t ksplit,
-                     int64_t step_lo, int64_t step_hi) {
+                     int64_t step_lo, int64_t step_hi, bool entry_only) {
     TORCH_CHECK(kd.dim() == 4, "kd must be [M, H, 16, 128]");
     TORCH_CHECK(!dout.numel() || dout.scalar_type() == at::kBFloat16 || dout.scalar_type() == at::kHalf ||
                 dout.scalar_type() == at::kFloat, "dout must be bfloat16, float16 or float32, got ", dout.scalar_type());
@@ -446,6 +446,7 @@ void kda_bwd_dstates(torch::Tensor qd, torch::Tensor kd, torch::Tensor kr, torch
     a.qd = qd.data_ptr(); a.ds_final = ds_final.data_ptr<float>(); a.dout = dout.numel() ? dout.data_ptr() : nullptr;
     a.dout_fp32 = dout.scalar_type() == at::kFloat; a.scale = static_cast<float>(scale); a.du = du.data_ptr<float>();
     a.dso = dso.data_ptr(); a.dr = dr.data_ptr<float>(); a.ds0 = ds0.data_ptr<float>();
+    a.entry_only = entry_only;                        // (kda_bwd_states.cu §entry: dso, du and dr then not written)
     const int input_kind = dout.numel() && dout.scalar_type() == at::kHalf ? kda::INPUT_F16 : kda::INPUT_BF16;   // (fp32, none: either)
     const cudaError_t err = kda::launch_bwd_dstates(a, input_kind, stream_of(kd));
     TORCH_CHECK(err == cudaSuccess, "kda_bwd_dstates launch failed: ", cudaGetErrorString(err));
@@ -639,7 +640,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
           py::arg("qd"), py::arg("kd"), py::arg("kr"), py::arg("invb"), py::arg("decay"), py::arg("dout"),
           py::arg("scale"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("ds_final"),
           py::arg("step_off_host"), py::arg("chunks_host"), py::arg("du"), py::arg("dso"), py::arg("dr"),
-          py::arg("ds0"), py::arg("ksplit"), py::arg("step_lo"), py::arg("step_hi"));
+          py::arg("ds0"), py::arg("ksplit"), py::arg("step_lo"), py::arg("step_hi"), py::arg("entry_only") = false);
     m.def("kda_bwd_adjoint", torch::wrap_pybind_function(kda_bwd_adjoint), "the rest of the backward into the gradients, rows [row_lo, row_hi)",
           py::arg("q"), py::arg("k"), py::arg("g"), py::arg("beta"), py::arg("dout"), py::arg("A_log"),
           py::arg("dt_bias"), py::arg("row_tok_host"), py::arg("row_len_host"), py::arg("scale"),

@@ -448,7 +448,11 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
 }
 
 // §dstates: the loop backwards, dS from the last chunk to the first
-template <int KS, int IN>
+// §entry: ENTRY, the entering states' gradient alone (DStatesArgs::entry_only): the same loop with the same arithmetic,
+// without its three stores per chunk (dS leaving the chunk, all of dU, dR), so that the pass writes only ds0 (and
+// ds_final between launches) and leaves du as the chunk factors made it. What the gradient in segments asks of its
+// segments first (kda_nb.segments.gradient_in_segments): each one's entry gradient from its own outputs.
+template <int KS, int IN, bool ENTRY = false>
 __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda_bwd_dstates(DStatesArgs p) {
     extern __shared__ __align__(16) unsigned char smem[];
     using St = DStatesStage;
@@ -493,7 +497,7 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
         const unsigned char* st = smem + (it % NSTAGE) * St::BYTES;
         const int64_t rh = a.r0 * H + h;
         ahead_next(a, p.step_off, p.row_tok, p.row_len, n, cnt, it, chunk_of);
-        store_state<KS>(p.dso, p.sc_bf16, (rh * D + vrow) * D + c0, dS, stage_out, lane);   // dS leaving chunk i
+        if constexpr (!ENTRY) store_state<KS>(p.dso, p.sc_bf16, (rh * D + vrow) * D + c0, dS, stage_out, lane);   // dS leaving chunk i
         float dU[2][4];
         rows_times_tile<NJ>(dS, reinterpret_cast<const __half*>(st + St::KR) + c0, lane, dU);   // (dS kr^T)[v][token], own k
         publish_k<KS>(dU, xch, rg, kh, lane);
@@ -525,7 +529,7 @@ __global__ void __launch_bounds__(Split<KS>::THREADS, Split<KS>::MIN_BLOCKS) kda
 #pragma unroll
             for (int e = 0; e < 4; ++e) dU[nt][e] += du[slice_index(LDV, vl, lane, nt, e)];   // + the outputs' share
         times_invb<true>(dU, reinterpret_cast<const float*>(st + St::INVB), lane, dR);   // dR = INVb^T dU
-        store_pair_t<KS>(p.du + rh * TILE, dU, p.dr + rh * TILE, dR, vrow, kh, lane);
+        if constexpr (!ENTRY) store_pair_t<KS>(p.du + rh * TILE, dU, p.dr + rh * TILE, dR, vrow, kh, lane);
         uint32_t ar[2][4];
         a_from_c(dR[0], ar[0], -1.f);
         a_from_c(dR[1], ar[1], -1.f);
@@ -553,7 +557,8 @@ cudaError_t launch_pass(void (*kernel)(Args), size_t smem, const Args& a, cudaSt
 }  // namespace bwd
 
 // the plan's k-split (kda_nb.plan.BackwardPlan.ksplit): 1 or 2 warps to a group of 16 state rows; the inputs' type
-// (kda_switch.h: dispatch_input), each k-split for either
+// (kda_switch.h: dispatch_input), each k-split for either; the dS pass's entry gradients alone (§entry) in instances of
+// their own
 cudaError_t launch_bwd_states(const StatesArgs& a, int input_kind, cudaStream_t stream) {
     if (a.n_seq == 0 || a.heads == 0) return cudaSuccess;
     return dispatch_input(input_kind, [&](auto in) {
@@ -568,7 +573,9 @@ cudaError_t launch_bwd_dstates(const DStatesArgs& a, int input_kind, cudaStream_
     return dispatch_input(input_kind, [&](auto in) {
       return dispatch<1, 2>(a.ksplit, [&](auto ks) {
         constexpr int KS = decltype(ks)::value, IN = decltype(in)::value;
-        return bwd::launch_pass<KS>(bwd::kda_bwd_dstates<KS, IN>, bwd::dstates_smem<KS>(), a, stream);
+        return dispatch_bool(a.entry_only, [&](auto entry) {
+          return bwd::launch_pass<KS>(bwd::kda_bwd_dstates<KS, IN, decltype(entry)::value>, bwd::dstates_smem<KS>(), a, stream);
+        });
       });
     });
 }

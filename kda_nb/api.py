@@ -20,6 +20,7 @@ from .kernels import launch, load_kernels
 from .layout import (ALL_FORMS, FORM_OPTIONS, form_options, STATE_DTYPES, Form, Problem, _checked_max_len, _checked_seqlens, _checked_slots, _dtype_name,
                            _python_float, _tensor, check_form, check_inputs, put_rows, safe_cu_seqlens)
 from .activations import expand_heads, reduce_heads
+import kda_nb.plan as _plans     # (its switches read at each call)
 from .plan import KERNEL_DIM, Plan, backward_backend, backward_passes, backward_plan, may_pass_backward, kernel_refusal, plan, plan_for, sm_count, state_dtypes_of
 
 # %% auto #0
@@ -517,14 +518,22 @@ def _gradient_in_segments(segments, ctx, grad_out, grad_state, q, k, v, g, beta,
                                                "import kda_nb (or kda_nb.segments) first")
     ins = [q, k, v, g, beta, A_log, dt_bias, h0]
     form = _form(*ctx.form)
+    more = {} if form == FLASH_FORM else dict(form=form)
+    lean = _plans.SPLIT_BACKWARD_LEAN
+    kept = {}                                          # (lean: the first step's chunk factors, for the second)
     def whole(q_, k_, v_, g_, b_, A_, dt_, *, initial_state, cu_seqlens, grad_out, grad_state):
+        if kept:
+            return kda_backward_cuda(q_, k_, v_, g_, b_, A_, dt_, scale=ctx.scale, lower_bound=ctx.lower_bound,
+                                     initial_state=initial_state, cu_seqlens=cu_seqlens, grad_out=grad_out,
+                                     grad_state=grad_state, plan=_gradient_plan(q_, k_, v_, g_, b_, ctx.used, form),
+                                     chunk_factors=kept, **more)
         return torch.ops.kda_nb.kda_backward(grad_out, grad_state, q_, k_, v_, g_, b_, A_, dt_, initial_state, cu_seqlens,
                                              ctx.scale, ctx.lower_bound, ctx.used, *ctx.form)
     def entry(q_, k_, v_, g_, b_, A_, dt_, **kw):      # the kernels' pass of the state's gradient alone, where it runs
         bp = _gradient_plan(q_, k_, v_, g_, b_, ctx.used, form)
         if bp is None or bp.routes: return whole(q_, k_, v_, g_, b_, A_, dt_, **kw)[7]
         return kda_backward_cuda(q_, k_, v_, g_, b_, A_, dt_, **kw, scale=ctx.scale, lower_bound=ctx.lower_bound, plan=bp,
-                                 entry_only=True, **({} if form == FLASH_FORM else dict(form=form)))
+                                 entry_only=True, entry_kernel=lean, chunk_factors=kept if lean else None, **more)
     grads = _split_gradient[0](whole, *ins[:7], entry=entry, segments=segments, initial_state=h0, cu_seqlens=cu, grad_out=grad_out,
                                grad_state=None if grad_state is None or not grad_state.numel() else grad_state,
                                scale=ctx.scale, lower_bound=ctx.lower_bound, backend=ctx.used,

@@ -18,8 +18,8 @@ from .plan import (PASS_KSPLIT, SEGMENT_MIN_STEPS, STATES_DTYPE, BackwardPlan, b
 from .recurrence import step_rows, step_schedule
 
 # %% auto #0
-__all__ = ['step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside', 'step_cuts', 'ends_first', 'kda_backward_cuda',
-           'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
+__all__ = ['CHUNK_FACTORS', 'step_rows_table', 'aligned16', 'chunk_rows_table', 'passes_beside', 'step_cuts', 'ends_first',
+           'kda_backward_cuda', 'tf32', 'fp16', 'chunk_states_tf32', 'chunk_state_adjoint_tf32']
 
 # %% ../nbs/04c_backward_kernels.ipynb #69314c68
 def step_rows_table(active: list[int], N: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,12 +79,15 @@ def ends_first(k: int) -> list[int]:
         if lo <= hi: out.append(lo); lo += 1
     return out
 
+CHUNK_FACTORS = ('qd', 'kd', 'kr', 'du', 'invb', 'decay', 'factors')   # what kda_bwd_prepare makes (chunk_factors' keys)
+
 def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None = None, lower_bound: float | None = None,
                       initial_state: torch.Tensor | None = None, cu_seqlens: torch.Tensor | None = None,
                       grad_out: torch.Tensor | None = None, grad_state: torch.Tensor | None = None,
                       plan: BackwardPlan | None = None, states_dtype: torch.dtype | None = None,
                       grads_dtype: torch.dtype | None = None, ksplit: int = 0, segments: int = 0,
-                      form: Form | None = None, entry_only: bool = False) -> tuple:
+                      form: Form | None = None, entry_only: bool = False, entry_kernel: bool = False,
+                      chunk_factors: dict | None = None) -> tuple:
     """Gradients of KDA on the GPU, `(dq, dk, dv, dg, dbeta, dA_log, ddt_bias, dinitial_state)`, by four kernels: the chunk
     factors, the two passes over the chunks, the rest of the gradient. Arguments as for
     `kda_nb.backward.kda_chunked_backward` (bf16 inputs; fp16 where the plan sends them here, behind
@@ -101,7 +104,11 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     `A_log` and `dt_bias` may be None where the form allows (the kernels then read zeros: A = 1, no bias), and their
     gradients are then None. With `entry_only` only the chunk factors and the pass of the state's gradient run, and the
     call returns the gradient of each sequence's initial state alone ([N, H, V, K] fp32): what the gradient in
-    segments asks of its segments first (`kda_nb.segments.gradient_in_segments`; that pass reads no state)."""
+    segments asks of its segments first (`kda_nb.segments.gradient_in_segments`; that pass reads no state); with
+    `entry_kernel` too, that pass runs in its instances that write nothing else (`kda_bwd_dstates`'s `entry_only`,
+    *The entry gradients alone*), leaving the chunk factors as they were made. `chunk_factors`: an empty dict, which such
+    a call fills with its chunk factors, or one so filled, whose factors a later call on the same inputs, `cu_seqlens`
+    and `grad_out` takes instead of making them (once: its pass of dS adds to them)."""
     if not q.is_cuda: raise ValueError(f"kda_backward_cuda needs CUDA tensors, got q on {q.device}")
     if q.shape[-1] != 128 or v.shape[-1] != 128:
         raise ValueError(f"kda_backward_cuda needs K = V = 128, got K = {q.shape[-1]}, V = {v.shape[-1]}")
@@ -148,10 +155,19 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     chunk_in = (A_log, dt_bias, row_tok, row_len, float(scale), -5.0 if bound is None else float(bound))
     codes = dict(zip(('gate_form', 'beta_form', 'norm_form'), form.codes))
     ext = load_kernels()
-    qd, kd, kr = (torch.empty(M, H, CHUNK, D, device=dev, dtype=torch.float16) for _ in range(3))   # the passes' operands
-    du = torch.empty(M, H, CHUNK, D, **f32)
-    invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
-    factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
+    reuse = bool(chunk_factors)                                       # an earlier call's chunk factors, taken once
+    if chunk_factors is not None and not reuse and not (entry_only and entry_kernel):
+        raise ValueError("chunk_factors to fill needs entry_only=True and entry_kernel=True (any other call adds to dU)")
+    if reuse:
+        qd, kd, kr, du, invb, decay, factors = (chunk_factors.pop(n) for n in CHUNK_FACTORS)
+        if kd.shape[:2] != (M, H): raise ValueError(f"chunk_factors were made for {tuple(kd.shape[:2])} chunk rows and heads, "
+                                                    f"this call has {(M, H)}")
+    else:
+        qd, kd, kr = (torch.empty(M, H, CHUNK, D, device=dev, dtype=torch.float16) for _ in range(3))   # the passes' operands
+        du = torch.empty(M, H, CHUNK, D, **f32)
+        invb, decay = torch.empty(M, H, CHUNK, CHUNK, **f32), torch.empty(M, H, D, **f32)
+        factors = torch.empty(M, H, ext.kda_bwd_factor_floats(), **f32)   # A, INV, beta, norms: kept for the adjoint
+        if chunk_factors is not None: chunk_factors.update(zip(CHUNK_FACTORS, (qd, kd, kr, du, invb, decay, factors)))
     identity = bool(torch.equal(order, torch.arange(N)))             # one sequence, or the sequences longest first already
     order = order.pin_memory().to(dev, non_blocking=True)           # no wait for the stream (the binding's tables too)
     def sorted_states(x):        # the caller's states in the passes' order, fp32, in a tensor of their own (the passes write it)
@@ -175,7 +191,8 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
     with passes_beside(main, 2) as (forward, backward):
         made = [None] * len(cuts)
         for j in ends_first(len(cuts)):
-            ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors, *rows[j], **codes)
+            if not reuse:
+                ext.kda_bwd_prepare(q, k, g, beta, do, *chunk_in, qd, kd, kr, du, invb, decay, factors, *rows[j], **codes)
             made[j] = torch.cuda.Event()
             made[j].record(main)
         for j, (lo, hi) in enumerate(cuts if not entry_only else ()):
@@ -186,7 +203,7 @@ def kda_backward_cuda(q, k, v, g, beta, A_log, dt_bias, *, scale: float | None =
             backward.wait_event(made[j])
             with torch.cuda.stream(backward):
                 ext.kda_bwd_dstates(qd, kd, kr, invb, decay, do16, float(scale), row_tok, row_len, dS, step_off, chunks,
-                                    du, dSo, dR, dS0, ks, lo, hi)
+                                    du, dSo, dR, dS0, ks, lo, hi, entry_only=entry_only and entry_kernel)
     del qd, kd, kr, dS, S0, invb, decay, v16, do16
     if identity: dinit = dS0                                          # no gathers and no scatter in the sequences' own order
     else:

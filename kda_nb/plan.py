@@ -24,14 +24,14 @@ __all__ = ['PATHS', 'BACKENDS', 'K1_GRIDS', 'K3_LOADS', 'FP16_KERNELS', 'FP16_BA
            'K2_BLOCKS_PER_HEAD', 'K3_EAGER_LOADS', 'K3_FOUR_ROWS', 'K3_FOUR_ROWS_MIN_TOKENS', 'K3_WIDE',
            'SPLIT_ENABLED', 'SPLIT_FIRST_PASSES', 'SPLIT_SHARE_K1', 'SPLIT_SHARE_K1_MAX_SEGMENT', 'SPLIT_STATES_ONLY',
            'SPLIT_STATES_LEAN', 'SPLIT_PAIRED_STATES', 'SPLIT_SCAN_KERNEL', 'SPLIT_BACKWARD_ENABLED',
-           'SPLIT_BACKWARD_GAIN', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US', 'SPLIT_CHUNK_SLOPE_US',
-           'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US', 'SPLIT_FIXED_US',
-           'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS', 'Plan', 'form_words',
-           'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal', 'kernel_refusal', 'use_decode',
-           'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan', 'k2_stages', 'step_edges',
-           'shares_k1', 'whole_us', 'k2_alone_waves', 'split_us', 'split_segments', 'sm_count', 'path_plan',
-           'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda', 'run_kernels',
-           'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
+           'SPLIT_BACKWARD_GAIN', 'SPLIT_BACKWARD_LEAN', 'SPLIT_SEGMENTS', 'SPLIT_GAIN', 'SPLIT_CHUNK_US',
+           'SPLIT_CHUNK_SLOPE_US', 'SPLIT_ITEMS_PER_US', 'SPLIT_CHAIN_STEP_US', 'SPLIT_CHAIN_KERNEL_STEP_US',
+           'SPLIT_FIXED_US', 'SPLIT_STATES_ONLY_PASS', 'WHOLE', 'PASS_KSPLIT', 'STATES_DTYPE', 'SEGMENT_MIN_STEPS',
+           'Plan', 'form_words', 'form_refusal', 'pad_route', 'native_dims', 'kernel_routes', 'call_refusal',
+           'kernel_refusal', 'use_decode', 'use_fused', 'pipeline_steps', 'k1_grid', 'bf16_states', 'decode_plan',
+           'k2_stages', 'step_edges', 'shares_k1', 'whole_us', 'k2_alone_waves', 'split_us', 'split_segments',
+           'sm_count', 'path_plan', 'with_passes', 'kernel_path', 'plan', 'state_dtypes_of', 'plan_for', 'fwd_cuda',
+           'run_kernels', 'pass_segments', 'BackwardPlan', 'backward_backend', 'backward_plan', 'forced', 'whole_calls',
            'forced_backward', 'may_pass_backward', 'backward_passes']
 
 # %% ../nbs/04b_plan.ipynb #6d562a0e
@@ -329,6 +329,9 @@ SPLIT_BACKWARD_GAIN = 2.5    # ... the forward's model finds segments this many 
                              # step one sequence (tools/segments_probe.py --train) was 1.47x faster at H = 4, T = 65,536
                              # (model 4.2x), 1.15x at H = 8, T = 131,072 (2.6x), 0.80x at H = 16, T = 65,536 (1.3x;
                              # benchmarks/passes_train_probe_h100.json)
+SPLIT_BACKWARD_LEAN = False  # ... its first step's pass of dS in the instances that write only the entry gradients (no dS per
+                             # chunk, dU or dR: kda_bwd_dstates's entry_only), and its second step taking the first's chunk
+                             # factors instead of making them again: off until a GPU times it
 SPLIT_SEGMENTS = (2048, 4096, 8192, 16384)   # the segment lengths the passes rule weighs (tokens)
 SPLIT_GAIN = 1.25             # the passes run where the model finds them this many times faster than the whole call
 SPLIT_CHUNK_US = 1.0          # one chunk of a chain, while at most 16 chains run (H200)

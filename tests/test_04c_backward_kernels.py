@@ -125,9 +125,17 @@ def test_backward_cuda_entry_only(seqlens):
     # bit, in the sequences' own order (the passes sort them longest first), with and without a final state's gradient
     inp, go, gs = backward_case(2 if seqlens is None else 1, 200 if seqlens is None else 0, 2, seqlens=seqlens)
     for up in (gs, None):
-        whole = kda_backward_cuda(**inp, grad_out=go, grad_state=up)[-1]
+        full = kda_backward_cuda(**inp, grad_out=go, grad_state=up)
         alone = kda_backward_cuda(**inp, grad_out=go, grad_state=up, entry_only=True)
-        assert torch.equal(alone, whole) and alone.abs().max() > 0
+        assert torch.equal(alone, full[-1]) and alone.abs().max() > 0
+        # the dS pass's instances that write nothing else (§entry), and a full call on the chunk factors they left
+        kept = {}
+        lean = kda_backward_cuda(**inp, grad_out=go, grad_state=up, entry_only=True, entry_kernel=True, chunk_factors=kept)
+        assert torch.equal(lean, full[-1]) and set(kept) == set(CHUNK_FACTORS)
+        again = kda_backward_cuda(**inp, grad_out=go, grad_state=up, chunk_factors=kept)
+        assert not kept and all(torch.equal(x, y) for x, y in zip(again, full) if x is not None), "the same bits"
+    with pytest.raises(ValueError, match='chunk_factors to fill needs entry_only=True and entry_kernel=True'):
+        kda_backward_cuda(**inp, grad_out=go, chunk_factors={})
 
 @needs_kernels
 def test_backward_cuda_refuses_what_it_cannot_do():
@@ -498,12 +506,12 @@ BWD_UNITS = ['kda_bwd_chunk.cu', 'kda_bwd_states.cu']
 def test_backward_instances_compile_without_spills():
     """nvcc on the backward's two units (no GPU needed): for bf16 inputs every instance there was (the chunk factors
     and the adjoint once per gate form and once for FlashKDA's form, the adjoint for each states dtype; each pass per
-    k-split); for fp16 inputs the gate forms' instances with FORMS only (kda_switch.h: dispatch_bwd) and each pass per
-    k-split (dispatch_input). No instance spills."""
+    k-split, the pass of dS also in its instances of the entry gradients alone, §entry); for fp16 inputs the gate forms'
+    instances with FORMS only (kda_switch.h: dispatch_bwd) and each pass per k-split (dispatch_input). No instance spills."""
     from kda_nb.kernels import instance_input, nvcc_resource_usage
     usage = nvcc_resource_usage(units=BWD_UNITS)
     count = lambda kernel, dt: sum(r['kernel'] == kernel and instance_input(r) == dt for r in usage)
-    want = {'kda_bwd_prepare': (4, 3), 'kda_bwd_adjoint': (8, 6), 'kda_bwd_states': (2, 2), 'kda_bwd_dstates': (2, 2)}
+    want = {'kda_bwd_prepare': (4, 3), 'kda_bwd_adjoint': (8, 6), 'kda_bwd_states': (2, 2), 'kda_bwd_dstates': (4, 4)}
     assert {k: (count(k, 'bf16'), count(k, 'fp16')) for k in want} == want
     assert len(usage) == sum(map(sum, want.values())) and all(instance_input(r) for r in usage)
     for r in usage:

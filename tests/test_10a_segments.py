@@ -269,6 +269,30 @@ def test_gradient_in_segments_on_the_gpu_against_fp64(form):
     for n, (s, w) in errs.items(): assert s <= max(1.5 * w, 2 ** -8), (n, s, w)
 
 @pytest.mark.skipif(not GPU, reason=NO_GPU)
+def test_gradient_in_segments_lean_same_bits(monkeypatch):
+    """`SPLIT_BACKWARD_LEAN` (the first step's pass of dS writing only the entry gradients, its chunk factors kept for the
+    second step): the gradients in segments without it, bit for bit, on a varlen batch with an empty, a one-token and
+    unaligned sequences."""
+    import kda_nb.plan as P
+    from kda_nb.api import kda
+    from kda_nb.plan import forced_backward
+    xs = random_inputs(seqlens=[3000, 0, 1, 17, 5000], H=2, K=128, V=128, device='cuda', seed=15, state='fp32')
+    names = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias', 'initial_state')
+    gen = torch.Generator(device='cuda').manual_seed(3)
+    d_out = torch.randn(xs['v'].shape, generator=gen, device='cuda')
+    d_state = torch.randn(xs['initial_state'].shape, generator=gen, device='cuda')
+    def grads(lean):
+        monkeypatch.setattr(P, 'SPLIT_BACKWARD_LEAN', lean)
+        ins = {n: xs[n].clone().requires_grad_() for n in names}
+        with forced_backward(passes=1024):
+            o, S = kda(*(ins[n] for n in names[:-1]), initial_state=ins['initial_state'], cu_seqlens=xs['cu_seqlens'],
+                       output_final_state=True)
+            torch.autograd.backward([o, S], [d_out.to(o.dtype), d_state])
+        return {n: ins[n].grad for n in names}
+    plain, lean = grads(False), grads(True)
+    assert all(torch.equal(plain[n], lean[n]) for n in names)
+
+@pytest.mark.skipif(not GPU, reason=NO_GPU)
 @pytest.mark.parametrize('scan_kernel', [False, True])
 def test_passes_under_cuda_graph_capture(monkeypatch, scan_kernel):
     """A fixed-length call forced into passes is captured in a CUDA graph and replayed on new inputs: the same as eager;

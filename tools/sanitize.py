@@ -331,6 +331,18 @@ def shifted(x):                                     # the same values 2 bytes pa
 inp['v'] = shifted(inp['v'])
 kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=shifted(torch.randn_like(inp['v'])))
 torch.cuda.synchronize()
+# the entry gradients alone (kda_bwd_dstates's entry instances) and a full call on the chunk factors they left, on
+# offsets no check saw
+for cu in ([0, 5, 17, 40], [-5, 10, 40], [40, 0, 40]):
+    inp = random_inputs(1, 40, 2, 128, device='cuda', seed=13)
+    inp['cu_seqlens'] = torch.tensor(cu, device='cuda')
+    inp['initial_state'] = torch.randn(len(cu) - 1, 2, 128, 128, device='cuda')
+    go, kept = torch.randn(inp['v'].shape, device='cuda'), {}
+    kda_backward_cuda(**{k: inp[k] for k in ARGS}, grad_out=go, entry_only=True, entry_kernel=True, chunk_factors=kept)
+    backward_args = {k: inp[k] for k in ARGS}
+    grads = kda_backward_cuda(**backward_args, grad_out=go, chunk_factors=kept)
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(g).all() for g in grads if g is not None)
 # every form of the backward's kernels (kda_bwd_chunk.cu: the gate form's kernels, the exact path of unbounded decays):
 # the softplus gate at A = 16, a given gate masked at -1000, beta as probabilities with q, k normalised outside, the
 # softplus gate with allow_neg_eigval; varlen with offsets no check saw, fp32 and bf16 states, bf16 gradients
