@@ -16,17 +16,11 @@
 # repository is: `tar -xf records.tar` at the repository's root puts them in benchmarks/.
 #
 # --new checks and times the newest paths, the first GPU session after they land (BASE unused), most wanted first:
-# the binding's surface test (04b's test_binding_takes_the_plan, built by the host compiler against stand-in
-# launchers; on H100s at ea8c1f4 and ddc22d3 it crashed with a segmentation fault at {'path': 'decode', 'k3_rows': 4},
-# whose message streamed an int64_t, fixed at 9781975: run alone, with Python's fault handler and its output shown,
-# each case named before its call); K2's states only (04's
-# test_kernels_states_only) and every GPU test of 10a (the passes over segments); K3's tests (04a, 11: one block a head,
-# four rows, stores, eager loads, replay read in place); the long group with kda_nb alone at H = 4, 8, 16 and T = 32768,
-# 131072 (fwd reaches the plan's passes since 70570b3); the passes timed beside each other, the shared K1 with and without K2's
-# states only among them (python tools/segments_probe.py --passes --quick, JSON in the logs); tools/sanitize.py; and last
-# the one-token step and the verification of 4 drafts with four rows beside two, in the same rounds (python -m
-# kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N '' --gates safe, its record in the logs). Point it at
-# what lands next. NEW_K: the 04a/11 tests' -k expression (NEW_K= : every GPU test of 04a and 11).
+# the GPU tests of K2's states only and of the states with the transitions in one launch (04), of the backward's entry
+# gradients alone and the chunk factors kept (04c), of the passes and the gradient in segments (10a: against fp64, and
+# SPLIT_BACKWARD_LEAN's same bits) and of the API's gradients (05); tools/sanitize.py and tools/sanitize.py --backward;
+# the training step one sequence whole, in segments and in segments lean (python tools/segments_probe.py --train, JSON in
+# the logs); and the long group with kda_nb alone at H = 4, 8, 16 and T = 65536, 131072. Point it at what lands next.
 # Its JSON and logs come back in $OUT/gpu_check.tar.
 #
 # --train-base checks this tree's whole API against BASE's whole tree bitwise (python -m kda_nb.bench compare-tree:
@@ -165,28 +159,20 @@ if [ "$BENCH" = --train-base ]; then
   exit $status
 fi
 if [ "$BENCH" = --new ]; then
-  echo "== the binding's surface test alone, each case named before its call"
-  bounded python3 -X faulthandler -m pytest -s -q -rfEs --tb=short -p no:cacheprovider tests/test_04b_plan.py -k binding_takes_the_plan \
-    2>&1 | tee "$LOG/pytest_binding.txt" || status=1
-  echo "== K2's states only (04), the passes over segments (10a)"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_10a_segments.py \
-    tests/test_04_kernels.py::test_kernels_states_only 2>&1 \
+  echo "== K2's states only and paired (04), the entry gradients (04c), the passes and the gradient in segments (10a), the API's gradients (05)"
+  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider -m "not slow" tests/test_04_kernels.py \
+    tests/test_04c_backward_kernels.py tests/test_10a_segments.py tests/test_05_api.py \
+    -k "states_only or states_paired or entry_only or segments or passes or gradient or backward" 2>&1 \
     | tee "$LOG/pytest_new.txt" || status=1
-  echo "== K3 one block a head, four rows, stores, eager loads and replay read in place (04a, 11)"
-  bounded python3 -m pytest -q -rfEs --tb=short -p no:cacheprovider tests/test_04a_decode.py tests/test_11_serving.py \
-    -k "${NEW_K-wide or four_rows or stores or eager or replay or in_place}" 2>&1 | tee -a "$LOG/pytest_new.txt" || status=1
-  echo "== the long group, kda_nb alone: fwd reaching the plan's passes (70570b3; before, its fast entrance ran them whole)"
-  bounded python3 -m kda_nb.bench --cases long --impls kda_nb --H 4,8,16 --long-T 32768,131072 --no-plots \
+  echo "== the forward's and the backward's cases under compute-sanitizer"
+  bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
+  bounded python3 tools/sanitize.py --backward 2>&1 | tee "$LOG/sanitize_backward.txt" || status=1
+  echo "== the training step one sequence: whole, in segments, in segments lean"
+  bounded python3 tools/segments_probe.py --train --out "$LOG/passes_train_probe.json" 2>&1 | tee "$LOG/train_probe.txt" || status=1
+  echo "== the long group, kda_nb alone"
+  bounded python3 -m kda_nb.bench --cases long --impls kda_nb --H 4,8,16 --long-T 65536,131072 --no-plots \
     --deadline "$(( $(left) > 300 ? 90 : $(left) / 3 ))" --out "$LOG" --tag long_kda_nb_$GPU_TAG "${COMMIT_ARG[@]}" 2>&1 \
     | tee "$LOG/long_kda_nb.txt" || status=1
-  echo "== the passes timed beside each other"
-  bounded python3 tools/segments_probe.py --passes --quick --out "$LOG/passes_probe_quick.json" 2>&1 | tee "$LOG/probe.txt" || status=1
-  echo "== the forward's cases under compute-sanitizer (K2's states only, K3's tables among them)"
-  bounded python3 tools/sanitize.py 2>&1 | tee "$LOG/sanitize.txt" || status=1
-  echo "== K3's four rows timed beside two: the one-token step and the verification of 4 drafts"
-  bounded python3 -m kda_nb.bench serving --jobs step,verify --N 256,1024 --graph-N '' --gates safe \
-    --deadline "$(( $(left) > 300 ? 150 : $(left) / 2 ))" --out "$LOG" --tag k3_four_rows_$GPU_TAG "${COMMIT_ARG[@]}" 2>&1 \
-    | tee "$LOG/serving.txt" || status=1
   exit $status
 fi
 if [ "$BENCH" = --serving ]; then

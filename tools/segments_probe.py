@@ -178,8 +178,9 @@ NAMES = ('q', 'k', 'v', 'g', 'beta', 'A_log', 'dt_bias')
 
 
 def train_probe(out: str) -> int:
-    """One training step of one long sequence (kda's forward whole, its backward from fixed upstream gradients): the
-    gradient whole, and in segments (kda_nb.segments.gradient_in_segments, forced) at each segment length."""
+    """One training step of one long sequence (kda's forward as the plan runs it, its backward from fixed upstream
+    gradients): the gradient whole, and in segments (kda_nb.segments.gradient_in_segments, forced) at each segment
+    length, plain and lean (kda_nb.plan.SPLIT_BACKWARD_LEAN: the same bits, checked)."""
     rows = []
     for T, H, segs in TRAIN_CASES:
         inp = random_inputs(1, T, H, 128, device='cuda', seed=0, state='fp32', gate='g=-8')
@@ -202,9 +203,15 @@ def train_probe(out: str) -> int:
             ms = timed(lambda: step(seg), reps=5)
             errs = {n: rel_rms(g_s[n].float(), g_w[n].float()) for n in g_w}
             worst = max(errs, key=errs.get)
-            print(f"  gradient in segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x) | gradients vs whole: worst {worst} "
-                  f"{errs[worst]:.1e}", flush=True)
-            rows.append(dict(T=T, H=H, seg=seg, ms=ms, grad_err=errs))
+            saved, kda_nb.plan.SPLIT_BACKWARD_LEAN = kda_nb.plan.SPLIT_BACKWARD_LEAN, True
+            try:                           # the lean first step (kda_nb.plan.SPLIT_BACKWARD_LEAN): the same bits, timed
+                same = all(torch.equal(a, b) for a, b in zip(step(seg).values(), g_s.values()))
+                ms_lean = timed(lambda: step(seg), reps=5)
+            finally: kda_nb.plan.SPLIT_BACKWARD_LEAN = saved
+            assert same, f"T = {T}, H = {H}, segments of {seg}: the lean gradient in segments changed the bits"
+            print(f"  gradient in segments of {seg}: {ms:.3f} ms ({ms_w / ms:.2f}x), lean {ms_lean:.3f} ms "
+                  f"({ms_w / ms_lean:.2f}x) | gradients vs whole: worst {worst} {errs[worst]:.1e}", flush=True)
+            rows.append(dict(T=T, H=H, seg=seg, ms=ms, ms_lean=ms_lean, grad_err=errs))
     Path(out).write_text(json.dumps(dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, rows=rows), indent=1))
     print(f"wrote {out}")
     return 0
