@@ -558,20 +558,27 @@ def test_forms_grouped_value_heads(HV, gate, path, steps):
                             path, steps)
 
 
+def states_case(dtype, seqlens, seed):
+    """The states-only tests' problem: inputs without their form options (fixed rows of 333 tokens, or `seqlens`), a
+    random pool of N + 2 fp32 states, each sequence's slot (n + 1), the middle one padding (-1: no state read or
+    written). `(x, B, T, H, N, pool, slots, padding)`."""
+    inp = random_inputs(2 if seqlens is None else 1, 333 if seqlens is None else 0, 4, 128, seqlens=seqlens,
+                        device='cuda', seed=seed, dtype=dtype)
+    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    B, T, H = x['v'].shape[:3]
+    N = B if x.get('cu_seqlens') is None else x['cu_seqlens'].numel() - 1
+    pool = torch.randn(N + 2, H, 128, 128, device='cuda')
+    slots = torch.arange(N, device='cuda') + 1
+    slots[N // 2] = -1
+    return x, B, T, H, N, pool, slots, N // 2
+
 @needs_kernels
 @pytest.mark.parametrize('dtype', [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize('steps', [1, 3])
 @pytest.mark.parametrize('seqlens', [None, AWKWARD])
 def test_kernels_states_only(dtype, steps, seqlens):
-    inp = random_inputs(2 if seqlens is None else 1, 333 if seqlens is None else 0, 4, 128, seqlens=seqlens,
-                        device='cuda', seed=11, dtype=dtype)
-    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    x, B, T, H, N, pool, idx, _ = states_case(dtype, seqlens, 11)
     q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
-    B, T, H = v.shape[:3]
-    N = B if cu is None else cu.numel() - 1
-    pool = torch.randn(N + 2, H, 128, 128, device='cuda')
-    idx = torch.arange(N, device='cuda') + 1
-    idx[N // 2] = -1                                             # a padding sequence: no state read or written
     p = path_plan('chunked', 'the states only', B, T, H, N, cu is not None, sm_count(q.device), steps)
     def run(values, **kw):
         out, fs = torch.full(v.shape, float('nan'), device='cuda', dtype=dtype), pool.clone()
@@ -601,16 +608,8 @@ def test_kernels_states_only(dtype, steps, seqlens):
 @pytest.mark.parametrize('lean', [False, True])
 @pytest.mark.parametrize('seqlens', [None, AWKWARD])
 def test_kernels_states_paired(dtype, lean, seqlens):
-    inp = random_inputs(2 if seqlens is None else 1, 333 if seqlens is None else 0, 4, 128, seqlens=seqlens,
-                        device='cuda', seed=12, dtype=dtype)
-    x = {n: v for n, v in inp.items() if n not in FORM_OPTIONS}
+    x, B, T, H, N, pool, idx, pad = states_case(dtype, seqlens, 12)
     q, v, cu = x['q'], x['v'], x.get('cu_seqlens')
-    B, T, H = v.shape[:3]
-    N = B if cu is None else cu.numel() - 1
-    pool = torch.randn(N + 2, H, 128, 128, device='cuda')
-    idx = torch.arange(N, device='cuda') + 1
-    pad = N // 2
-    idx[pad] = -1                                                # a padding sequence: nothing read or written
     p = path_plan('chunked', 'paired', B, T, H, N, cu is not None, sm_count(q.device), 1)
     def run(initial, **kw):
         out, fs = torch.full(v.shape, float('nan'), device='cuda', dtype=dtype), initial.clone()
